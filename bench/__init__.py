@@ -1,0 +1,1 @@
+"""Benchmarks behind ``placement bench …``: each prints a table and writes JSON."""

@@ -1,0 +1,1 @@
+"""The domain: accelerators, model architectures, fleets, tenants, request classes, requests."""

@@ -1,0 +1,154 @@
+"""Fleets: replicas of one or more kinds, loaded from YAML.
+
+```yaml
+name: hetero
+replicas:
+  - kind: h100            # a name for this group of identical replicas
+    accelerator: H100-SXM
+    count: 4
+    model: llama-3-8b
+    tp: 1
+    cost_per_hour: 4.0    # optional, per accelerator; the catalogue's figure otherwise
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from placement.domain.accelerators import Accelerator, get_accelerator
+from placement.domain.llm import ModelArchitecture, get_model
+from placement.errors import InputError
+
+DEFAULT_MAX_BATCHED_TOKENS = 8192
+DEFAULT_MAX_NUM_SEQS = 256
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+# activations, CUDA graphs and the like, per GPU, before the KV cache gets the rest
+ACTIVATION_RESERVE_GB = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaSpec:
+    """One engine instance: a model on ``tp`` accelerators of one kind."""
+
+    id: str
+    kind: str
+    accelerator: Accelerator
+    model: ModelArchitecture
+    tp: int
+    cost_per_hour: float
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    kv_capacity_tokens: int
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fleet:
+    name: str
+    replicas: tuple[ReplicaSpec, ...]
+
+    @property
+    def cost_per_hour(self) -> float:
+        return sum(r.cost_per_hour for r in self.replicas)
+
+    @property
+    def models(self) -> set[str]:
+        return {r.model.name for r in self.replicas}
+
+
+def kv_capacity_tokens(
+    accelerator: Accelerator, model: ModelArchitecture, tp: int, gpu_memory_utilization: float
+) -> int:
+    """Tokens of KV cache a replica holds once weights and a reserve are loaded."""
+    usable = accelerator.hbm_gb * 1e9 * gpu_memory_utilization * tp
+    free = usable - model.weight_bytes() - ACTIVATION_RESERVE_GB * 1e9 * tp
+    return max(0, int(free // model.kv_bytes_per_token()))
+
+
+class _GroupSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    accelerator: str
+    count: int = Field(ge=1, le=100_000)
+    model: str
+    tp: int = Field(default=1, ge=1, le=64)
+    cost_per_hour: float | None = Field(default=None, ge=0)
+    max_num_batched_tokens: int = Field(default=DEFAULT_MAX_BATCHED_TOKENS, ge=64)
+    max_num_seqs: int = Field(default=DEFAULT_MAX_NUM_SEQS, ge=1)
+    gpu_memory_utilization: float = Field(default=DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class _FleetSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    replicas: list[_GroupSpec] = Field(min_length=1)
+
+
+def _pydantic_to_input_error(exc: ValidationError, source: str) -> InputError:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field (a typo?)"
+    return InputError(msg, source=source, field=loc)
+
+
+def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
+    """Build and validate a fleet from parsed YAML."""
+    if not isinstance(raw, dict):
+        raise InputError("a fleet must be a mapping", source=source,
+                         expected="keys 'name' and 'replicas'")
+    try:
+        spec = _FleetSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise _pydantic_to_input_error(exc, source) from None
+    replicas: list[ReplicaSpec] = []
+    for gi, g in enumerate(spec.replicas):
+        where = f"replicas.{gi}"
+        acc = get_accelerator(g.accelerator, source=source, field=f"{where}.accelerator")
+        model = get_model(g.model, source=source, field=f"{where}.model")
+        kv = kv_capacity_tokens(acc, model, g.tp, g.gpu_memory_utilization)
+        if kv < 16 * 1024:
+            raise InputError(
+                f"{model.name} on {g.tp}×{acc.kind} leaves {kv} tokens of KV cache",
+                source=source, field=f"{where}.tp", expected="more GPUs (tp) or a smaller model",
+            )
+        cost = g.cost_per_hour if g.cost_per_hour is not None else acc.cost_per_hour
+        for i in range(g.count):
+            replicas.append(ReplicaSpec(
+                id=f"{g.kind}-{i}", kind=g.kind, accelerator=acc, model=model, tp=g.tp,
+                cost_per_hour=cost * g.tp, max_num_batched_tokens=g.max_num_batched_tokens,
+                max_num_seqs=g.max_num_seqs, kv_capacity_tokens=kv, labels=dict(g.labels),
+            ))
+    ids = [r.id for r in replicas]
+    if len(set(ids)) != len(ids):
+        raise InputError("two replica groups share a kind", source=source, field="replicas.kind",
+                         expected="distinct kinds")
+    return Fleet(name=spec.name, replicas=tuple(replicas))
+
+
+def load_fleet(path: str | Path) -> Fleet:
+    """Read a fleet YAML file; every error names the file and the field."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read fleet file: {exc.strerror}", source=str(p)) from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        line = None
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            line = mark.line + 1
+        raise InputError("not valid YAML", source=str(p), line=line) from None
+    return fleet_from_dict(raw, source=str(p))

@@ -1,0 +1,55 @@
+"""The project's one exception hierarchy.
+
+Every error a user can cause derives from :class:`PlacementError`; the CLI turns these into a
+one-line message and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class PlacementError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class InputError(PlacementError):
+    """Bad input: a file, a line or a field that is not what was expected.
+
+    The message names where the problem is (``source``, ``line``, ``field``) and what was
+    expected, so the user can fix it without reading code.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        expected: str | None = None,
+    ) -> None:
+        self.source = source
+        self.line = line
+        self.field = field
+        self.expected = expected
+        where = []
+        if source is not None:
+            where.append(str(source) if line is None else f"{source}:{line}")
+        if field is not None:
+            where.append(f"field '{field}'")
+        prefix = ", ".join(where)
+        text = f"{prefix}: {message}" if prefix else message
+        if expected is not None:
+            text += f" (expected {expected})"
+        super().__init__(text)
+
+
+class UnknownAccelerator(InputError):
+    """An accelerator kind that the catalogue does not know."""
+
+
+class UnknownModel(InputError):
+    """A model architecture that the catalogue does not know."""
+
+
+class ProfileUnavailable(PlacementError):
+    """Measured operator profiles for an accelerator could not be read."""

@@ -1,0 +1,1 @@
+"""The fleet simulator: replicas with continuous batching over measured engine timings."""
