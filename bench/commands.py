@@ -1,3 +1,59 @@
 """``placement bench`` subcommands (thin: parse options, call the benchmark, print, write)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from placement.cli import bench_app, user_errors
+
+
+@bench_app.command("routing")
+@user_errors
+def routing(
+    workload: Annotated[str, typer.Option(help="mooncake, azure-conv, azure-code, servegen, "
+                                               "mixed, synthetic")] = "mooncake",
+    fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
+    policies: Annotated[str, typer.Option(help="'all' or a comma list")] = "all",
+    loads: Annotated[str, typer.Option(help="offered load, × nominal capacity")] = (
+        "0.5,0.75,1.0,1.25,1.5"),
+    duration: Annotated[float | None, typer.Option(help="seconds of trace to use")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    scrape_interval: Annotated[float, typer.Option(help="router's metrics scrape, s")] = 0.1,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+    plot: Annotated[Path | None, typer.Option(help="PNG (default: beside --out)")] = None,
+) -> None:
+    """Goodput at SLO of each routing policy against offered load."""
+    from bench.routing import RoutingBench, parse_loads, parse_policies, run_routing_bench
+    from placement.domain.fleet import load_fleet
+    from sim.simulator import SimConfig
+    from sim.workloads.registry import load_workload
+
+    bench = RoutingBench(
+        workload=load_workload(workload, seed=seed, duration_s=duration),
+        fleet=load_fleet(fleet),
+        policies=parse_policies(policies),
+        loads=parse_loads(loads),
+        seed=seed,
+        config=SimConfig(scrape_interval_s=scrape_interval),
+    )
+    run_routing_bench(bench, out=out, plot=plot)
+
+
+@bench_app.command("sim-speed")
+@user_errors
+def sim_speed(
+    requests: Annotated[int, typer.Option(min=1)] = 1_000_000,
+    replicas: Annotated[int, typer.Option(min=1)] = 100,
+    load: Annotated[float, typer.Option(min=0.01)] = 0.8,
+    policy: Annotated[str, typer.Option()] = "least_outstanding",
+    repeats: Annotated[int, typer.Option(min=1)] = 1,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+) -> None:
+    """Wall-clock speed of the simulator (target: 1M requests on 100 replicas in ≤60 s)."""
+    from bench.sim_speed import run_sim_speed
+
+    run_sim_speed(requests=requests, replicas=replicas, load=load, policy=policy,
+                  repeats=repeats, out=out)

@@ -44,6 +44,7 @@ class Request:
         "block_hashes",
         "block_tokens",
         "cached_tokens",
+        "error",
         "finish_s",
         "first_token_s",
         "id",
@@ -84,6 +85,7 @@ class Request:
         self.finish_s = -1.0
         self.cached_tokens = 0
         self.preemptions = 0
+        self.error = ""  # why it failed, empty when served
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,36 @@
+"""``least_outstanding``: the replica with the fewest requests in flight (router's own count)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from placement.domain.requests import Request
+from placement.routing.base import Pipeline, ReplicaView
+from placement.routing.filters import HealthFilter, ModelFilter
+from placement.routing.pickers import MaxScorePicker
+from placement.routing.policies._normalise import lower_is_better
+
+if TYPE_CHECKING:
+    from placement.routing.policies.context import PolicyContext
+
+
+class LeastOutstandingScorer:
+    """Grades ``ReplicaView.outstanding`` (requests sent, not finished): fewer is better.
+
+    Min-max normalised over the candidates; ties (e.g. an idle fleet) all grade 1.
+    """
+
+    name = "least-outstanding-scorer"
+
+    def score(self, req: Request, candidates: list[ReplicaView], now: float) -> list[float]:
+        return lower_is_better([c.outstanding for c in candidates])
+
+
+def build(ctx: PolicyContext) -> Pipeline:
+    """Least outstanding requests; ties broken by a RNG seeded with ``ctx.seed``."""
+    return Pipeline(
+        "least_outstanding",
+        filters=[ModelFilter(), HealthFilter()],
+        scorers=[(LeastOutstandingScorer(), 1.0)],
+        picker=MaxScorePicker(seed=ctx.seed),
+    )

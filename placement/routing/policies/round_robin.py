@@ -1,0 +1,39 @@
+"""``round_robin``: each request to the next eligible replica in index order, cyclically."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from placement.domain.requests import Request
+from placement.routing.base import Pipeline, ReplicaView
+from placement.routing.filters import HealthFilter, ModelFilter
+
+if TYPE_CHECKING:
+    from placement.routing.policies.context import PolicyContext
+
+
+class RoundRobinPicker:
+    """Picks the first candidate whose index follows the last replica routed to, wrapping.
+
+    Cycling over replica indices rather than list positions keeps the order fair when the
+    filters drop different replicas from one request to the next.
+    """
+
+    name = "round-robin-picker"
+
+    def __init__(self) -> None:
+        self._last = -1
+
+    def pick(self, req: Request, candidates: list[ReplicaView], scores: list[float]) -> ReplicaView:
+        after = [c for c in candidates if c.index > self._last]
+        return min(after or candidates, key=lambda c: c.index)
+
+    def on_routed(self, req: Request, replica: ReplicaView, now: float) -> None:
+        self._last = replica.index
+
+
+def build(ctx: PolicyContext) -> Pipeline:
+    """The round-robin policy (no parameters)."""
+    return Pipeline(
+        "round_robin", filters=[ModelFilter(), HealthFilter()], picker=RoundRobinPicker()
+    )

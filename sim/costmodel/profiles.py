@@ -1,0 +1,230 @@
+"""Measured operator tables (NVIDIA AIConfigurator, vLLM) loaded once and indexed for lookup.
+
+The tables live under ``<shared data>/profiles/aiconfigurator/<profile>/<op>/vllm/<version>/``
+(``gemm``, ``attention``, ``comm``, ``moe``). Latencies there are milliseconds per call on one
+GPU; every :class:`Curve` here holds **seconds**.
+
+Which rows are kept (one value per measured point):
+
+- dtype ``bfloat16`` for GEMM, attention (``attn_dtype`` and ``kv_cache_dtype``), MoE and
+  all-reduce; ``window_size == 0`` (full attention) where the column exists;
+- MoE with ``moe_ep_size == 1`` and ``distribution == 'balanced'`` when the table has it for the
+  shape, else ``power_law_1.01`` (the mildest skew measured);
+- kernel variant: **the fastest per point**. After the filters above the tables hold one kernel per
+  point almost everywhere (e.g. FA3 on H100, ``torch.nn.functional.linear`` GEMMs); where several
+  remain (all-reduce in CUDA-graph and eager mode, a FA4 row beside FA3) the fastest is the GPU time
+  an engine that picks its best kernel would see. For all-reduce that is the CUDA-graph variant:
+  the eager rows add the host launch latency, which a busy engine overlaps with GPU work.
+- the newest ``<version>`` folder when there are several.
+
+Generation attention rows are indexed by the context length ``isl + step`` (the KV tokens each
+decoding sequence reads); context attention rows by ``isl`` (a prefill of ``isl`` tokens with no
+cached context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from placement.errors import InputError, ProfileUnavailable
+from placement.paths import shared_data
+
+DTYPE = "bfloat16"
+MOE_DISTRIBUTIONS = ("balanced", "power_law_1.01")
+FRAMEWORK = "vllm"
+_MS = 1e-3
+
+
+class ShapeNotProfiled(ProfileUnavailable):
+    """The tables exist but do not cover a shape the model needs (the reason says which)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """Latency (s) measured at increasing ``xs`` (tokens, context, bytes…); at least one point."""
+
+    xs: tuple[float, ...]
+    ys: tuple[float, ...]
+
+
+HeadKey = tuple[int, int, int]  # (num_heads, num_kv_heads, head_dim) on one GPU
+MoeKey = tuple[int, int, int, int, int]  # (hidden, inter, topk, num_experts, moe_tp_size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperatorProfile:
+    """All tables of one accelerator, indexed for the cost model.
+
+    ``gemm[(n, k)]`` is latency over ``m``; ``context_attention[head][batch]`` latency over
+    ``isl``; ``generation_attention[head][batch]`` latency over context length;
+    ``all_reduce[num_gpus]`` latency over message bytes; ``moe[key]`` latency over tokens.
+    """
+
+    name: str
+    version: str
+    gemm: dict[tuple[int, int], Curve]
+    gemm_ns: tuple[int, ...]
+    gemm_ks: tuple[int, ...]
+    context_attention: dict[HeadKey, dict[int, Curve]]
+    generation_attention: dict[HeadKey, dict[int, Curve]]
+    all_reduce: dict[int, Curve]
+    moe: dict[MoeKey, Curve]
+
+
+def profiles_root() -> Path:
+    """Folder holding one sub-folder of measured tables per accelerator profile."""
+    return shared_data() / "profiles" / "aiconfigurator"
+
+
+def available_profiles() -> tuple[str, ...]:
+    """Profile names that have at least a GEMM table."""
+    root = profiles_root()
+    if not root.is_dir():
+        return ()
+    return tuple(sorted(p.name for p in root.iterdir() if (p / "gemm" / FRAMEWORK).is_dir()))
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
+
+
+def _version_dir(profile: str, op: str) -> Path | None:
+    base = profiles_root() / profile / op / FRAMEWORK
+    if not base.is_dir():
+        return None
+    versions = [p for p in base.iterdir() if p.is_dir()]
+    if not versions:
+        return None
+    return max(versions, key=lambda p: _version_key(p.name))
+
+
+def _read(path: Path, columns: Iterable[str]) -> pd.DataFrame:
+    wanted = list(columns)
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise ProfileUnavailable(f"{path}: cannot read the table ({exc})") from exc
+    missing = [c for c in wanted if c not in frame.columns]
+    if missing:
+        raise InputError(
+            "missing column(s) " + ", ".join(missing),
+            source=str(path),
+            field=missing[0],
+            expected="the AIConfigurator schema",
+        )
+    return frame
+
+
+def _curve(xs: Iterable[float], ys_ms: Iterable[float]) -> Curve:
+    pairs = sorted(zip(xs, ys_ms, strict=True))
+    return Curve(
+        xs=tuple(float(x) for x, _ in pairs), ys=tuple(float(y) * _MS for _, y in pairs)
+    )
+
+
+def _curves(frame: pd.DataFrame, keys: list[str], x: str) -> dict[tuple[int, ...], Curve]:
+    """Fastest latency per (keys, x) point, as one curve over ``x`` per key."""
+    fastest = frame.groupby([*keys, x], sort=True)["latency"].min().reset_index()
+    out: dict[tuple[int, ...], Curve] = {}
+    for key, group in fastest.groupby(keys, sort=True):
+        ints = tuple(int(v) for v in (key if isinstance(key, tuple) else (key,)))
+        out[ints] = _curve(group[x].to_numpy(), group["latency"].to_numpy())
+    return out
+
+
+def _load_gemm(path: Path) -> dict[tuple[int, int], Curve]:
+    frame = _read(path, ("gemm_dtype", "m", "n", "k", "latency"))
+    frame = frame[frame["gemm_dtype"] == DTYPE]
+    return {(key[0], key[1]): c for key, c in _curves(frame, ["n", "k"], "m").items()}
+
+
+def _attention_rows(path: Path) -> pd.DataFrame:
+    columns = ("batch_size", "isl", "step", "num_heads", "num_key_value_heads", "head_dim")
+    frame = _read(path, (*columns, "attn_dtype", "kv_cache_dtype", "latency"))
+    keep = (frame["attn_dtype"] == DTYPE) & (frame["kv_cache_dtype"] == DTYPE)
+    if "window_size" in frame.columns:
+        keep &= frame["window_size"] == 0
+    return frame[keep]
+
+
+def _by_head(
+    curves: dict[tuple[int, ...], Curve],
+) -> dict[HeadKey, dict[int, Curve]]:
+    out: dict[HeadKey, dict[int, Curve]] = {}
+    for (heads, kv_heads, head_dim, batch), curve in curves.items():
+        out.setdefault((heads, kv_heads, head_dim), {})[batch] = curve
+    return out
+
+
+def _load_context_attention(path: Path) -> dict[HeadKey, dict[int, Curve]]:
+    frame = _attention_rows(path)
+    keys = ["num_heads", "num_key_value_heads", "head_dim", "batch_size"]
+    return _by_head(_curves(frame, keys, "isl"))
+
+
+def _load_generation_attention(path: Path) -> dict[HeadKey, dict[int, Curve]]:
+    frame = _attention_rows(path)
+    frame = frame.assign(context=frame["isl"] + frame["step"])
+    keys = ["num_heads", "num_key_value_heads", "head_dim", "batch_size"]
+    return _by_head(_curves(frame, keys, "context"))
+
+
+def _load_all_reduce(path: Path) -> dict[int, Curve]:
+    frame = _read(path, ("allreduce_dtype", "num_gpus", "message_size", "latency"))
+    frame = frame[frame["allreduce_dtype"] == DTYPE]
+    return {key[0]: c for key, c in _curves(frame, ["num_gpus"], "message_size").items()}
+
+
+def _load_moe(path: Path) -> dict[MoeKey, Curve]:
+    keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
+    frame = _read(path, (*keys, "moe_dtype", "moe_ep_size", "distribution", "num_tokens", "latency"))
+    frame = frame[(frame["moe_dtype"] == DTYPE) & (frame["moe_ep_size"] == 1)]
+    out: dict[MoeKey, Curve] = {}
+    # the preferred distribution wins: fill from the least preferred up, overwriting
+    for distribution in reversed(MOE_DISTRIBUTIONS):
+        rows = frame[frame["distribution"] == distribution]
+        for key, curve in _curves(rows, keys, "num_tokens").items():
+            out[(key[0], key[1], key[2], key[3], key[4])] = curve
+    return out
+
+
+@lru_cache(maxsize=None)
+def load_profile(profile: str) -> OperatorProfile:
+    """Load and index every table of ``profile`` (e.g. ``"h100_sxm"``); cached per process.
+
+    Raises :class:`ProfileUnavailable` when the GEMM or attention tables are missing; the
+    all-reduce and MoE tables are optional (empty when absent).
+    """
+    gemm_dir = _version_dir(profile, "gemm")
+    attention_dir = _version_dir(profile, "attention")
+    if gemm_dir is None or attention_dir is None:
+        raise ProfileUnavailable(
+            f"no GEMM/attention tables for profile '{profile}' under {profiles_root()}"
+        )
+    gemm = _load_gemm(gemm_dir / "gemm_perf.parquet")
+    comm_dir = _version_dir(profile, "comm")
+    moe_dir = _version_dir(profile, "moe")
+    all_reduce_path = None if comm_dir is None else comm_dir / "custom_allreduce_perf.parquet"
+    moe_path = None if moe_dir is None else moe_dir / "moe_perf.parquet"
+    return OperatorProfile(
+        name=profile,
+        version=gemm_dir.name,
+        gemm=gemm,
+        gemm_ns=tuple(sorted({n for n, _ in gemm})),
+        gemm_ks=tuple(sorted({k for _, k in gemm})),
+        context_attention=_load_context_attention(
+            attention_dir / "context_attention_perf.parquet"
+        ),
+        generation_attention=_load_generation_attention(
+            attention_dir / "generation_attention_perf.parquet"
+        ),
+        all_reduce={}
+        if all_reduce_path is None or not all_reduce_path.exists()
+        else _load_all_reduce(all_reduce_path),
+        moe={} if moe_path is None or not moe_path.exists() else _load_moe(moe_path),
+    )

@@ -1,0 +1,352 @@
+"""One replica's engine: continuous batching with chunked prefill, paged KV, prefix cache.
+
+The engine follows vLLM's scheduler in shape: every iteration the decoding sequences produce
+one token each, and what is left of the token budget (``max_num_batched_tokens``) goes to
+prefill chunks, first to sequences already prefilling, then to waiting ones in FCFS order while
+KV memory and ``max_num_seqs`` allow. When memory runs out a decoding sequence is preempted
+and recomputed later (vLLM's recompute preemption), newest first.
+
+For speed the engine does not step token by token. A *run* is either one mixed iteration
+(there are prefill tokens to schedule) or ``k`` decode-only iterations during which the batch
+does not change; the run's length is known in closed form because the decode cost is affine
+in the summed context, which grows by ``n`` tokens per iteration. A run ends early when a
+request arrives (at the next iteration boundary), so the simulator only sees batch changes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from typing import Protocol
+
+from placement.domain.fleet import ReplicaSpec
+from placement.domain.requests import Request
+from sim.costmodel.base import IterationCostModel
+from sim.prefix_cache import PrefixCache
+from sim.sequence import DECODING, FINISHED, PREFILLING, WAITING, Sequence
+
+
+class EngineListener(Protocol):
+    """Who hears about first tokens and completions (the simulator's router side)."""
+
+    def on_first_token(self, req: Request, replica: int, now: float) -> None: ...
+
+    def on_complete(self, req: Request, replica: int, now: float) -> None: ...
+
+
+_MIXED = 1
+_DECODE = 2
+
+
+class Replica:
+    """A continuous-batching engine advanced from one batch change to the next."""
+
+    def __init__(
+        self,
+        index: int,
+        spec: ReplicaSpec,
+        cost: IterationCostModel,
+        listener: EngineListener,
+    ) -> None:
+        self.index = index
+        self.spec = spec
+        self.cost = cost
+        self.listener = listener
+        self.max_batched_tokens = spec.max_num_batched_tokens
+        self.max_num_seqs = spec.max_num_seqs
+        self.cache = PrefixCache(spec.kv_capacity_tokens)
+        self.alive = True
+        self.slowdown = 1.0
+        self.waiting: deque[Sequence] = deque()
+        self.prefilling: list[Sequence] = []
+        self.decoders: dict[int, Sequence] = {}  # insertion order = join order
+        self._finish_heap: list[tuple[int, int, Sequence]] = []
+        self.G = 0  # iterations run so far
+        self._ctx_base = 0  # Σ (ctx_join - g_join) over decoders; Σ context = base + n·G
+        self._uid = 0
+        # the run in progress
+        self.busy = False
+        self.run_kind = 0
+        self.run_start_s = 0.0
+        self.run_end_s = 0.0
+        self.run_k = 0
+        self._run_a = 0.0  # per-iteration fixed time of a decode run
+        self._run_b = 0.0  # time per context token
+        self._run_s0 = 0  # summed context at the run's first iteration
+        self._run_chunks: list[tuple[Sequence, int]] = []
+        # accounting
+        self.busy_s = 0.0
+        self.iterations = 0
+        self.preemptions = 0
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+
+    # ---- what a scrape of /metrics sees -------------------------------------------------
+    @property
+    def num_running(self) -> int:
+        return len(self.decoders) + len(self.prefilling)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def kv_usage(self) -> float:
+        return self.cache.usage
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    # ---- entry points for the simulator --------------------------------------------------
+    def enqueue(self, req: Request, now: float) -> float | None:
+        """A request arrives; returns the new end time of the run if it changed."""
+        if req.input_tokens + req.output_tokens > self.cache.capacity:
+            req.error = "too long for this replica's KV cache"
+            req.finish_s = now
+            self.listener.on_complete(req, self.index, now)
+            return None
+        self._uid += 1
+        self.waiting.append(Sequence(req, self._uid))
+        if not self.busy:
+            return self._start_run(now)
+        if self.run_kind == _DECODE and self.run_k > 1 and self.num_running < self.max_num_seqs:
+            return self._truncate_run(now)
+        return None
+
+    def step(self, now: float) -> float | None:
+        """The run in progress ends at ``now``: apply it, start the next; returns its end."""
+        self._finish_run(now)
+        return self._start_run(now)
+
+    def fail(self) -> list[Request]:
+        """The replica dies: everything it held is lost; returns the requests in flight."""
+        lost = [s.req for s in self.waiting]
+        lost += [s.req for s in self.prefilling]
+        lost += [s.req for s in self.decoders.values()]
+        self.alive = False
+        self.busy = False
+        self.waiting.clear()
+        self.prefilling.clear()
+        self.decoders.clear()
+        self._finish_heap.clear()
+        self._ctx_base = 0
+        self.cache.clear()
+        return lost
+
+    # ---- runs ----------------------------------------------------------------------------
+    def _start_run(self, now: float) -> float | None:
+        if not self.alive:
+            return None
+        self._admit()
+        if self.prefilling:
+            return self._start_mixed(now)
+        if self.decoders:
+            return self._start_decode(now)
+        self.busy = False
+        return None
+
+    def _admit(self) -> None:
+        """Move waiting sequences into prefill while memory and max_num_seqs allow (FCFS)."""
+        cache = self.cache
+        n_dec = len(self.decoders)
+        while self.waiting and len(self.prefilling) + n_dec < self.max_num_seqs:
+            seq = self.waiting[0]
+            matched = cache.match(seq.cacheable)
+            cached = matched * seq.req.block_tokens
+            if cached >= seq.prompt_len:  # the last token is always recomputed
+                matched -= 1
+                cached = matched * seq.req.block_tokens
+            held = seq.cacheable[:matched]
+            cache.acquire(held, seq.req.block_tokens)
+            need = seq.prompt_len - cached + n_dec + 1  # + one token of growth per decoder
+            if not cache.make_room(need):
+                cache.release(held)
+                break
+            self.waiting.popleft()
+            seq.held = held
+            seq.computed = cached
+            seq.private_tokens = seq.prompt_len - cached
+            cache.used += seq.private_tokens
+            seq.state = PREFILLING
+            if seq.generated == 0:  # first admission, not a recompute
+                seq.req.cached_tokens = cached
+                self.prompt_tokens += seq.req.input_tokens
+                self.cached_tokens += cached
+            self.prefilling.append(seq)
+
+    def _start_mixed(self, now: float) -> float:
+        n_dec = len(self.decoders)
+        if n_dec and not self.cache.make_room(n_dec):
+            self._preempt_until_fits()
+            n_dec = len(self.decoders)
+        budget = self.max_batched_tokens - n_dec
+        chunks: list[tuple[Sequence, int]] = []
+        for seq in self.prefilling:
+            if budget <= 0:
+                break
+            c = min(seq.prompt_len - seq.computed, budget)
+            chunks.append((seq, c))
+            budget -= c
+        cost_chunks = [(c, s.computed) for s, c in chunks]
+        context = self._ctx_base + n_dec * self.G
+        dt = self.cost.iteration_s(cost_chunks, n_dec, context) * self.slowdown
+        self._run_chunks = chunks
+        return self._begin(_MIXED, now, dt, 1)
+
+    def _start_decode(self, now: float) -> float | None:
+        n = len(self.decoders)
+        free = self.cache.free_for_new()
+        if free < n:
+            self._preempt_until_fits()
+            return self._start_run(now)
+        k_done = self._next_finish() - self.G
+        k = max(1, min(k_done, free // n))
+        d0, d1 = self.cost.decode_attention_coeffs(n)
+        a = (self.cost.overhead_s + self.cost.linear_s(n) + d0) * self.slowdown
+        b = d1 * self.slowdown
+        self._run_a, self._run_b = a, b
+        self._run_s0 = self._ctx_base + n * self.G
+        return self._begin(_DECODE, now, self._decode_time(k), k)
+
+    def _begin(self, kind: int, now: float, dt: float, k: int) -> float:
+        self.busy = True
+        self.run_kind = kind
+        self.run_start_s = now
+        self.run_k = k
+        self.run_end_s = now + dt
+        return self.run_end_s
+
+    def _decode_time(self, k: int) -> float:
+        """Time of the first ``k`` iterations of the current decode run."""
+        n = len(self.decoders)
+        return k * (self._run_a + self._run_b * self._run_s0) + self._run_b * n * k * (k - 1) / 2
+
+    def _truncate_run(self, now: float) -> float | None:
+        """End the decode run at the iteration boundary at or after ``now``."""
+        elapsed = now - self.run_start_s
+        n = len(self.decoders)
+        # solve k·(a + b·s0) + b·n·k(k-1)/2 = elapsed for k
+        qa = self._run_b * n / 2
+        qb = self._run_a + self._run_b * self._run_s0 - qa
+        if qa > 0:
+            k_real = (-qb + math.sqrt(qb * qb + 4 * qa * elapsed)) / (2 * qa)
+        else:
+            k_real = elapsed / qb
+        j = int(k_real)
+        while j > 0 and self._decode_time(j) > elapsed:
+            j -= 1
+        while self._decode_time(j + 1) <= elapsed:
+            j += 1
+        k = j + 1  # the iteration in progress finishes
+        if k >= self.run_k:
+            return None
+        self.run_k = k
+        self.run_end_s = self.run_start_s + self._decode_time(k)
+        return self.run_end_s
+
+    def _finish_run(self, now: float) -> None:
+        self.busy_s += now - self.run_start_s
+        k = self.run_k
+        self.iterations += k
+        n = len(self.decoders)
+        self.G += k
+        self.cache.used += n * k
+        if self.run_kind == _MIXED:
+            self._finish_prefill_chunks(now)
+        self._complete_decoders(now)
+
+    def _finish_prefill_chunks(self, now: float) -> None:
+        done: list[Sequence] = []
+        for seq, c in self._run_chunks:
+            seq.computed += c
+            if seq.computed >= seq.prompt_len:
+                done.append(seq)
+        self._run_chunks = []
+        if not done:
+            return
+        self.prefilling = [s for s in self.prefilling if s.state == PREFILLING and
+                           s.computed < s.prompt_len]
+        for seq in done:
+            self._promote_blocks(seq)
+            seq.generated += 1
+            self.cache.used += 1
+            seq.private_tokens += 1
+            req = seq.req
+            if seq.generated == 1:
+                req.first_token_s = now
+                self.listener.on_first_token(req, self.index, now)
+            if seq.generated >= req.output_tokens:
+                self._release(seq)
+                self._finish(seq, now)
+                continue
+            seq.state = DECODING
+            seq.g_join = self.G
+            seq.ctx_join = seq.prompt_len + 1
+            seq.private_join = seq.private_tokens
+            seq.g_finish = self.G + req.output_tokens - seq.generated
+            self._ctx_base += seq.ctx_join - seq.g_join
+            self.decoders[seq.uid] = seq
+            heapq.heappush(self._finish_heap, (seq.g_finish, seq.uid, seq))
+
+    def _promote_blocks(self, seq: Sequence) -> None:
+        """Prefilled full prompt blocks join the prefix cache (shared from now on)."""
+        new = seq.cacheable[len(seq.held):]
+        if not new:
+            return
+        bt = seq.req.block_tokens
+        # acquire charges only blocks not cached yet (another sequence may have cached the same
+        # prefix meanwhile); the tokens stop being private either way
+        self.cache.acquire(new, bt)
+        moved = len(new) * bt
+        self.cache.used -= moved
+        seq.private_tokens -= moved
+        seq.held = seq.cacheable
+
+    def _complete_decoders(self, now: float) -> None:
+        heap = self._finish_heap
+        g = self.G
+        while heap and heap[0][0] <= g:
+            _, _, seq = heapq.heappop(heap)
+            if seq.state != DECODING or seq.g_finish > g:
+                continue  # stale entry of a preempted sequence
+            seq.generated += g - seq.g_join
+            self._drop_decoder(seq)
+            self._finish(seq, now)
+
+    def _next_finish(self) -> int:
+        heap = self._finish_heap
+        while heap and (heap[0][2].state != DECODING or heap[0][2].g_finish != heap[0][0]):
+            heapq.heappop(heap)
+        return heap[0][0]
+
+    def _drop_decoder(self, seq: Sequence) -> None:
+        del self.decoders[seq.uid]
+        self._ctx_base -= seq.ctx_join - seq.g_join
+        seq.private_tokens = seq.private_join + (self.G - seq.g_join)
+        self._release(seq)
+
+    def _release(self, seq: Sequence) -> None:
+        self.cache.used -= seq.private_tokens
+        seq.private_tokens = 0
+        self.cache.release(seq.held)
+        seq.held = ()
+
+    def _finish(self, seq: Sequence, now: float) -> None:
+        seq.state = FINISHED
+        seq.req.finish_s = now
+        self.listener.on_complete(seq.req, self.index, now)
+
+    def _preempt_until_fits(self) -> None:
+        """Recompute-preempt the newest decoders until every decoder can grow one token."""
+        while self.decoders and self.cache.free_for_new() < len(self.decoders):
+            seq = self.decoders[next(reversed(self.decoders))]
+            seq.generated += self.G - seq.g_join
+            self._drop_decoder(seq)
+            seq.state = WAITING
+            seq.prompt_len = seq.req.input_tokens + seq.generated
+            seq.computed = 0
+            seq.req.preemptions += 1
+            self.preemptions += 1
+            self.waiting.appendleft(seq)

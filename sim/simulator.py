@@ -1,0 +1,220 @@
+"""The discrete-event fleet simulator.
+
+Events sit on a heap ordered by (time, kind, sequence number); arrivals come from the
+workload's sorted list and are merged in, so the heap only holds what is pending (one run end
+per busy replica, the next scrape, faults, retries). Deterministic: the same inputs give the
+same result, since ties are broken by kind and then by insertion order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from placement.domain.fleet import Fleet, ReplicaSpec
+from placement.domain.requests import Request
+from placement.errors import InputError
+from placement.routing.base import RoutingPolicy
+from sim.costmodel.base import IterationCostModel
+from sim.engine import Replica
+from sim.faults import Fault
+from sim.gateway import Gateway
+from sim.workloads.base import Workload
+
+# event kinds, in the order they are handled when they fall on the same instant
+_STEP = 0
+_FAULT = 1
+_SCRAPE = 2
+_RETRY = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimConfig:
+    """How the simulated world behaves around the engines."""
+
+    scrape_interval_s: float = 0.1  # how stale the router's view of replica metrics is
+    retry_backoff_s: float = 0.05  # a failed connection is retried after this
+    max_retries: int = 3
+    drain_s: float | None = None  # run this long past the last arrival (None: until done)
+    faults: tuple[Fault, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaStats:
+    id: str
+    accelerator: str
+    busy_s: float
+    iterations: int
+    preemptions: int
+    prompt_tokens: int
+    cached_tokens: int
+    cost_per_hour: float
+
+
+@dataclass(kw_only=True)
+class SimResult:
+    policy: str
+    workload: str
+    fleet: Fleet
+    requests: list[Request]
+    replicas: list[ReplicaStats]
+    end_s: float
+    wall_s: float
+    events: int
+    refused: int
+    retries: int
+    routes_to_dead: list[float] = field(default_factory=list)
+
+
+class Simulator:
+    """Runs one workload through one routing policy on one fleet."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        policy: RoutingPolicy,
+        workload: Workload,
+        *,
+        cost_model: Callable[[ReplicaSpec], IterationCostModel],
+        config: SimConfig | None = None,
+        weights: Sequence[float] | None = None,
+    ) -> None:
+        self.fleet = fleet
+        self.workload = workload
+        self.config = config or SimConfig()
+        self.gateway = Gateway(fleet.replicas, policy, weights=weights)
+        self.replicas = [
+            Replica(i, spec, cost_model(spec), self.gateway) for i, spec in enumerate(fleet.replicas)
+        ]
+        ids = {s.id: i for i, s in enumerate(fleet.replicas)}
+        for f in self.config.faults:
+            if f.replica not in ids:
+                raise InputError(f"fault names unknown replica '{f.replica}'", field="replica",
+                                 expected="one of " + ", ".join(ids))
+        self._fault_index = ids
+        self._heap: list[tuple[float, int, int, object]] = []
+        self._seq = 0
+        self._retries: dict[int, int] = {}
+
+    def _push(self, t: float, kind: int, payload: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, payload))
+
+    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
+        """Simulate until every request is done (or the drain horizon); ``progress(n)`` is
+        called with the number of arrivals handled, every 10,000."""
+        wall0 = time.perf_counter()
+        reqs = self.workload.requests
+        n = len(reqs)
+        heap = self._heap
+        replicas = self.replicas
+        gateway = self.gateway
+        push = self._push
+        last_arrival = reqs[-1].arrival_s if reqs else 0.0
+        horizon = float("inf") if self.config.drain_s is None else last_arrival + self.config.drain_s
+        for f in self.config.faults:
+            push(f.at_s, _FAULT, f)
+        if reqs:
+            push(reqs[0].arrival_s, _SCRAPE, None)
+        events = 0
+        i = 0
+        now = 0.0
+        inf = float("inf")
+        while True:
+            t_arr = reqs[i].arrival_s if i < n else inf
+            if heap and heap[0][0] <= t_arr:
+                now, kind, _, payload = heapq.heappop(heap)
+                if now > horizon:
+                    break
+                events += 1
+                if kind == _STEP:
+                    r = replicas[payload]  # type: ignore[index]
+                    if r.busy and r.run_end_s == now:
+                        end = r.step(now)
+                        if end is not None:
+                            push(end, _STEP, r.index)
+                elif kind == _SCRAPE:
+                    self._scrape(now)
+                    if i < n or heap:
+                        push(now + self.config.scrape_interval_s, _SCRAPE, None)
+                elif kind == _RETRY:
+                    self._dispatch(payload, now)  # type: ignore[arg-type]
+                else:
+                    self._fault(payload, now)  # type: ignore[arg-type]
+                continue
+            if i >= n:
+                break
+            now = t_arr
+            if now > horizon:
+                break
+            req = reqs[i]
+            i += 1
+            events += 1
+            self._dispatch(req, now)
+            if progress is not None and i % 10_000 == 0:
+                progress(i)
+        return SimResult(
+            policy=gateway.policy.name,
+            workload=self.workload.name,
+            fleet=self.fleet,
+            requests=reqs,
+            replicas=[
+                ReplicaStats(id=r.spec.id, accelerator=r.spec.accelerator.kind, busy_s=r.busy_s,
+                             iterations=r.iterations, preemptions=r.preemptions,
+                             prompt_tokens=r.prompt_tokens, cached_tokens=r.cached_tokens,
+                             cost_per_hour=r.spec.cost_per_hour)
+                for r in replicas
+            ],
+            end_s=now,
+            wall_s=time.perf_counter() - wall0,
+            events=events,
+            refused=gateway.refused,
+            retries=sum(self._retries.values()),
+            routes_to_dead=gateway.routes_to_dead,
+        )
+
+    def _dispatch(self, req: Request, now: float) -> None:
+        idx = self.gateway.route(req, now)
+        if idx < 0:
+            req.error = "refused: no replica can serve"
+            return
+        r = self.replicas[idx]
+        if not r.alive:
+            self.gateway.connection_failed(req, now)
+            self._retry(req, now)
+            return
+        end = r.enqueue(req, now)
+        if end is not None:
+            self._push(end, _STEP, idx)
+
+    def _retry(self, req: Request, now: float) -> None:
+        tries = self._retries.get(req.id, 0)
+        if tries >= self.config.max_retries:
+            req.error = "lost: retries exhausted"
+            return
+        self._retries[req.id] = tries + 1
+        req.first_token_s = -1.0
+        req.replica = -1
+        self._push(now + self.config.retry_backoff_s, _RETRY, req)
+
+    def _fault(self, fault: Fault, now: float) -> None:
+        r = self.replicas[self._fault_index[fault.replica]]
+        if fault.kind == "slow":
+            r.slowdown = fault.factor
+            return
+        for req in r.fail():
+            self.gateway.reset_in_flight(req, now)
+            self._retry(req, now)
+
+    def _scrape(self, now: float) -> None:
+        for r, v in zip(self.replicas, self.gateway.views, strict=True):
+            if not r.alive:
+                v.healthy = False
+                continue
+            v.num_running = r.num_running
+            v.num_waiting = r.num_waiting
+            v.kv_usage = r.kv_usage
+            v.prefix_hit_rate = r.prefix_hit_rate
+            v.scraped_at_s = now
