@@ -94,7 +94,9 @@ class _FleetSpec(BaseModel):
 
 
 def _pydantic_to_input_error(exc: ValidationError, source: str) -> InputError:
-    err = exc.errors()[0]
+    errors = exc.errors()
+    # a typo shows up twice (an unknown key and a missing one): name the typo first
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = ".".join(str(p) for p in err["loc"])
     msg = err["msg"]
     if err["type"] == "extra_forbidden":

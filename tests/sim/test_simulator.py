@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import pytest
+
+from placement.errors import InputError
+from sim.faults import Fault, faults_from_list
+from sim.simulator import SimConfig, Simulator
+from sim.workloads.base import Workload
+
+
+
+@pytest.fixture
+def workload(make_requests):
+    def make(n: int = 3000, rate: float = 30.0, seed: int = 0) -> Workload:
+        return Workload(name="random", requests=make_requests(n, rate, seed), tenants={})
+
+    return make
+
+
+def outcome(result):
+    return [(r.replica, r.first_token_s, r.finish_s, r.cached_tokens) for r in result.requests]
+
+
+def test_same_inputs_same_result(fleet, cost, policy, workload):
+    a = Simulator(fleet, policy, workload(), cost_model=lambda s: cost).run()
+    b = Simulator(fleet, policy, workload(), cost_model=lambda s: cost).run()
+    assert outcome(a) == outcome(b)
+    assert a.events == b.events
+
+
+def test_every_request_finishes_and_router_counters_return_to_zero(fleet, cost, policy, workload):
+    sim = Simulator(fleet, policy, workload(), cost_model=lambda s: cost)
+    result = sim.run()
+    assert all(r.finish_s >= r.first_token_s > r.arrival_s for r in result.requests)
+    assert all(v.outstanding == 0 and v.decoding == 0 for v in sim.gateway.views)
+    assert all(v.outstanding_prefill_tokens == 0 for v in sim.gateway.views)
+
+
+def test_killed_replica_loses_no_request_and_stops_receiving_routes(fleet, cost, policy, workload):
+    faults = (Fault(at_s=20.0, replica="h100-1", kind="kill"),)
+    sim = Simulator(fleet, policy, workload(), cost_model=lambda s: cost,
+                    config=SimConfig(faults=faults))
+    result = sim.run()
+    assert all(r.finish_s > 0 and not r.error for r in result.requests)
+    assert result.retries > 0
+    late = [r for r in result.requests if r.arrival_s > 21.0]
+    assert late and all(r.replica != 1 for r in late)
+    assert all(t < 21.0 for t in result.routes_to_dead)
+
+
+def test_straggler_raises_latency_on_its_replica_only(fleet, cost, policy, workload):
+    slow = Simulator(fleet, policy, workload(), cost_model=lambda s: cost,
+                     config=SimConfig(faults=(Fault(at_s=0.0, replica="h100-2", kind="slow",
+                                                    factor=3.0),))).run()
+
+    def mean_tpot(rs):
+        return sum((r.finish_s - r.first_token_s) / (r.output_tokens - 1) for r in rs) / len(rs)
+
+    on_slow = [r for r in slow.requests if r.replica == 2]
+    others = [r for r in slow.requests if r.replica != 2]
+    assert mean_tpot(on_slow) > 2.0 * mean_tpot(others)
+
+
+def test_drain_horizon_leaves_late_requests_unfinished(fleet, cost, policy, workload):
+    wl = workload(n=3000, rate=400.0)  # far beyond 4 replicas
+    result = Simulator(fleet, policy, wl, cost_model=lambda s: cost,
+                       config=SimConfig(drain_s=0.0)).run()
+    assert any(r.finish_s < 0 for r in result.requests)
+
+
+def test_unknown_fault_replica_is_refused(fleet, cost, policy, workload):
+    with pytest.raises(InputError, match="h100-99"):
+        Simulator(fleet, policy, workload(10), cost_model=lambda s: cost,
+                  config=SimConfig(faults=(Fault(at_s=1, replica="h100-99", kind="kill"),)))
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ([{"at_s": 1, "replica": "a", "kind": "explode"}], "faults.0.kind"),
+        ([{"at_s": -1, "replica": "a", "kind": "kill"}], "faults.0"),
+        ([{"at_s": 1, "replica": "a", "kind": "slow", "factr": 2}], "faults.0"),
+        (["kill"], "faults.0"),
+    ],
+)
+def test_bad_fault_lists_name_the_field(raw, field):
+    with pytest.raises(InputError) as err:
+        faults_from_list(raw, source="f.yaml")
+    assert err.value.field == field
