@@ -10,7 +10,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def plot_goodput_curves(runs: Sequence[dict[str, Any]], path: Path, *, title: str) -> Path:
@@ -19,8 +19,8 @@ def plot_goodput_curves(runs: Sequence[dict[str, Any]], path: Path, *, title: st
     for r in runs:
         by_policy[str(r["policy"])].append(r)
     fig, (ax_g, ax_t) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for policy, rows in sorted(by_policy.items()):
-        rows = sorted(rows, key=lambda r: float(r["load"]))
+    for policy, unsorted in sorted(by_policy.items()):
+        rows = sorted(unsorted, key=lambda r: float(r["load"]))
         loads = [float(r["load"]) for r in rows]
         ax_g.plot(loads, [float(r["goodput_rps"]) for r in rows], marker="o", label=policy)
         ax_t.plot(loads, [float(r["ttft_p99_s"]) for r in rows], marker="o", label=policy)

@@ -25,8 +25,12 @@ def _fmt(v: object) -> str:
 def print_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
     table = Table(title=title, show_lines=False)
     for c in columns:
-        table.add_column(c, justify="left" if c in ("policy", "hardware", "model", "phase",
-                                                    "source", "workload") else "right")
+        table.add_column(
+            c,
+            justify="left"
+            if c in ("policy", "hardware", "model", "phase", "source", "workload")
+            else "right",
+        )
     for r in rows:
         table.add_row(*(_fmt(r.get(c, "")) for c in columns))
     Console(width=200).print(table)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.progress import Progress
+from sim.costmodel.factory import cost_model_for_replica
 
 from bench.plots import plot_goodput_curves
 from bench.report import print_table, write_json
@@ -16,14 +17,23 @@ from placement.errors import InputError
 from placement.routing.policies import PEER_POLICIES, PolicyContext, make_policy
 from sim.capacity import fleet_capacity, rate_for_load
 from sim.costmodel.base import IterationCostModel
-from sim.costmodel.factory import cost_model_for_replica
 from sim.metrics import summarise
 from sim.simulator import SimConfig, Simulator
 from sim.workloads.base import Workload
 
-TABLE_COLUMNS = ("policy", "load", "goodput_rps", "slo_attainment", "ttft_p50_s", "ttft_p99_s",
-                 "tpot_p99_s", "prefix_hit_rate", "jain", "utilisation",
-                 "cost_per_m_output_tokens")
+TABLE_COLUMNS = (
+    "policy",
+    "load",
+    "goodput_rps",
+    "slo_attainment",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "tpot_p99_s",
+    "prefix_hit_rate",
+    "jain",
+    "utilisation",
+    "cost_per_m_output_tokens",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,16 +43,22 @@ class RoutingBench:
     policies: tuple[str, ...]
     loads: tuple[float, ...]
     seed: int = 0
-    config: SimConfig = SimConfig()
+    config: SimConfig = field(default_factory=SimConfig)
 
 
 def parse_policies(text: str) -> tuple[str, ...]:
-    names = tuple(PEER_POLICIES) if text.strip() == "all" else tuple(
-        p.strip() for p in text.split(",") if p.strip())
+    names = (
+        tuple(PEER_POLICIES)
+        if text.strip() == "all"
+        else tuple(p.strip() for p in text.split(",") if p.strip())
+    )
     unknown = [p for p in names if p not in PEER_POLICIES]
     if unknown or not names:
-        raise InputError(f"unknown policy {unknown[0] if unknown else '(none)'}",
-                         field="--policies", expected="'all' or some of " + ", ".join(PEER_POLICIES))
+        raise InputError(
+            f"unknown policy {unknown[0] if unknown else '(none)'}",
+            field="--policies",
+            expected="'all' or some of " + ", ".join(PEER_POLICIES),
+        )
     return names
 
 
@@ -50,15 +66,18 @@ def parse_loads(text: str) -> tuple[float, ...]:
     try:
         loads = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise InputError(f"'{text}' is not a list of numbers", field="--loads",
-                         expected="e.g. 0.5,1.0,1.5") from None
+        raise InputError(
+            f"'{text}' is not a list of numbers", field="--loads", expected="e.g. 0.5,1.0,1.5"
+        ) from None
     if not loads or any(x <= 0 for x in loads):
         raise InputError("loads must be positive", field="--loads", expected="e.g. 0.5,1.0,1.5")
     return loads
 
 
 def run_one(
-    bench: RoutingBench, policy: str, load: float,
+    bench: RoutingBench,
+    policy: str,
+    load: float,
     cost_model: Callable[[ReplicaSpec], IterationCostModel],
 ) -> dict[str, Any]:
     rate = rate_for_load(load, bench.fleet, bench.workload, cost_model)
@@ -66,16 +85,23 @@ def run_one(
     weights = fleet_capacity(bench.fleet, bench.workload, cost_model)
     top = max(weights)
     ctx = PolicyContext(seed=bench.seed, block_tokens=bench.workload.block_tokens)
-    sim = Simulator(bench.fleet, make_policy(policy, ctx), wl, cost_model=cost_model,
-                    config=bench.config, weights=[w / top for w in weights])
+    sim = Simulator(
+        bench.fleet,
+        make_policy(policy, ctx),
+        wl,
+        cost_model=cost_model,
+        config=bench.config,
+        weights=[w / top for w in weights],
+    )
     result = sim.run()
     row = summarise(result, wl).as_row()
     row.update(load=load, rate_multiplier=rate, wall_s=result.wall_s, events=result.events)
     return row
 
 
-def run_routing_bench(bench: RoutingBench, *, out: Path | None,
-                      plot: Path | None = None) -> dict[str, Any]:
+def run_routing_bench(
+    bench: RoutingBench, *, out: Path | None, plot: Path | None = None
+) -> dict[str, Any]:
     """Run every (policy, load); print the table; write JSON and the PNG when asked."""
     runs: list[dict[str, Any]] = []
     cases = [(p, load) for load in bench.loads for p in bench.policies]
@@ -94,9 +120,12 @@ def run_routing_bench(bench: RoutingBench, *, out: Path | None,
         "nominal_capacity_rps": capacity,
         "runs": runs,
     }
-    print_table(f"goodput: {bench.workload.name} on {bench.fleet.name} "
-                f"({len(bench.workload)} requests; load 1.0 = {capacity:.1f} req/s)",
-                runs, TABLE_COLUMNS)
+    print_table(
+        f"goodput: {bench.workload.name} on {bench.fleet.name} "
+        f"({len(bench.workload)} requests; load 1.0 = {capacity:.1f} req/s)",
+        runs,
+        TABLE_COLUMNS,
+    )
     if out is not None:
         write_json(out, payload)
         plot = plot or out.with_suffix(".png")

@@ -6,18 +6,26 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from sim.costmodel.factory import cost_model_for_replica
+from sim.workloads.synthetic import synthetic_tenants
+
 from bench.report import print_table, write_json
 from placement.domain.fleet import fleet_from_dict
 from placement.routing.policies import PolicyContext, make_policy
 from sim.capacity import rate_for_load
-from sim.costmodel.factory import cost_model_for_replica
 from sim.simulator import Simulator
-from sim.workloads.synthetic import synthetic_tenants
 
 
-def run_sim_speed(*, requests: int = 1_000_000, replicas: int = 100, load: float = 0.8,
-                  policy: str = "least_outstanding", repeats: int = 1, seed: int = 0,
-                  out: Path | None = None) -> dict[str, Any]:
+def run_sim_speed(
+    *,
+    requests: int = 1_000_000,
+    replicas: int = 100,
+    load: float = 0.8,
+    policy: str = "least_outstanding",
+    repeats: int = 1,
+    seed: int = 0,
+    out: Path | None = None,
+) -> dict[str, Any]:
     """Simulate ``requests`` synthetic multi-tenant requests on ``replicas`` H100s.
 
     Only the event loop is timed (``wall_s``, median of ``repeats``); generating the
@@ -25,8 +33,19 @@ def run_sim_speed(*, requests: int = 1_000_000, replicas: int = 100, load: float
     """
     import time
 
-    fleet = fleet_from_dict({"name": f"h100x{replicas}", "replicas": [
-        {"kind": "h100", "accelerator": "H100-SXM", "count": replicas, "model": "llama-3-8b"}]})
+    fleet = fleet_from_dict(
+        {
+            "name": f"h100x{replicas}",
+            "replicas": [
+                {
+                    "kind": "h100",
+                    "accelerator": "H100-SXM",
+                    "count": replicas,
+                    "model": "llama-3-8b",
+                }
+            ],
+        }
+    )
     t0 = time.perf_counter()
     probe = synthetic_tenants(duration_s=600.0, rate_rps=50.0, seed=seed)
     rate = rate_for_load(load, fleet, probe, cost_model_for_replica) * 50.0

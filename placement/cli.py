@@ -11,10 +11,14 @@ import typer
 
 from placement.errors import PlacementError
 
-app = typer.Typer(help="Placement service for LLM inference fleets.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
-bench_app = typer.Typer(help="Benchmarks: each prints a table and writes JSON (--out).",
-                        no_args_is_help=True)
+app = typer.Typer(
+    help="Placement service for LLM inference fleets.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+bench_app = typer.Typer(
+    help="Benchmarks: each prints a table and writes JSON (--out).", no_args_is_help=True
+)
 app.add_typer(bench_app, name="bench")
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -39,7 +39,9 @@ def fleet_capacity(
 
 
 def rate_for_load(
-    load: float, fleet: Fleet, workload: Workload,
+    load: float,
+    fleet: Fleet,
+    workload: Workload,
     cost_model: Callable[[ReplicaSpec], IterationCostModel],
 ) -> float:
     """The arrival-rate multiplier that makes the workload offer ``load`` × nominal capacity."""

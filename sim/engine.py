@@ -266,8 +266,9 @@ class Replica:
         self._run_chunks = []
         if not done:
             return
-        self.prefilling = [s for s in self.prefilling if s.state == PREFILLING and
-                           s.computed < s.prompt_len]
+        self.prefilling = [
+            s for s in self.prefilling if s.state == PREFILLING and s.computed < s.prompt_len
+        ]
         for seq in done:
             self._promote_blocks(seq)
             seq.generated += 1
@@ -292,7 +293,7 @@ class Replica:
 
     def _promote_blocks(self, seq: Sequence) -> None:
         """Prefilled full prompt blocks join the prefix cache (shared from now on)."""
-        new = seq.cacheable[len(seq.held):]
+        new = seq.cacheable[len(seq.held) :]
         if not new:
             return
         bt = seq.req.block_tokens

@@ -28,19 +28,31 @@ def faults_from_list(raw: Sequence[Any], *, source: str = "<faults>") -> tuple[F
             raise InputError("a fault must be a mapping", source=source, field=where)
         unknown = set(item) - {"at_s", "replica", "kind", "factor"}
         if unknown:
-            raise InputError(f"unknown key(s) {sorted(unknown)}", source=source, field=where,
-                             expected="at_s, replica, kind, factor")
+            raise InputError(
+                f"unknown key(s) {sorted(unknown)}",
+                source=source,
+                field=where,
+                expected="at_s, replica, kind, factor",
+            )
         kind = item.get("kind")
         if kind not in ("kill", "slow"):
-            raise InputError(f"kind is {kind!r}", source=source, field=f"{where}.kind",
-                             expected="'kill' or 'slow'")
+            raise InputError(
+                f"kind is {kind!r}",
+                source=source,
+                field=f"{where}.kind",
+                expected="'kill' or 'slow'",
+            )
         try:
             at_s = float(item["at_s"])
             factor = float(item.get("factor", 1.0))
             replica = str(item["replica"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"missing or bad value ({exc})", source=source, field=where,
-                             expected="at_s: number, replica: id") from None
+            raise InputError(
+                f"missing or bad value ({exc})",
+                source=source,
+                field=where,
+                expected="at_s: number, replica: id",
+            ) from None
         if at_s < 0 or factor <= 0:
             raise InputError("at_s must be ≥ 0 and factor > 0", source=source, field=where)
         out.append(Fault(at_s=at_s, replica=replica, kind=kind, factor=factor))

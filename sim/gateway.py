@@ -15,13 +15,23 @@ from placement.routing.base import ReplicaView, RoutingPolicy
 
 
 class Gateway:
-    def __init__(self, specs: Sequence[ReplicaSpec], policy: RoutingPolicy, *,
-                 weights: Sequence[float] | None = None) -> None:
+    def __init__(
+        self,
+        specs: Sequence[ReplicaSpec],
+        policy: RoutingPolicy,
+        *,
+        weights: Sequence[float] | None = None,
+    ) -> None:
         self.policy = policy
         self.views = [
-            ReplicaView(i, s.id, model=s.model.name, accelerator=s.accelerator.kind,
-                        kv_capacity_tokens=s.kv_capacity_tokens,
-                        weight=1.0 if weights is None else weights[i])
+            ReplicaView(
+                i,
+                s.id,
+                model=s.model.name,
+                accelerator=s.accelerator.kind,
+                kv_capacity_tokens=s.kv_capacity_tokens,
+                weight=1.0 if weights is None else weights[i],
+            )
             for i, s in enumerate(specs)
         ]
         self.refused = 0

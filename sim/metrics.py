@@ -63,12 +63,18 @@ def request_table(requests: list[Request], classes: dict[str, RequestClass]) -> 
     with np.errstate(invalid="ignore"):
         met = completed & (ttft <= ttft_slo) & (tpot <= tpot_slo)
     return RequestTable(
-        ttft=ttft, tpot=tpot, e2e=e2e, met=met, completed=completed, failed=failed,
+        ttft=ttft,
+        tpot=tpot,
+        e2e=e2e,
+        met=met,
+        completed=completed,
+        failed=failed,
         input_tokens=np.fromiter((r.input_tokens for r in requests), np.int64, n),
         cached_tokens=np.fromiter((r.cached_tokens for r in requests), np.int64, n),
         output_tokens=out,
         tenant=np.array([r.tenant for r in requests], dtype=str),
-        request_class=cls, arrival=arrival,
+        request_class=cls,
+        arrival=arrival,
     )
 
 
@@ -132,8 +138,9 @@ def summarise(result: SimResult, workload: Workload) -> RunMetrics:
     }
     tenants = sorted(set(t.tenant.tolist()))
     goodput_by_tenant = {k: float(t.met[t.tenant == k].sum()) / window for k in tenants}
-    shares = {k: (workload.tenants[k].credit_share if k in workload.tenants else 1.0)
-              for k in tenants}
+    shares = {
+        k: (workload.tenants[k].credit_share if k in workload.tenants else 1.0) for k in tenants
+    }
     jain = jain_index([goodput_by_tenant[k] / max(shares[k], 1e-12) for k in tenants])
     out_tokens = int(t.output_tokens[t.completed].sum())
     hours = max(result.end_s, 1e-9) / 3600
@@ -141,12 +148,22 @@ def summarise(result: SimResult, workload: Workload) -> RunMetrics:
     util = {s.id: s.busy_s / max(result.end_s, 1e-9) for s in result.replicas}
     prompt = int(t.input_tokens.sum())
     return RunMetrics(
-        policy=result.policy, workload=result.workload, fleet=result.fleet.name,
-        requests=n, completed=int(t.completed.sum()), failed=int(t.failed.sum()),
-        unfinished=int((~t.completed & ~t.failed).sum()), window_s=window,
-        ttft_p50_s=_pct(t.ttft, 50), ttft_p95_s=_pct(t.ttft, 95), ttft_p99_s=_pct(t.ttft, 99),
-        tpot_p50_s=_pct(t.tpot, 50), tpot_p95_s=_pct(t.tpot, 95), tpot_p99_s=_pct(t.tpot, 99),
-        e2e_p50_s=_pct(t.e2e, 50), e2e_p99_s=_pct(t.e2e, 99),
+        policy=result.policy,
+        workload=result.workload,
+        fleet=result.fleet.name,
+        requests=n,
+        completed=int(t.completed.sum()),
+        failed=int(t.failed.sum()),
+        unfinished=int((~t.completed & ~t.failed).sum()),
+        window_s=window,
+        ttft_p50_s=_pct(t.ttft, 50),
+        ttft_p95_s=_pct(t.ttft, 95),
+        ttft_p99_s=_pct(t.ttft, 99),
+        tpot_p50_s=_pct(t.tpot, 50),
+        tpot_p95_s=_pct(t.tpot, 95),
+        tpot_p99_s=_pct(t.tpot, 99),
+        e2e_p50_s=_pct(t.e2e, 50),
+        e2e_p99_s=_pct(t.e2e, 99),
         slo_attainment=float(t.met.mean()) if n else float("nan"),
         attainment_by_class=by_class,
         goodput_rps=float(t.met.sum()) / window,

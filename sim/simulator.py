@@ -12,6 +12,7 @@ import heapq
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from placement.domain.fleet import Fleet, ReplicaSpec
 from placement.domain.requests import Request
@@ -86,19 +87,23 @@ class Simulator:
         self.config = config or SimConfig()
         self.gateway = Gateway(fleet.replicas, policy, weights=weights)
         self.replicas = [
-            Replica(i, spec, cost_model(spec), self.gateway) for i, spec in enumerate(fleet.replicas)
+            Replica(i, spec, cost_model(spec), self.gateway)
+            for i, spec in enumerate(fleet.replicas)
         ]
         ids = {s.id: i for i, s in enumerate(fleet.replicas)}
         for f in self.config.faults:
             if f.replica not in ids:
-                raise InputError(f"fault names unknown replica '{f.replica}'", field="replica",
-                                 expected="one of " + ", ".join(ids))
+                raise InputError(
+                    f"fault names unknown replica '{f.replica}'",
+                    field="replica",
+                    expected="one of " + ", ".join(ids),
+                )
         self._fault_index = ids
-        self._heap: list[tuple[float, int, int, object]] = []
+        self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         self._retries: dict[int, int] = {}
 
-    def _push(self, t: float, kind: int, payload: object) -> None:
+    def _push(self, t: float, kind: int, payload: Any) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, kind, self._seq, payload))
 
@@ -113,7 +118,9 @@ class Simulator:
         gateway = self.gateway
         push = self._push
         last_arrival = reqs[-1].arrival_s if reqs else 0.0
-        horizon = float("inf") if self.config.drain_s is None else last_arrival + self.config.drain_s
+        horizon = (
+            float("inf") if self.config.drain_s is None else last_arrival + self.config.drain_s
+        )
         for f in self.config.faults:
             push(f.at_s, _FAULT, f)
         if reqs:
@@ -130,7 +137,7 @@ class Simulator:
                     break
                 events += 1
                 if kind == _STEP:
-                    r = replicas[payload]  # type: ignore[index]
+                    r = replicas[payload]
                     if r.busy and r.run_end_s == now:
                         end = r.step(now)
                         if end is not None:
@@ -140,9 +147,9 @@ class Simulator:
                     if i < n or heap:
                         push(now + self.config.scrape_interval_s, _SCRAPE, None)
                 elif kind == _RETRY:
-                    self._dispatch(payload, now)  # type: ignore[arg-type]
+                    self._dispatch(payload, now)
                 else:
-                    self._fault(payload, now)  # type: ignore[arg-type]
+                    self._fault(payload, now)
                 continue
             if i >= n:
                 break
@@ -161,10 +168,16 @@ class Simulator:
             fleet=self.fleet,
             requests=reqs,
             replicas=[
-                ReplicaStats(id=r.spec.id, accelerator=r.spec.accelerator.kind, busy_s=r.busy_s,
-                             iterations=r.iterations, preemptions=r.preemptions,
-                             prompt_tokens=r.prompt_tokens, cached_tokens=r.cached_tokens,
-                             cost_per_hour=r.spec.cost_per_hour)
+                ReplicaStats(
+                    id=r.spec.id,
+                    accelerator=r.spec.accelerator.kind,
+                    busy_s=r.busy_s,
+                    iterations=r.iterations,
+                    preemptions=r.preemptions,
+                    prompt_tokens=r.prompt_tokens,
+                    cached_tokens=r.cached_tokens,
+                    cost_per_hour=r.spec.cost_per_hour,
+                )
                 for r in replicas
             ],
             end_s=now,

@@ -107,8 +107,9 @@ def _pydantic_to_input_error(exc: ValidationError, source: str) -> InputError:
 def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
     """Build and validate a fleet from parsed YAML."""
     if not isinstance(raw, dict):
-        raise InputError("a fleet must be a mapping", source=source,
-                         expected="keys 'name' and 'replicas'")
+        raise InputError(
+            "a fleet must be a mapping", source=source, expected="keys 'name' and 'replicas'"
+        )
     try:
         spec = _FleetSpec.model_validate(raw)
     except ValidationError as exc:
@@ -122,19 +123,34 @@ def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
         if kv < 16 * 1024:
             raise InputError(
                 f"{model.name} on {g.tp}×{acc.kind} leaves {kv} tokens of KV cache",
-                source=source, field=f"{where}.tp", expected="more GPUs (tp) or a smaller model",
+                source=source,
+                field=f"{where}.tp",
+                expected="more GPUs (tp) or a smaller model",
             )
         cost = g.cost_per_hour if g.cost_per_hour is not None else acc.cost_per_hour
         for i in range(g.count):
-            replicas.append(ReplicaSpec(
-                id=f"{g.kind}-{i}", kind=g.kind, accelerator=acc, model=model, tp=g.tp,
-                cost_per_hour=cost * g.tp, max_num_batched_tokens=g.max_num_batched_tokens,
-                max_num_seqs=g.max_num_seqs, kv_capacity_tokens=kv, labels=dict(g.labels),
-            ))
+            replicas.append(
+                ReplicaSpec(
+                    id=f"{g.kind}-{i}",
+                    kind=g.kind,
+                    accelerator=acc,
+                    model=model,
+                    tp=g.tp,
+                    cost_per_hour=cost * g.tp,
+                    max_num_batched_tokens=g.max_num_batched_tokens,
+                    max_num_seqs=g.max_num_seqs,
+                    kv_capacity_tokens=kv,
+                    labels=dict(g.labels),
+                )
+            )
     ids = [r.id for r in replicas]
     if len(set(ids)) != len(ids):
-        raise InputError("two replica groups share a kind", source=source, field="replicas.kind",
-                         expected="distinct kinds")
+        raise InputError(
+            "two replica groups share a kind",
+            source=source,
+            field="replicas.kind",
+            expected="distinct kinds",
+        )
     return Fleet(name=spec.name, replicas=tuple(replicas))
 
 

@@ -55,31 +55,80 @@ class ModelArchitecture:
 CATALOGUE: dict[str, ModelArchitecture] = {
     m.name: m
     for m in (
-        ModelArchitecture(name="llama-3-8b", layers=32, hidden=4096, heads=32, kv_heads=8,
-                          head_dim=128, intermediate=14336, vocab=128256),
-        ModelArchitecture(name="llama-2-70b", layers=80, hidden=8192, heads=64, kv_heads=8,
-                          head_dim=128, intermediate=28672, vocab=32000),
-        ModelArchitecture(name="qwen2.5-32b", layers=64, hidden=5120, heads=40, kv_heads=8,
-                          head_dim=128, intermediate=27648, vocab=152064),
-        ModelArchitecture(name="mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8,
-                          head_dim=128, intermediate=14336, vocab=32000,
-                          num_experts=8, experts_per_token=2),
-        ModelArchitecture(name="qwen3-30b-a3b", layers=48, hidden=2048, heads=32, kv_heads=4,
-                          head_dim=128, intermediate=768, vocab=151936,
-                          num_experts=128, experts_per_token=8),
+        ModelArchitecture(
+            name="llama-3-8b",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=14336,
+            vocab=128256,
+        ),
+        ModelArchitecture(
+            name="llama-2-70b",
+            layers=80,
+            hidden=8192,
+            heads=64,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=28672,
+            vocab=32000,
+        ),
+        ModelArchitecture(
+            name="qwen2.5-32b",
+            layers=64,
+            hidden=5120,
+            heads=40,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=27648,
+            vocab=152064,
+        ),
+        ModelArchitecture(
+            name="mixtral-8x7b",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=14336,
+            vocab=32000,
+            num_experts=8,
+            experts_per_token=2,
+        ),
+        ModelArchitecture(
+            name="qwen3-30b-a3b",
+            layers=48,
+            hidden=2048,
+            heads=32,
+            kv_heads=4,
+            head_dim=128,
+            intermediate=768,
+            vocab=151936,
+            num_experts=128,
+            experts_per_token=8,
+        ),
     )
 }
 
 _ALIASES = {
-    "meta-llama/meta-llama-3-8b": "llama-3-8b", "meta-llama/llama-3.1-8b": "llama-3-8b",
-    "llama3-8b": "llama-3-8b", "llama-3.1-8b": "llama-3-8b",
-    "llama2-70b": "llama-2-70b", "meta-llama/llama-2-70b-hf": "llama-2-70b",
-    "qwen/qwen2.5-32b": "qwen2.5-32b", "qwen2.5-32b-instruct": "qwen2.5-32b",
-    "mistralai/mixtral-8x7b-v0.1": "mixtral-8x7b", "qwen/qwen3-30b-a3b": "qwen3-30b-a3b",
+    "meta-llama/meta-llama-3-8b": "llama-3-8b",
+    "meta-llama/llama-3.1-8b": "llama-3-8b",
+    "llama3-8b": "llama-3-8b",
+    "llama-3.1-8b": "llama-3-8b",
+    "llama2-70b": "llama-2-70b",
+    "meta-llama/llama-2-70b-hf": "llama-2-70b",
+    "qwen/qwen2.5-32b": "qwen2.5-32b",
+    "qwen2.5-32b-instruct": "qwen2.5-32b",
+    "mistralai/mixtral-8x7b-v0.1": "mixtral-8x7b",
+    "qwen/qwen3-30b-a3b": "qwen3-30b-a3b",
 }
 
 
-def get_model(name: str, *, source: str | None = None, field: str | None = None) -> ModelArchitecture:
+def get_model(
+    name: str, *, source: str | None = None, field: str | None = None
+) -> ModelArchitecture:
     """Look a model architecture up by name or a common alias (case-insensitive)."""
     key = name.lower()
     if key in CATALOGUE:

@@ -16,8 +16,9 @@ class RequestClass:
     sheddable: bool
 
 
-INTERACTIVE = RequestClass(name="interactive", priority=0, ttft_slo_s=2.0, tpot_slo_s=0.100,
-                           sheddable=False)
+INTERACTIVE = RequestClass(
+    name="interactive", priority=0, ttft_slo_s=2.0, tpot_slo_s=0.100, sheddable=False
+)
 BATCH = RequestClass(name="batch", priority=1, ttft_slo_s=30.0, tpot_slo_s=0.300, sheddable=True)
 DEFAULT_CLASSES: dict[str, RequestClass] = {c.name: c for c in (INTERACTIVE, BATCH)}
 
@@ -59,7 +60,7 @@ class Request:
 
     def __init__(
         self,
-        id: int,  # noqa: A002 - the field's name
+        id: int,
         arrival_s: float,
         input_tokens: int,
         output_tokens: int,

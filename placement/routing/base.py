@@ -38,7 +38,7 @@ class ReplicaView:
     def __init__(
         self,
         index: int,
-        id: str,  # noqa: A002 - the field's name
+        id: str,
         *,
         model: str,
         accelerator: str,

@@ -26,7 +26,9 @@ class MaxScorePicker:
 
     def pick(self, req: Request, candidates: list[ReplicaView], scores: list[float]) -> ReplicaView:
         best = max(scores)
-        tied = [c for c, s in zip(candidates, scores, strict=True) if s >= best - SCORE_TIE_TOLERANCE]
+        tied = [
+            c for c, s in zip(candidates, scores, strict=True) if s >= best - SCORE_TIE_TOLERANCE
+        ]
         if len(tied) == 1:
             return tied[0]
         if self._rng is None:

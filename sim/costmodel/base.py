@@ -6,7 +6,8 @@ sequences (one token each) plus prefill chunks. Its time is
     overhead_s
     + linear_s(m)                                   # GEMMs (+ MoE, all-reduce for TP>1)
     + Σ_chunks prefill_attention_s(chunk, context)  # context attention of each prefill chunk
-    + d0 + d1 · Σ decode context lengths            # decode attention, (d0, d1) = decode_attention_coeffs(n)
+    + d0 + d1 · Σ decode context lengths            # decode attention:
+                                                    #   (d0, d1) = decode_attention_coeffs(n)
 
 The decode term is affine in the summed context on purpose: while a batch is unchanged, the
 simulator advances a replica over many iterations in closed form (an arithmetic series).

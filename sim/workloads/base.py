@@ -34,15 +34,26 @@ class Workload:
         if rate <= 0:
             raise ValueError("rate must be positive")
         reqs = [_copy(r, r.arrival_s / rate) for r in self.requests]
-        return Workload(name=self.name, requests=reqs, tenants=self.tenants,
-                        classes=self.classes, block_tokens=self.block_tokens)
+        return Workload(
+            name=self.name,
+            requests=reqs,
+            tenants=self.tenants,
+            classes=self.classes,
+            block_tokens=self.block_tokens,
+        )
 
     def window(self, start_s: float, end_s: float) -> Workload:
         """Requests arriving in [start_s, end_s), re-timed to start at 0 (fresh objects)."""
-        reqs = [_copy(r, r.arrival_s - start_s) for r in self.requests
-                if start_s <= r.arrival_s < end_s]
-        return Workload(name=self.name, requests=reqs, tenants=self.tenants,
-                        classes=self.classes, block_tokens=self.block_tokens)
+        reqs = [
+            _copy(r, r.arrival_s - start_s) for r in self.requests if start_s <= r.arrival_s < end_s
+        ]
+        return Workload(
+            name=self.name,
+            requests=reqs,
+            tenants=self.tenants,
+            classes=self.classes,
+            block_tokens=self.block_tokens,
+        )
 
     def split(self, fraction: float) -> tuple[Workload, Workload]:
         """Split by time into a head (tuning) and a tail (reporting) — never by random rows."""
@@ -54,6 +65,14 @@ class Workload:
 
 
 def _copy(r: Request, arrival_s: float) -> Request:
-    return Request(r.id, arrival_s, r.input_tokens, r.output_tokens, tenant=r.tenant,
-                   request_class=r.request_class, model=r.model, block_hashes=r.block_hashes,
-                   block_tokens=r.block_tokens)
+    return Request(
+        r.id,
+        arrival_s,
+        r.input_tokens,
+        r.output_tokens,
+        tenant=r.tenant,
+        request_class=r.request_class,
+        model=r.model,
+        block_hashes=r.block_hashes,
+        block_tokens=r.block_tokens,
+    )

@@ -33,9 +33,20 @@ def policy() -> LeastOutstanding:
 
 @pytest.fixture
 def fleet() -> Fleet:
-    return fleet_from_dict({"name": "t", "replicas": [
-        {"kind": "h100", "accelerator": "H100-SXM", "count": 4, "model": "llama-3-8b",
-         "max_num_batched_tokens": 2048}]})
+    return fleet_from_dict(
+        {
+            "name": "t",
+            "replicas": [
+                {
+                    "kind": "h100",
+                    "accelerator": "H100-SXM",
+                    "count": 4,
+                    "model": "llama-3-8b",
+                    "max_num_batched_tokens": 2048,
+                }
+            ],
+        }
+    )
 
 
 @pytest.fixture
@@ -51,8 +62,11 @@ def random_requests(n: int, rate: float, seed: int = 0, roots: int = 20) -> list
         t += rng.expovariate(rate)
         inp = rng.randint(100, 4000)
         blocks = [rng.randint(0, roots)] + [rng.randint(0, 1 << 40) for _ in range(inp // 512)]
-        out.append(Request(i, t, inp, rng.randint(2, 300),
-                           block_hashes=chain_block_ids(blocks)[: inp // 512]))
+        out.append(
+            Request(
+                i, t, inp, rng.randint(2, 300), block_hashes=chain_block_ids(blocks)[: inp // 512]
+            )
+        )
     return out
 
 

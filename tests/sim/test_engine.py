@@ -91,10 +91,19 @@ def reference(requests: list[Request], cost: LinearCostModel, budget: int, max_s
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_closed_form_matches_token_by_token_reference(fleet, seed):
-    cost = LinearCostModel(overhead_s=0.003, per_token_s=5e-5, attn_pair_s=1e-9,
-                           per_seq_s=1e-5, per_context_token_s=3e-8)
-    spec = dataclasses.replace(fleet.replicas[0], max_num_batched_tokens=1024, max_num_seqs=8,
-                               kv_capacity_tokens=10_000_000)
+    cost = LinearCostModel(
+        overhead_s=0.003,
+        per_token_s=5e-5,
+        attn_pair_s=1e-9,
+        per_seq_s=1e-5,
+        per_context_token_s=3e-8,
+    )
+    spec = dataclasses.replace(
+        fleet.replicas[0],
+        max_num_batched_tokens=1024,
+        max_num_seqs=8,
+        kv_capacity_tokens=10_000_000,
+    )
     rng = random.Random(seed)
     reqs = []
     t = 0.0

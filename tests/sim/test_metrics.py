@@ -42,19 +42,53 @@ def test_request_judged_against_its_own_class():
 
 
 def test_summary_goodput_fairness_and_cost():
-    fleet = fleet_from_dict({"name": "f", "replicas": [
-        {"kind": "h", "accelerator": "H100-SXM", "count": 1, "model": "llama-3-8b",
-         "cost_per_hour": 3.6}]})
-    reqs = [served(0, 0.0, 0.5, 1.0, 11, tenant="a", cached=500),
-            served(1, 10.0, 10.5, 11.0, 11, tenant="b"),
-            served(2, 20.0, 29.0, 30.0, 11, tenant="b")]
-    wl = Workload(name="w", requests=reqs, tenants={"a": Tenant(name="a", credit_share=0.5),
-                                                    "b": Tenant(name="b", credit_share=0.5)})
-    result = SimResult(policy="p", workload="w", fleet=fleet, requests=reqs,
-                       replicas=[ReplicaStats(id="h-0", accelerator="H100-SXM", busy_s=18.0,
-                                              iterations=1, preemptions=0, prompt_tokens=3000,
-                                              cached_tokens=500, cost_per_hour=3.6)],
-                       end_s=36.0, wall_s=0.0, events=0, refused=0, retries=0)
+    fleet = fleet_from_dict(
+        {
+            "name": "f",
+            "replicas": [
+                {
+                    "kind": "h",
+                    "accelerator": "H100-SXM",
+                    "count": 1,
+                    "model": "llama-3-8b",
+                    "cost_per_hour": 3.6,
+                }
+            ],
+        }
+    )
+    reqs = [
+        served(0, 0.0, 0.5, 1.0, 11, tenant="a", cached=500),
+        served(1, 10.0, 10.5, 11.0, 11, tenant="b"),
+        served(2, 20.0, 29.0, 30.0, 11, tenant="b"),
+    ]
+    wl = Workload(
+        name="w",
+        requests=reqs,
+        tenants={"a": Tenant(name="a", credit_share=0.5), "b": Tenant(name="b", credit_share=0.5)},
+    )
+    result = SimResult(
+        policy="p",
+        workload="w",
+        fleet=fleet,
+        requests=reqs,
+        replicas=[
+            ReplicaStats(
+                id="h-0",
+                accelerator="H100-SXM",
+                busy_s=18.0,
+                iterations=1,
+                preemptions=0,
+                prompt_tokens=3000,
+                cached_tokens=500,
+                cost_per_hour=3.6,
+            )
+        ],
+        end_s=36.0,
+        wall_s=0.0,
+        events=0,
+        refused=0,
+        retries=0,
+    )
     m = summarise(result, wl)
     assert m.goodput_rps == pytest.approx(2 / 20.0)
     assert m.slo_attainment == pytest.approx(2 / 3)

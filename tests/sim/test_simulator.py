@@ -8,7 +8,6 @@ from sim.simulator import SimConfig, Simulator
 from sim.workloads.base import Workload
 
 
-
 @pytest.fixture
 def workload(make_requests):
     def make(n: int = 3000, rate: float = 30.0, seed: int = 0) -> Workload:
@@ -38,8 +37,9 @@ def test_every_request_finishes_and_router_counters_return_to_zero(fleet, cost, 
 
 def test_killed_replica_loses_no_request_and_stops_receiving_routes(fleet, cost, policy, workload):
     faults = (Fault(at_s=20.0, replica="h100-1", kind="kill"),)
-    sim = Simulator(fleet, policy, workload(), cost_model=lambda s: cost,
-                    config=SimConfig(faults=faults))
+    sim = Simulator(
+        fleet, policy, workload(), cost_model=lambda s: cost, config=SimConfig(faults=faults)
+    )
     result = sim.run()
     assert all(r.finish_s > 0 and not r.error for r in result.requests)
     assert result.retries > 0
@@ -49,9 +49,13 @@ def test_killed_replica_loses_no_request_and_stops_receiving_routes(fleet, cost,
 
 
 def test_straggler_raises_latency_on_its_replica_only(fleet, cost, policy, workload):
-    slow = Simulator(fleet, policy, workload(), cost_model=lambda s: cost,
-                     config=SimConfig(faults=(Fault(at_s=0.0, replica="h100-2", kind="slow",
-                                                    factor=3.0),))).run()
+    slow = Simulator(
+        fleet,
+        policy,
+        workload(),
+        cost_model=lambda s: cost,
+        config=SimConfig(faults=(Fault(at_s=0.0, replica="h100-2", kind="slow", factor=3.0),)),
+    ).run()
 
     def mean_tpot(rs):
         return sum((r.finish_s - r.first_token_s) / (r.output_tokens - 1) for r in rs) / len(rs)
@@ -63,15 +67,21 @@ def test_straggler_raises_latency_on_its_replica_only(fleet, cost, policy, workl
 
 def test_drain_horizon_leaves_late_requests_unfinished(fleet, cost, policy, workload):
     wl = workload(n=3000, rate=400.0)  # far beyond 4 replicas
-    result = Simulator(fleet, policy, wl, cost_model=lambda s: cost,
-                       config=SimConfig(drain_s=0.0)).run()
+    result = Simulator(
+        fleet, policy, wl, cost_model=lambda s: cost, config=SimConfig(drain_s=0.0)
+    ).run()
     assert any(r.finish_s < 0 for r in result.requests)
 
 
 def test_unknown_fault_replica_is_refused(fleet, cost, policy, workload):
     with pytest.raises(InputError, match="h100-99"):
-        Simulator(fleet, policy, workload(10), cost_model=lambda s: cost,
-                  config=SimConfig(faults=(Fault(at_s=1, replica="h100-99", kind="kill"),)))
+        Simulator(
+            fleet,
+            policy,
+            workload(10),
+            cost_model=lambda s: cost,
+            config=SimConfig(faults=(Fault(at_s=1, replica="h100-99", kind="kill"),)),
+        )
 
 
 @pytest.mark.parametrize(

@@ -30,14 +30,26 @@ def test_kv_capacity_follows_memory_minus_weights():
 @pytest.mark.parametrize(
     ("text", "field", "exc"),
     [
-        ("name: x\nreplicas:\n  - kind: a\n    accelerator: H900\n    count: 1\n    model: llama-3-8b\n",
-         "replicas.0.accelerator", UnknownAccelerator),
-        ("name: x\nreplicas:\n  - kind: a\n    accelerator: H100\n    cuont: 1\n    model: llama-3-8b\n",
-         "replicas.0.cuont", InputError),
-        ("name: x\nreplicas:\n  - kind: a\n    accelerator: H100\n    count: 0\n    model: llama-3-8b\n",
-         "replicas.0.count", InputError),
-        ("name: x\nreplicas:\n  - kind: a\n    accelerator: L4\n    count: 1\n    model: llama-2-70b\n",
-         "replicas.0.tp", InputError),
+        (
+            "name: x\nreplicas:\n  - kind: a\n    accelerator: H900\n    count: 1\n    model: llama-3-8b\n",
+            "replicas.0.accelerator",
+            UnknownAccelerator,
+        ),
+        (
+            "name: x\nreplicas:\n  - kind: a\n    accelerator: H100\n    cuont: 1\n    model: llama-3-8b\n",
+            "replicas.0.cuont",
+            InputError,
+        ),
+        (
+            "name: x\nreplicas:\n  - kind: a\n    accelerator: H100\n    count: 0\n    model: llama-3-8b\n",
+            "replicas.0.count",
+            InputError,
+        ),
+        (
+            "name: x\nreplicas:\n  - kind: a\n    accelerator: L4\n    count: 1\n    model: llama-2-70b\n",
+            "replicas.0.tp",
+            InputError,
+        ),
         ("name: x\nreplicas: []\n", "replicas", InputError),
     ],
 )

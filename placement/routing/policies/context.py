@@ -1,0 +1,39 @@
+"""What a peer policy is built from: a seed, the prefix block size, and per-policy settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from placement.errors import InputError
+from placement.routing.policies.chbl import ChblConfig
+from placement.routing.policies.dynamo import DynamoConfig
+from placement.routing.policies.llm_d import LlmdConfig
+from placement.routing.policies.preble_e2 import PrebleConfig
+from placement.routing.policies.sglang_cache_aware import SglangConfig
+
+DEFAULT_BLOCK_TOKENS = 512  # the Mooncake trace's prefix block size
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyContext:
+    """Inputs shared by the policy factories.
+
+    ``seed`` makes every random choice reproducible; ``block_tokens`` is the size in tokens of
+    one prefix block (the unit of ``Request.block_hashes``, and of the per-replica prefix
+    indexes, whose capacity is a replica's KV capacity over it). The per-policy settings
+    default to each peer's published defaults; a factory reads only its own.
+    """
+
+    seed: int
+    block_tokens: int = DEFAULT_BLOCK_TOKENS
+    chbl: ChblConfig = field(default_factory=ChblConfig)
+    sglang: SglangConfig = field(default_factory=SglangConfig)
+    llm_d: LlmdConfig = field(default_factory=LlmdConfig)
+    dynamo: DynamoConfig = field(default_factory=DynamoConfig)
+    preble: PrebleConfig = field(default_factory=PrebleConfig)
+
+    def __post_init__(self) -> None:
+        if self.block_tokens < 1:
+            raise InputError(
+                f"got {self.block_tokens}", field="block_tokens", expected="an integer >= 1"
+            )
