@@ -57,3 +57,14 @@ def sim_speed(
 
     run_sim_speed(requests=requests, replicas=replicas, load=load, policy=policy,
                   repeats=repeats, out=out)
+
+
+@bench_app.command("cost-model")
+@user_errors
+def cost_model(
+    out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+) -> None:
+    """Accuracy of the engine cost model against Splitwise and LLM-Inference-Bench."""
+    from bench.cost_model import run_cost_model_bench
+
+    run_cost_model_bench(out)

@@ -110,7 +110,7 @@ class Picker(Protocol):
     name: str
 
     def pick(
-        self, req: Request, candidates: list[ReplicaView], scores: list[float]
+        self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
     ) -> ReplicaView: ...
 
 
@@ -155,7 +155,7 @@ class Pipeline:
             for scorer, weight in self.scorers:
                 for i, s in enumerate(scorer.score(req, candidates, now)):
                     total[i] += weight * s
-            chosen = self.picker.pick(req, candidates, total)
+            chosen = self.picker.pick(req, candidates, total, now)
         for hook in self._on_routed:
             hook(req, chosen, now)
         return chosen.index

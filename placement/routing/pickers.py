@@ -24,7 +24,9 @@ class MaxScorePicker:
     def __init__(self, seed: int | None = None) -> None:
         self._rng = None if seed is None else random.Random(seed)
 
-    def pick(self, req: Request, candidates: list[ReplicaView], scores: list[float]) -> ReplicaView:
+    def pick(
+        self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
+    ) -> ReplicaView:
         best = max(scores)
         tied = [
             c for c, s in zip(candidates, scores, strict=True) if s >= best - SCORE_TIE_TOLERANCE
@@ -44,5 +46,7 @@ class RandomPicker:
     def __init__(self, seed: int) -> None:
         self._rng = random.Random(seed)
 
-    def pick(self, req: Request, candidates: list[ReplicaView], scores: list[float]) -> ReplicaView:
+    def pick(
+        self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
+    ) -> ReplicaView:
         return candidates[self._rng.randrange(len(candidates))]

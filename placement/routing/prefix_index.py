@@ -15,9 +15,11 @@ is simply the count of its leading block hashes present.
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
 
 from placement.routing.base import ReplicaView
 
@@ -25,31 +27,46 @@ from placement.routing.base import ReplicaView
 BlockStats = tuple[float, int]
 
 
+class _LruHead:
+    """The first blocks of an LRU order as (touch times, running touch counts), read lazily
+    from a live iterator; valid only until the cache it reads is modified."""
+
+    __slots__ = ("_rest", "lasts", "running")
+
+    def __init__(self, rest: Iterator[BlockStats]) -> None:
+        self._rest = rest
+        self.lasts: list[float] = []
+        self.running = [0]
+
+    def extend_to(self, k: int) -> tuple[list[float], list[int]]:
+        lasts, running = self.lasts, self.running
+        if len(lasts) < k:
+            total = running[-1]
+            for last, hits in islice(self._rest, k - len(lasts)):
+                lasts.append(last)
+                total += hits
+                running.append(total)
+        return lasts, running
+
+
 class ReplicaPrefixCache:
     """LRU of prefix block hashes routed to one replica.
 
     ``capacity_blocks`` bounds the number of blocks kept (least recently touched go first).
-    ``ttl_s``, when set, forgets blocks not touched for that long (Dynamo's no-events mode).
     ``hit_window_s`` is the window of the per-block touch count: a touch after a gap longer
     than the window restarts the count at 1 (Preble weighs evictions by recent hits).
     Every call is O(number of hashes given) dict operations, plus evictions.
     """
 
-    __slots__ = ("_blocks", "capacity_blocks", "hit_window_s", "ttl_s")
+    __slots__ = ("_blocks", "_snapshot", "capacity_blocks", "hit_window_s")
 
-    def __init__(
-        self,
-        capacity_blocks: int,
-        *,
-        ttl_s: float | None = None,
-        hit_window_s: float = math.inf,
-    ) -> None:
+    def __init__(self, capacity_blocks: int, *, hit_window_s: float = math.inf) -> None:
         if capacity_blocks < 1:
             raise ValueError(f"capacity_blocks must be >= 1, got {capacity_blocks}")
         self.capacity_blocks = capacity_blocks
-        self.ttl_s = ttl_s
         self.hit_window_s = hit_window_s
         self._blocks: OrderedDict[int, BlockStats] = OrderedDict()  # oldest first
+        self._snapshot: _LruHead | None = None  # memo of the LRU head; None when stale
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -71,6 +88,7 @@ class ReplicaPrefixCache:
         """Record a request's chain as just used; returns the hashes evicted to make room."""
         blocks = self._blocks
         window = self.hit_window_s
+        self._snapshot = None
         for h in reversed(block_hashes):  # deepest first, root last: keeps prefix closure
             stats = blocks.get(h)
             if stats is None:
@@ -84,20 +102,33 @@ class ReplicaPrefixCache:
             evicted.append(blocks.popitem(last=False)[0])
         return evicted
 
-    def expire(self, now: float) -> list[int]:
-        """Forget blocks older than the TTL (no-op without one); returns the hashes dropped."""
-        if self.ttl_s is None or not self._blocks:
-            return []
-        horizon = now - self.ttl_s
-        blocks = self._blocks
-        dropped: list[int] = []
-        while blocks:
-            h, (last, _) = next(iter(blocks.items()))
-            if last >= horizon:
-                break
-            blocks.popitem(last=False)
-            dropped.append(h)
-        return dropped
+    def last_touch(self, block_hash: int) -> float | None:
+        """When a block was last touched, or None if it is not held."""
+        stats = self._blocks.get(block_hash)
+        return None if stats is None else stats[0]
+
+    def discard(self, block_hash: int) -> None:
+        """Forget one block (TTL expiry); a no-op if it is not held."""
+        if self._blocks.pop(block_hash, None) is not None:
+            self._snapshot = None
+
+    def recent_hits_of_coldest(self, k: int, since: float) -> int:
+        """Touch counts summed over the ``k`` least recently used blocks (LRU's next ``k``
+        victims), counting only blocks last touched at or after ``since``.
+
+        Reads a memo of the LRU order's head (touch times, running touch counts), extended
+        on demand and dropped when the cache changes: O(k) after a change, then O(log k).
+        Touch times are non-decreasing along the LRU order when calls come in time order.
+        """
+        if k <= 0:
+            return 0
+        snap = self._snapshot
+        if snap is None:
+            snap = self._snapshot = _LruHead(iter(self._blocks.values()))
+        lasts, running = snap.extend_to(k)
+        k = min(k, len(lasts))
+        cold = min(bisect.bisect_left(lasts, since, 0, k), k)  # victims touched before since
+        return running[k] - running[cold]
 
     def coldest(self) -> Iterator[tuple[int, BlockStats]]:
         """Blocks from least to most recently used, i.e. in the order LRU would evict them."""
@@ -108,7 +139,9 @@ class PrefixIndex:
     """One :class:`ReplicaPrefixCache` per replica (keyed by ``ReplicaView.index``).
 
     ``capacity_blocks`` gives a replica's capacity the first time it is seen, e.g. its KV
-    capacity in tokens divided by the prefix block size.
+    capacity in tokens divided by the prefix block size. ``ttl_s``, when set, forgets blocks
+    not touched for that long (Dynamo's no-events mode); expiry reads a log of touches in time
+    order, so it costs O(1) amortised per touch however many replicas there are.
     """
 
     def __init__(
@@ -123,6 +156,7 @@ class PrefixIndex:
         self._hit_window_s = hit_window_s
         self._caches: dict[int, ReplicaPrefixCache] = {}
         self._holders: dict[int, set[int]] = {}  # block hash -> replica indices holding it
+        self._touches: deque[tuple[float, int, int]] = deque()  # (time, replica, hash), TTL only
 
     def cache(self, replica_index: int) -> ReplicaPrefixCache | None:
         """The cache of one replica, or None if nothing was ever sent there."""
@@ -135,20 +169,16 @@ class PrefixIndex:
 
     def match(self, replica_index: int, block_hashes: Sequence[int], now: float = 0.0) -> int:
         """Longest prefix of ``block_hashes``, in blocks, recorded for one replica."""
+        self._expire(now)
         c = self._caches.get(replica_index)
-        if c is None:
-            return 0
-        self._forget(replica_index, c.expire(now))
-        return c.match(block_hashes)
+        return 0 if c is None else c.match(block_hashes)
 
     def match_all(self, block_hashes: Sequence[int], now: float = 0.0) -> dict[int, int]:
         """Longest recorded prefix per replica, for replicas with at least one block matched.
 
         One walk down the chain, intersecting the holder sets level by level.
         """
-        if self._ttl_s is not None:
-            for idx, c in self._caches.items():
-                self._forget(idx, c.expire(now))
+        self._expire(now)
         out: dict[int, int] = {}
         if not block_hashes:
             return out
@@ -179,12 +209,12 @@ class PrefixIndex:
         c = self._caches.get(idx)
         if c is None:
             c = ReplicaPrefixCache(
-                max(1, self._capacity_blocks(replica)),
-                ttl_s=self._ttl_s,
-                hit_window_s=self._hit_window_s,
+                max(1, self._capacity_blocks(replica)), hit_window_s=self._hit_window_s
             )
             self._caches[idx] = c
-        self._forget(idx, c.expire(now))
+        self._expire(now)
+        if self._ttl_s is not None:
+            self._touches.extend((now, idx, h) for h in block_hashes)
         for h in block_hashes:
             holders = self._holders.get(h)
             if holders is None:
@@ -192,6 +222,19 @@ class PrefixIndex:
             else:
                 holders.add(idx)
         self._forget(idx, c.insert(block_hashes, now))
+
+    def _expire(self, now: float) -> None:
+        if self._ttl_s is None:
+            return
+        horizon = now - self._ttl_s
+        touches = self._touches
+        while touches and touches[0][0] < horizon:
+            _, idx, h = touches.popleft()
+            c = self._caches[idx]
+            last = c.last_touch(h)
+            if last is not None and last < horizon:  # not touched again since this entry
+                c.discard(h)
+                self._forget(idx, [h])
 
     def _forget(self, replica_index: int, hashes: list[int]) -> None:
         for h in hashes:

@@ -35,6 +35,8 @@ def loglog(curve: Curve, x: float) -> float:
         return ys[0]
     i = bisect.bisect_right(xs, x)
     x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    if x == x0:
+        return y0
     w = math.log(x / x0) / math.log(x1 / x0)
     return math.exp((1.0 - w) * math.log(y0) + w * math.log(y1))
 

@@ -157,7 +157,7 @@ def profiled_linear_many(
     for gemm in shapes.layer_gemms:
         per_layer += gemm.count * gemm_latency_many(profile, tokens, gemm.n, gemm.k)
     if shapes.moe is not None:
-        per_layer += loglog_many(moe_curve(profile, shapes), tokens)
+        per_layer += loglog_many(moe_curve(profile, shapes.moe), tokens)
     if shapes.all_reduces_per_layer:
         per_layer += shapes.all_reduces_per_layer * loglog_many(
             all_reduce_curve(profile, shapes.tp), shapes.all_reduce_bytes(tokens)
@@ -166,12 +166,11 @@ def profiled_linear_many(
     return shapes.layers * per_layer + lm_head
 
 
-def moe_curve(profile: OperatorProfile, shapes: ShardShapes) -> Curve:
-    """Fused-experts latency over tokens for the model's MoE shape."""
-    assert shapes.moe is not None
-    curve = profile.moe.get(shapes.moe.key)
+def moe_curve(profile: OperatorProfile, moe: MoeShape) -> Curve:
+    """Fused-experts latency over tokens for one MoE layer shape."""
+    curve = profile.moe.get(moe.key)
     if curve is None:
-        hidden, inter, topk, experts, tp = shapes.moe.key
+        hidden, inter, topk, experts, tp = moe.key
         raise ShapeNotProfiled(
             f"profile '{profile.name}' has no bf16 MoE rows for hidden={hidden} inter={inter} "
             f"topk={topk} experts={experts} moe_tp={tp} ep=1"
@@ -198,9 +197,7 @@ def context_attention_curves(profile: OperatorProfile, shapes: ShardShapes) -> d
     return curves
 
 
-def generation_attention_curves(
-    profile: OperatorProfile, shapes: ShardShapes
-) -> dict[int, Curve]:
+def generation_attention_curves(profile: OperatorProfile, shapes: ShardShapes) -> dict[int, Curve]:
     """Decode attention latency over context length, per batch size, for the head shape."""
     curves = profile.generation_attention.get(shapes.head_key)
     if curves is None:

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from placement.errors import InputError, ProfileUnavailable
 from placement.paths import shared_data
@@ -103,37 +104,40 @@ def _version_dir(profile: str, op: str) -> Path | None:
     return max(versions, key=lambda p: _version_key(p.name))
 
 
-def _read(path: Path, columns: Iterable[str]) -> pd.DataFrame:
+def _read(path: Path, columns: Iterable[str], optional: Iterable[str] = ()) -> pd.DataFrame:
+    """Read ``columns`` (required) and whichever of ``optional`` the table has."""
     wanted = list(columns)
     try:
-        frame = pd.read_parquet(path)
+        present = set(pq.read_schema(path).names)
+        missing = [c for c in wanted if c not in present]
+        if missing:
+            raise InputError(
+                "missing column(s) " + ", ".join(missing),
+                source=str(path),
+                field=missing[0],
+                expected="the AIConfigurator schema",
+            )
+        return pd.read_parquet(path, columns=wanted + [c for c in optional if c in present])
     except (OSError, ValueError) as exc:
         raise ProfileUnavailable(f"{path}: cannot read the table ({exc})") from exc
-    missing = [c for c in wanted if c not in frame.columns]
-    if missing:
-        raise InputError(
-            "missing column(s) " + ", ".join(missing),
-            source=str(path),
-            field=missing[0],
-            expected="the AIConfigurator schema",
-        )
-    return frame
 
 
 def _curve(xs: Iterable[float], ys_ms: Iterable[float]) -> Curve:
     pairs = sorted(zip(xs, ys_ms, strict=True))
-    return Curve(
-        xs=tuple(float(x) for x, _ in pairs), ys=tuple(float(y) * _MS for _, y in pairs)
-    )
+    return Curve(xs=tuple(float(x) for x, _ in pairs), ys=tuple(float(y) * _MS for _, y in pairs))
 
 
 def _curves(frame: pd.DataFrame, keys: list[str], x: str) -> dict[tuple[int, ...], Curve]:
     """Fastest latency per (keys, x) point, as one curve over ``x`` per key."""
     fastest = frame.groupby([*keys, x], sort=True)["latency"].min().reset_index()
+    key_rows = list(zip(*(fastest[k].astype("int64").tolist() for k in keys), strict=True))
+    xs, ys = fastest[x].tolist(), fastest["latency"].tolist()
     out: dict[tuple[int, ...], Curve] = {}
-    for key, group in fastest.groupby(keys, sort=True):
-        ints = tuple(int(v) for v in (key if isinstance(key, tuple) else (key,)))
-        out[ints] = _curve(group[x].to_numpy(), group["latency"].to_numpy())
+    start = 0
+    for i in range(1, len(key_rows) + 1):  # rows are sorted by key: cut where the key changes
+        if i == len(key_rows) or key_rows[i] != key_rows[start]:
+            out[key_rows[start]] = _curve(xs[start:i], ys[start:i])
+            start = i
     return out
 
 
@@ -145,7 +149,7 @@ def _load_gemm(path: Path) -> dict[tuple[int, int], Curve]:
 
 def _attention_rows(path: Path) -> pd.DataFrame:
     columns = ("batch_size", "isl", "step", "num_heads", "num_key_value_heads", "head_dim")
-    frame = _read(path, (*columns, "attn_dtype", "kv_cache_dtype", "latency"))
+    frame = _read(path, (*columns, "attn_dtype", "kv_cache_dtype", "latency"), ("window_size",))
     keep = (frame["attn_dtype"] == DTYPE) & (frame["kv_cache_dtype"] == DTYPE)
     if "window_size" in frame.columns:
         keep &= frame["window_size"] == 0
@@ -182,7 +186,9 @@ def _load_all_reduce(path: Path) -> dict[int, Curve]:
 
 def _load_moe(path: Path) -> dict[MoeKey, Curve]:
     keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
-    frame = _read(path, (*keys, "moe_dtype", "moe_ep_size", "distribution", "num_tokens", "latency"))
+    frame = _read(
+        path, (*keys, "moe_dtype", "moe_ep_size", "distribution", "num_tokens", "latency")
+    )
     frame = frame[(frame["moe_dtype"] == DTYPE) & (frame["moe_ep_size"] == 1)]
     out: dict[MoeKey, Curve] = {}
     # the preferred distribution wins: fill from the least preferred up, overwriting
@@ -193,7 +199,7 @@ def _load_moe(path: Path) -> dict[MoeKey, Curve]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_profile(profile: str) -> OperatorProfile:
     """Load and index every table of ``profile`` (e.g. ``"h100_sxm"``); cached per process.
 
@@ -217,9 +223,7 @@ def load_profile(profile: str) -> OperatorProfile:
         gemm=gemm,
         gemm_ns=tuple(sorted({n for n, _ in gemm})),
         gemm_ks=tuple(sorted({k for _, k in gemm})),
-        context_attention=_load_context_attention(
-            attention_dir / "context_attention_perf.parquet"
-        ),
+        context_attention=_load_context_attention(attention_dir / "context_attention_perf.parquet"),
         generation_attention=_load_generation_attention(
             attention_dir / "generation_attention_perf.parquet"
         ),

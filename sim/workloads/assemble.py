@@ -8,7 +8,9 @@ creation once, so they all agree.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import numpy.typing as npt
@@ -54,7 +56,48 @@ def assemble(
         hashes = [NO_BLOCKS] * len(order)
     else:
         hashes = [block_hashes[i] for i in order.tolist()]
-    requests = [
+    with _gc_paused():
+        requests = _requests(
+            t=t,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            order=order,
+            tenant_of=tenant_of,
+            class_of=class_of,
+            hashes=hashes,
+            block_tokens=block_tokens,
+        )
+    return Workload(name=name, requests=requests, tenants=tenants, block_tokens=block_tokens)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of requests are created.
+
+    Request objects are GC-tracked, so the collector would otherwise rescan the growing list
+    again and again (it makes creation ~3x slower). Nothing created here forms a cycle.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _requests(
+    *,
+    t: npt.NDArray[np.float64],
+    input_tokens: npt.ArrayLike,
+    output_tokens: npt.ArrayLike,
+    order: npt.NDArray[np.intp],
+    tenant_of: list[str],
+    class_of: list[str],
+    hashes: Iterable[tuple[int, ...]],
+    block_tokens: int,
+) -> list[Request]:
+    return [
         Request(
             i,
             arrival,
@@ -77,7 +120,6 @@ def assemble(
             )
         )
     ]
-    return Workload(name=name, requests=requests, tenants=tenants, block_tokens=block_tokens)
 
 
 def merge(name: str, parts: Sequence[Workload], tenants: dict[str, Tenant]) -> Workload:

@@ -34,9 +34,7 @@ def azure_trace_path(kind: AzureKind) -> Path:
     return shared_data() / AZURE_DIR / f"AzureLLMInferenceTrace_{kind}.csv"
 
 
-def load_azure(
-    kind: AzureKind, path: Path | None = None, *, limit: int | None = None
-) -> Workload:
+def load_azure(kind: AzureKind, path: Path | None = None, *, limit: int | None = None) -> Workload:
     """One Azure trace as a workload: tenant ``azure-<kind>``, interactive class, no prefixes.
 
     ``path`` defaults to the shared copy; ``limit`` keeps the first requests in arrival order.
@@ -79,7 +77,9 @@ def _read_rows(source: Path) -> tuple[list[int], list[int], list[int]]:
                 line = reader.line_num
                 if len(row) <= max(positions):
                     raise InputError(
-                        f"{len(row)} columns", source=str(source), line=line,
+                        f"{len(row)} columns",
+                        source=str(source),
+                        line=line,
                         expected=f"at least {max(positions) + 1} columns",
                     )
                 stamp, context, generated = (row[p] for p in positions)
@@ -87,7 +87,9 @@ def _read_rows(source: Path) -> tuple[list[int], list[int], list[int]]:
                 input_tokens.append(_parse_count(context, COLUMNS[1], 1, source, line))
                 output_tokens.append(_parse_count(generated, COLUMNS[2], 0, source, line))
     except OSError as exc:
-        raise InputError(f"cannot read the Azure trace: {exc.strerror}", source=str(source)) from exc
+        raise InputError(
+            f"cannot read the Azure trace: {exc.strerror}", source=str(source)
+        ) from exc
     except UnicodeDecodeError as exc:
         raise InputError("not UTF-8 text", source=str(source)) from exc
     except csv.Error as exc:
@@ -102,8 +104,11 @@ def _header_positions(header: list[str] | None, source: Path) -> tuple[int, int,
     missing = [c for c in COLUMNS if c not in names]
     if missing:
         raise InputError(
-            f"header {header!r} lacks {missing}", source=str(source), line=1,
-            field=missing[0], expected="columns " + ",".join(COLUMNS),
+            f"header {header!r} lacks {missing}",
+            source=str(source),
+            line=1,
+            field=missing[0],
+            expected="columns " + ",".join(COLUMNS),
         )
     return names.index(COLUMNS[0]), names.index(COLUMNS[1]), names.index(COLUMNS[2])
 
@@ -119,7 +124,10 @@ def _parse_timestamp(text: str, source: Path, line: int) -> int:
             when = None
     if match is None or when is None:
         raise InputError(
-            f"got {text!r}", source=str(source), line=line, field=COLUMNS[0],
+            f"got {text!r}",
+            source=str(source),
+            line=line,
+            field=COLUMNS[0],
             expected="a datetime like 2023-11-16 18:15:46.6805900",
         )
     fraction = (match.group(2) or "").ljust(9, "0")
@@ -133,7 +141,10 @@ def _parse_count(text: str, column: str, minimum: int, source: Path, line: int) 
         value = minimum - 1
     if value < minimum:
         raise InputError(
-            f"got {text!r}", source=str(source), line=line, field=column,
+            f"got {text!r}",
+            source=str(source),
+            line=line,
+            field=column,
             expected=f"an integer >= {minimum}",
         )
     return value

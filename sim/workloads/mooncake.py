@@ -56,7 +56,9 @@ def load_mooncake(path: Path | None = None, *, limit: int | None = None) -> Work
                 output_tokens.append(record[2])
                 block_hashes.append(chain_block_ids(record[3]))
     except OSError as exc:
-        raise InputError(f"cannot read the Mooncake trace: {exc.strerror}", source=str(source)) from exc
+        raise InputError(
+            f"cannot read the Mooncake trace: {exc.strerror}", source=str(source)
+        ) from exc
     except UnicodeDecodeError as exc:
         raise InputError("not UTF-8 text", source=str(source)) from exc
     n = len(arrival_s)
@@ -125,7 +127,5 @@ def _field(record: dict[str, Any], name: str, where: dict[str, Any]) -> Any:
 def _count(record: dict[str, Any], name: str, minimum: int, where: dict[str, Any]) -> int:
     value = _field(record, name, where)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(
-            f"got {value!r}", **where, field=name, expected=f"an integer >= {minimum}"
-        )
+        raise InputError(f"got {value!r}", **where, field=name, expected=f"an integer >= {minimum}")
     return value

@@ -13,8 +13,10 @@ Input and output lengths are drawn from the client's PMF for the covering 6 h wi
 earlier window with data, else nearest later); a client without a dataset file uses the mixture
 of all clients' PMFs for that window, weighted by their rates in it.
 
-Tenants' ``credit_share`` is proportional to their mean rate over the period (normalised to sum
-to 1); clients idle over the whole period are left out. Every client draws from its own random
+Tenants' ``credit_share`` is proportional to their mean rate over the period in the trace
+(normalised to sum to 1); clients idle over the whole period are left out. ``rate_scale``
+multiplies every rate (what-if demand changes; the "mixed" workload uses it to tone ServeGen
+down). Every client draws from its own random
 stream ``default_rng((seed, client))``, so a tenant's requests do not change when ``clients``
 includes more or fewer others. All requests are ``interactive``; no prefix information exists.
 """
@@ -61,59 +63,103 @@ def load_servegen(
     seed: int,
     clients: int | None = None,
     tenant_prefix: str = "sg",
+    rate_scale: float = 1.0,
     root: Path | None = None,
 ) -> Workload:
     """Requests of ServeGen clients arriving in ``[start_s, start_s + duration_s)``.
 
-    ``clients`` keeps the first N client ids (ascending); ``root`` is the ServeGen directory
+    ``clients`` keeps the first N client ids (ascending); ``rate_scale`` multiplies every
+    client's rate (gap shapes, hence burstiness, unchanged); ``root`` is the ServeGen directory
     holding ``<category>/<model>/`` (default: the shared copy). Arrivals are re-timed so the
     first request arrives at 0.0. Raises InputError for a malformed file, an unknown
     category/model or a period the statistics do not cover.
     """
-    if not duration_s > 0 or not math.isfinite(duration_s):
-        raise InputError(f"duration_s={duration_s!r}", field="duration_s", expected="> 0")
-    if not start_s >= 0 or not math.isfinite(start_s):
-        raise InputError(f"start_s={start_s!r}", field="start_s", expected=">= 0")
-    base = root if root is not None else shared_data() / SERVEGEN_DIR
-    directory = base / category / model
-    if not directory.is_dir():
-        known = sorted(f"{c.name}/{m.name}" for c in base.glob("*") for m in c.glob("*")
-                       if m.is_dir())
-        raise InputError(f"no ServeGen statistics for {category}/{model}", source=str(base),
-                         expected="one of " + ", ".join(known) if known else None)
-    stats = _Directory(directory)
-    ids = stats.ids if clients is None else stats.ids[: max(clients, 0)]
-    end_s = start_s + duration_s
-    covered = max((stats.windows(i)[-1].end_s for i in stats.ids if stats.windows(i)),
-                  default=0.0)
-    if end_s > covered:
-        raise InputError(f"period [{start_s:g}, {end_s:g}) s", source=str(directory),
-                         field="duration_s", expected=f"a period within [0, {covered:g}) s")
-
-    streams = [_ClientStream(i) for i in ids]
-    for stream in streams:
-        _sample_client(stream, stats, start_s, end_s, seed)
-    active = [s for s in streams if s.mean_rate(duration_s) > 0]
-    total_rate = sum(s.mean_rate(duration_s) for s in active)
-    names = [f"{tenant_prefix}-{s.client}" for s in active]
+    if not rate_scale > 0 or not math.isfinite(rate_scale):
+        raise InputError(f"rate_scale={rate_scale!r}", field="rate_scale", expected="> 0")
+    if seed < 0:
+        raise InputError(f"seed={seed!r}", field="seed", expected=">= 0")
+    stats = _Directory(servegen_directory(category, model, root))
+    rates = _client_rates(stats, duration_s=duration_s, start_s=start_s, clients=clients)
+    active = [client for client, rate in rates.items() if rate > 0]
+    total_rate = sum(rates[c] for c in active)
+    names = [f"{tenant_prefix}-{c}" for c in active]
     tenants = {
-        name: Tenant(name=name, credit_share=s.mean_rate(duration_s) / total_rate)
-        for name, s in zip(names, active, strict=True)
+        name: Tenant(name=name, credit_share=rates[c] / total_rate)
+        for name, c in zip(names, active, strict=True)
     }
-    arrivals = [a for s in active for a in s.arrivals]
+    streams = [
+        _sample_client(
+            c, stats, start_s=start_s, end_s=start_s + duration_s, seed=seed, rate_scale=rate_scale
+        )
+        for c in active
+    ]
+    arrivals = [a for s in streams for a in s.arrivals]
     return assemble(
         f"servegen-{category}-{model}",
         arrival_s=np.concatenate(arrivals) if arrivals else np.empty(0),
-        input_tokens=_concat([a for s in active for a in s.input_tokens]),
-        output_tokens=_concat([a for s in active for a in s.output_tokens]),
+        input_tokens=_concat([a for s in streams for a in s.input_tokens]),
+        output_tokens=_concat([a for s in streams for a in s.output_tokens]),
         tenant_index=_concat(
-            [np.full(a.size, k, dtype=np.int64) for k, s in enumerate(active) for a in s.arrivals]
+            [np.full(a.size, k, dtype=np.int64) for k, s in enumerate(streams) for a in s.arrivals]
         ),
         tenant_names=names,
         class_index=np.zeros(sum(a.size for a in arrivals), dtype=np.int64),
         class_names=[SERVEGEN_CLASS],
         tenants=tenants,
     )
+
+
+def servegen_client_rates(
+    category: str = "language",
+    model: str = "m-small",
+    *,
+    duration_s: float,
+    start_s: float = 0.0,
+    clients: int | None = None,
+    root: Path | None = None,
+) -> dict[int, float]:
+    """Each client's mean rate (requests/s) over the period according to its trace."""
+    stats = _Directory(servegen_directory(category, model, root))
+    return _client_rates(stats, duration_s=duration_s, start_s=start_s, clients=clients)
+
+
+def servegen_directory(category: str, model: str, root: Path | None = None) -> Path:
+    """``<root>/<category>/<model>``; InputError listing the known ones when it does not exist."""
+    base = root if root is not None else shared_data() / SERVEGEN_DIR
+    directory = base / category / model
+    if not directory.is_dir():
+        known = sorted(
+            f"{c.name}/{m.name}" for c in base.glob("*") for m in c.glob("*") if m.is_dir()
+        )
+        raise InputError(
+            f"no ServeGen statistics for {category}/{model}",
+            source=str(base),
+            expected="one of " + ", ".join(known) if known else None,
+        )
+    return directory
+
+
+def _client_rates(
+    stats: _Directory, *, duration_s: float, start_s: float, clients: int | None
+) -> dict[int, float]:
+    if not duration_s > 0 or not math.isfinite(duration_s):
+        raise InputError(f"duration_s={duration_s!r}", field="duration_s", expected="> 0")
+    if not start_s >= 0 or not math.isfinite(start_s):
+        raise InputError(f"start_s={start_s!r}", field="start_s", expected=">= 0")
+    ids = stats.ids if clients is None else stats.ids[: max(clients, 0)]
+    end_s = start_s + duration_s
+    covered = max((w[-1].end_s for w in map(stats.windows, stats.ids) if w), default=0.0)
+    if end_s > covered:
+        raise InputError(
+            f"period [{start_s:g}, {end_s:g}) s",
+            source=str(stats.directory),
+            field="duration_s",
+            expected=f"a period within [0, {covered:g}) s",
+        )
+    return {
+        c: sum(w.rate_rps * _overlap(w, start_s, end_s) for w in stats.windows(c)) / duration_s
+        for c in ids
+    }
 
 
 def _concat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
@@ -124,15 +170,9 @@ def _concat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
 class _ClientStream:
     """What one client produced over the period, window by window."""
 
-    client: int
-    expected_requests: float = 0.0
     arrivals: list[FloatArray] = field(default_factory=list)
     input_tokens: list[npt.NDArray[np.int64]] = field(default_factory=list)
     output_tokens: list[npt.NDArray[np.int64]] = field(default_factory=list)
-
-    def mean_rate(self, duration_s: float) -> float:
-        """The trace's mean rate over the period (requests/s), not the sampled one."""
-        return self.expected_requests / duration_s
 
 
 class _Directory:
@@ -141,14 +181,11 @@ class _Directory:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.ids = client_ids(directory)
-        self._windows: dict[int, list[RateWindow]] = {}
         self._tables: dict[int, LengthTable | None] = {}
         self._pooled: dict[float, tuple[LengthPMF, LengthPMF]] = {}
 
-    def windows(self, client: int) -> list[RateWindow]:
-        if client not in self._windows:
-            self._windows[client] = read_rate_windows(trace_path(self.directory, client))
-        return self._windows[client]
+    def windows(self, client: int) -> tuple[RateWindow, ...]:
+        return read_rate_windows(trace_path(self.directory, client))
 
     def lengths(self, client: int, time_s: float) -> tuple[LengthPMF, LengthPMF]:
         """(input PMF, output PMF) for an arrival of ``client`` at ``time_s``."""
@@ -173,9 +210,11 @@ class _Directory:
                 if pmfs is not None:
                     parts.append((self._requests_in(client, start), pmfs))
             if not parts:
-                raise InputError("no client has a dataset file with lengths",
-                                 source=str(self.directory),
-                                 expected="at least one chunk-<i>-dataset.json")
+                raise InputError(
+                    "no client has a dataset file with lengths",
+                    source=str(self.directory),
+                    expected="at least one chunk-<i>-dataset.json",
+                )
             if sum(w for w, _ in parts) <= 0:
                 parts = [(1.0, pmfs) for _, pmfs in parts]
             self._pooled[start] = (
@@ -194,32 +233,40 @@ def _overlap(window: RateWindow, start_s: float, end_s: float) -> float:
 
 
 def _sample_client(
-    stream: _ClientStream, stats: _Directory, start_s: float, end_s: float, seed: int
-) -> None:
+    client: int,
+    stats: _Directory,
+    *,
+    start_s: float,
+    end_s: float,
+    seed: int,
+    rate_scale: float,
+) -> _ClientStream:
     """Arrivals and lengths of one client over [start_s, end_s), window by window."""
-    rng = np.random.default_rng((seed, stream.client))
+    rng = np.random.default_rng((seed, client))
+    stream = _ClientStream()
     pending: float | None = None  # the next arrival, already drawn, or None after idleness
-    for window in stats.windows(stream.client):
+    for window in stats.windows(client):
         lo, hi = max(window.start_s, start_s), min(window.end_s, end_s)
         if hi <= lo:
             continue
         if window.rate_rps <= 0:
             pending = None
             continue
-        stream.expected_requests += window.rate_rps * (hi - lo)
+        rate_rps = window.rate_rps * rate_scale
         if pending is None:
-            pending = lo + float(_gaps(rng, window, 1, _EQUILIBRIUM)[0])
-        times, pending = _renewal(rng, window, pending, hi)
+            pending = lo + float(_gaps(rng, window, rate_rps, 1, _EQUILIBRIUM)[0])
+        times, pending = _renewal(rng, window, rate_rps, pending, hi)
         if times.size == 0:
             continue
-        input_pmf, output_pmf = stats.lengths(stream.client, window.start_s)
+        input_pmf, output_pmf = stats.lengths(client, window.start_s)
         stream.arrivals.append(times)
         stream.input_tokens.append(np.maximum(input_pmf.sample(rng, times.size), 1))
         stream.output_tokens.append(output_pmf.sample(rng, times.size))
+    return stream
 
 
 def _renewal(
-    rng: np.random.Generator, window: RateWindow, first_s: float, end_s: float
+    rng: np.random.Generator, window: RateWindow, rate_rps: float, first_s: float, end_s: float
 ) -> tuple[FloatArray, float]:
     """Arrivals in [first_s, end_s) starting with one at ``first_s``, and the next one after."""
     if first_s >= end_s:
@@ -227,9 +274,9 @@ def _renewal(
     chunks = [np.array([first_s])]
     last = first_s
     while True:
-        expected = (end_s - last) * window.rate_rps
+        expected = (end_s - last) * rate_rps
         n = int(1.1 * expected + 4.0 * math.sqrt(expected)) + 16
-        times = last + np.cumsum(_gaps(rng, window, n))
+        times = last + np.cumsum(_gaps(rng, window, rate_rps, n))
         inside = int(np.searchsorted(times, end_s, side="left"))
         chunks.append(times[:inside])
         if inside < n:
@@ -237,14 +284,16 @@ def _renewal(
         last = float(times[-1])
 
 
-def _gaps(rng: np.random.Generator, window: RateWindow, n: int, kind: str = "gap") -> FloatArray:
-    """``n`` inter-arrival gaps (s) with mean ``1 / rate_rps`` and the fitted shape.
+def _gaps(
+    rng: np.random.Generator, window: RateWindow, rate_rps: float, n: int, kind: str = "gap"
+) -> FloatArray:
+    """``n`` inter-arrival gaps (s) with mean ``1 / rate_rps`` and the window's fitted shape.
 
     ``kind="equilibrium"`` draws instead the time from an arbitrary instant to the next arrival
     of the stationary process: ``U · X*`` with ``X*`` the length-biased gap (for Gamma(k) it is
     Gamma(k+1); for Weibull(k), ``X*^k`` is Gamma(1 + 1/k); Exponential is memoryless).
     """
-    mean_gap = 1.0 / window.rate_rps
+    mean_gap = 1.0 / rate_rps
     k = window.shape
     equilibrium = kind == _EQUILIBRIUM
     if window.family == "Gamma":

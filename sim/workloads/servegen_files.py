@@ -28,6 +28,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -110,8 +111,21 @@ def dataset_path(directory: Path, client: int) -> Path:
     return directory / f"chunk-{client}-dataset.json"
 
 
-def read_rate_windows(path: Path) -> list[RateWindow]:
-    """A client's 600 s windows in time order; raises InputError naming line and field."""
+def read_rate_windows(path: Path) -> tuple[RateWindow, ...]:
+    """A client's 600 s windows in time order; raises InputError naming line and field.
+
+    Parsed once per file version (path, size, modification time) and cached.
+    """
+    try:
+        status = path.stat()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from exc
+    return _read_rate_windows(path, status.st_size, status.st_mtime_ns)
+
+
+@lru_cache(maxsize=512)
+def _read_rate_windows(path: Path, size: int, mtime_ns: int) -> tuple[RateWindow, ...]:
+    del size, mtime_ns  # only part of the cache key
     windows: list[RateWindow] = []
     try:
         with path.open(encoding="utf-8", newline="") as handle:
@@ -123,7 +137,9 @@ def read_rate_windows(path: Path) -> list[RateWindow]:
                 if windows and window.start_s < windows[-1].end_s:
                     raise InputError(
                         f"window starts at {window.start_s:g} s, before the previous one ends",
-                        source=str(path), line=reader.line_num, field=_FIELDS[0],
+                        source=str(path),
+                        line=reader.line_num,
+                        field=_FIELDS[0],
                         expected=f"increasing starts {RATE_WINDOW_S:g} s apart or more",
                     )
                 windows.append(window)
@@ -133,13 +149,15 @@ def read_rate_windows(path: Path) -> list[RateWindow]:
         raise InputError("not UTF-8 text", source=str(path)) from exc
     except csv.Error as exc:
         raise InputError(f"malformed CSV ({exc})", source=str(path)) from exc
-    return windows
+    return tuple(windows)
 
 
 def _parse_window(row: list[str], source: str, line: int) -> RateWindow:
     if len(row) != len(_FIELDS):
         raise InputError(
-            f"{len(row)} columns", source=source, line=line,
+            f"{len(row)} columns",
+            source=source,
+            line=line,
             expected=f"{len(_FIELDS)} columns: " + ",".join(_FIELDS),
         )
     start, rate, cv = (_number(row[i], _FIELDS[i], source, line) for i in range(3))
@@ -147,19 +165,46 @@ def _parse_window(row: list[str], source: str, line: int) -> RateWindow:
     shape, scale = (_number(row[i], _FIELDS[i], source, line) for i in (4, 5))
     for value, name in ((start, 0), (rate, 1), (cv, 2)):
         if value < 0:
-            raise InputError(f"got {value:g}", source=source, line=line, field=_FIELDS[name],
-                             expected="a number >= 0")
+            raise InputError(
+                f"got {value:g}",
+                source=source,
+                line=line,
+                field=_FIELDS[name],
+                expected="a number >= 0",
+            )
     if family and family not in FAMILIES:
-        raise InputError(f"got {family!r}", source=source, line=line, field="family",
-                         expected=" / ".join(FAMILIES) + " or empty when idle")
+        raise InputError(
+            f"got {family!r}",
+            source=source,
+            line=line,
+            field="family",
+            expected=" / ".join(FAMILIES) + " or empty when idle",
+        )
     if rate > 0 and not family:
-        raise InputError(f"empty while rate_rps is {rate:g}", source=source, line=line,
-                         field="family", expected="a fitted distribution for an active window")
+        raise InputError(
+            f"empty while rate_rps is {rate:g}",
+            source=source,
+            line=line,
+            field="family",
+            expected="a fitted distribution for an active window",
+        )
     if rate > 0 and family in ("Weibull", "Gamma") and shape <= 0:
-        raise InputError(f"shape {shape:g}", source=source, line=line, field="arg1",
-                         expected=f"a positive {family} shape")
-    return RateWindow(start_s=start, end_s=start + RATE_WINDOW_S, rate_rps=rate, cv=cv,
-                      family=family, shape=shape, scale_s=scale)
+        raise InputError(
+            f"shape {shape:g}",
+            source=source,
+            line=line,
+            field="arg1",
+            expected=f"a positive {family} shape",
+        )
+    return RateWindow(
+        start_s=start,
+        end_s=start + RATE_WINDOW_S,
+        rate_rps=rate,
+        cv=cv,
+        family=family,
+        shape=shape,
+        scale_s=scale,
+    )
 
 
 def _number(text: str, name: str, source: str, line: int) -> float:
@@ -168,8 +213,9 @@ def _number(text: str, name: str, source: str, line: int) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise InputError(f"got {text!r}", source=source, line=line, field=name,
-                         expected="a finite number")
+        raise InputError(
+            f"got {text!r}", source=source, line=line, field=name, expected="a finite number"
+        )
     return value
 
 
@@ -205,10 +251,13 @@ class LengthTable:
                 _parse_pmf(entry, "output_tokens", self.path, key),
             )
             if (pmfs[0] is None) != (pmfs[1] is None):
-                raise InputError("one PMF empty and the other not", source=str(self.path),
-                                 field=key, expected="both empty or both given")
-            self._parsed[start] = None if pmfs[0] is None or pmfs[1] is None else (
-                pmfs[0], pmfs[1])
+                raise InputError(
+                    "one PMF empty and the other not",
+                    source=str(self.path),
+                    field=key,
+                    expected="both empty or both given",
+                )
+            self._parsed[start] = None if pmfs[0] is None or pmfs[1] is None else (pmfs[0], pmfs[1])
         return self._parsed[start]
 
 
@@ -228,11 +277,19 @@ def _read_dataset(path: Path) -> dict[float, tuple[str, dict[str, object]]]:
         except ValueError:
             start = math.nan
         if not math.isfinite(start) or start < 0:
-            raise InputError(f"window key {key!r}", source=str(path), field=key,
-                             expected="a window start in seconds >= 0")
+            raise InputError(
+                f"window key {key!r}",
+                source=str(path),
+                field=key,
+                expected="a window start in seconds >= 0",
+            )
         if not isinstance(entry, dict):
-            raise InputError("not an object", source=str(path), field=key,
-                             expected='{"input_tokens": ..., "output_tokens": ...}')
+            raise InputError(
+                "not an object",
+                source=str(path),
+                field=key,
+                expected='{"input_tokens": ..., "output_tokens": ...}',
+            )
         out[start] = (key, entry)
     return out
 
@@ -242,26 +299,47 @@ def _parse_pmf(entry: dict[str, object], name: str, path: Path, key: str) -> Len
     where = f"{key}.{name}"
     text = entry.get(name)
     if not isinstance(text, str):
-        raise InputError("missing or not a string", source=str(path), field=where,
-                         expected="a dict literal {tokens: probability}")
+        raise InputError(
+            "missing or not a string",
+            source=str(path),
+            field=where,
+            expected="a dict literal {tokens: probability}",
+        )
     try:
         weights = ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
-        raise InputError(f"not a literal ({exc.__class__.__name__})", source=str(path),
-                         field=where, expected="a dict literal {tokens: probability}") from None
+        raise InputError(
+            f"not a literal ({exc.__class__.__name__})",
+            source=str(path),
+            field=where,
+            expected="a dict literal {tokens: probability}",
+        ) from None
     if not isinstance(weights, dict):
-        raise InputError(f"got a {type(weights).__name__}", source=str(path), field=where,
-                         expected="a dict literal {tokens: probability}")
+        raise InputError(
+            f"got a {type(weights).__name__}",
+            source=str(path),
+            field=where,
+            expected="a dict literal {tokens: probability}",
+        )
     if not weights:
         return None
     for tokens, p in weights.items():
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-            raise InputError(f"token count {tokens!r}", source=str(path), field=where,
-                             expected="integer token counts >= 0")
+            raise InputError(
+                f"token count {tokens!r}",
+                source=str(path),
+                field=where,
+                expected="integer token counts >= 0",
+            )
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p < math.inf:
-            raise InputError(f"probability {p!r} for {tokens}", source=str(path), field=where,
-                             expected="probabilities >= 0")
+            raise InputError(
+                f"probability {p!r} for {tokens}",
+                source=str(path),
+                field=where,
+                expected="probabilities >= 0",
+            )
     if sum(weights.values()) <= 0:
-        raise InputError("probabilities sum to 0", source=str(path), field=where,
-                         expected="a positive total")
+        raise InputError(
+            "probabilities sum to 0", source=str(path), field=where, expected="a positive total"
+        )
     return LengthPMF.from_weights({int(t): float(p) for t, p in weights.items()})

@@ -97,7 +97,9 @@ class BoundedLoadHashPicker:
         self._owners: list[int] = []  # replica index owning each point
         self._on_ring: set[int] = set()
 
-    def pick(self, req: Request, candidates: list[ReplicaView], scores: list[float]) -> ReplicaView:
+    def pick(
+        self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
+    ) -> ReplicaView:
         self._add_new(candidates)
         total = 0
         total_weight = 0.0

@@ -84,7 +84,11 @@ def softmax_sample(costs: list[float], temperature: float, rng: random.Random) -
 
 
 class KvCostPicker:
-    """Lowest Dynamo cost; keeps the active-block tally and the overlap index itself."""
+    """Lowest Dynamo cost; keeps the active-block tally and the overlap index itself.
+
+    A picker is given no clock: ``pick`` takes the request's arrival time as now (it only
+    matters for the index TTL); the hooks use the caller's ``now``.
+    """
 
     name = "dynamo-kv-cost-picker"
 
@@ -107,16 +111,26 @@ class KvCostPicker:
         matched = self.index.match_all(req.block_hashes, now)
         incoming = blocks_of(req.input_tokens, b)
         scale = self.config.prefill_load_scale
+        active_prefill = self.active_prefill_blocks
+        active = self.active_blocks
         out = []
-        for c in candidates:
-            uncached = req.input_tokens - self.overlap_tokens(req, matched.get(c.index, 0))
-            prefill = self.active_prefill_blocks.get(c.index, 0) + blocks_of(uncached, b)
-            decode = self.active_blocks.get(c.index, 0) + incoming
+        for c in candidates:  # hot loop over the fleet: kept to dict lookups and integer math
+            i = c.index
+            m = matched.get(i)
+            new_prefill = (
+                incoming
+                if m is None
+                else blocks_of(req.input_tokens - self.overlap_tokens(req, m), b)
+            )
+            prefill = active_prefill.get(i, 0) + new_prefill
+            decode = active.get(i, 0) + incoming
             out.append(scale * prefill + decode)
         return out
 
-    def pick(self, req: Request, candidates: list[ReplicaView], scores: list[float]) -> ReplicaView:
-        costs = self.costs(req, candidates, req.arrival_s)
+    def pick(
+        self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
+    ) -> ReplicaView:
+        costs = self.costs(req, candidates, now)
         if self.config.temperature > 0:
             return candidates[softmax_sample(costs, self.config.temperature, self._rng)]
         lo = min(costs)

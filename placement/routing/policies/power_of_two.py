@@ -28,7 +28,9 @@ class PowerOfTwoPicker:
     def __init__(self, seed: int) -> None:
         self._rng = random.Random(seed)
 
-    def pick(self, req: Request, candidates: list[ReplicaView], scores: list[float]) -> ReplicaView:
+    def pick(
+        self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
+    ) -> ReplicaView:
         i, j = self._rng.sample(range(len(candidates)), 2)
         a, b = candidates[i], candidates[j]
         return b if b.outstanding < a.outstanding else a

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from itertools import islice
 from typing import TYPE_CHECKING
 
 from placement.domain.requests import Request
@@ -66,14 +65,26 @@ class PrebleConfig:
 
 
 class _RoutedRecord:
-    __slots__ = ("output_tokens", "prefill_tokens", "replica", "req_id", "routed_s")
+    __slots__ = ("output_tokens", "prefill_tokens", "req_id", "routed_s")
 
-    def __init__(self, req_id: int, replica: int, routed_s: float, prefill_tokens: int) -> None:
+    def __init__(self, req_id: int, routed_s: float, prefill_tokens: int) -> None:
         self.req_id = req_id
-        self.replica = replica
         self.routed_s = routed_s
         self.prefill_tokens = prefill_tokens
         self.output_tokens = -1  # unknown until it completes
+
+
+class _ReplicaWindow:
+    """One replica's requests routed within the window, oldest first, and their sums."""
+
+    __slots__ = ("count", "known_count", "known_output", "prefill", "records")
+
+    def __init__(self) -> None:
+        self.records: deque[_RoutedRecord] = deque()
+        self.prefill = 0  # uncached prompt tokens
+        self.count = 0
+        self.known_output = 0  # generated tokens of the completed ones
+        self.known_count = 0
 
 
 class WindowLoad:
@@ -85,14 +96,8 @@ class WindowLoad:
 
     def __init__(self, window_s: float, default_output_tokens: int) -> None:
         self.window_s = window_s
-        self._seq = 0
-        self._records: dict[int, _RoutedRecord] = {}  # routing seq -> record, window only
-        self._latest: dict[int, int] = {}  # req id -> seq of its latest routing in the window
-        self._order: dict[int, deque[int]] = {}  # replica -> seqs by routing time
-        self._prefill: dict[int, int] = {}
-        self._count: dict[int, int] = {}
-        self._known_out: dict[int, int] = {}
-        self._known_count: dict[int, int] = {}
+        self._windows: dict[int, _ReplicaWindow] = {}
+        self._latest: dict[int, tuple[_ReplicaWindow, _RoutedRecord]] = {}  # by req id
         self._out_sum = 0
         self._out_n = 0
         self._default_out = default_output_tokens
@@ -104,54 +109,57 @@ class WindowLoad:
 
     def add(self, req_id: int, replica: int, now: float, prefill_tokens: int) -> None:
         """A request was routed to ``replica`` needing ``prefill_tokens`` uncached tokens."""
-        self._seq += 1
-        self._records[self._seq] = _RoutedRecord(req_id, replica, now, prefill_tokens)
-        self._latest[req_id] = self._seq
-        self._order.setdefault(replica, deque()).append(self._seq)
-        self._prefill[replica] = self._prefill.get(replica, 0) + prefill_tokens
-        self._count[replica] = self._count.get(replica, 0) + 1
+        w = self._windows.get(replica)
+        if w is None:
+            w = self._windows[replica] = _ReplicaWindow()
+        rec = _RoutedRecord(req_id, now, prefill_tokens)
+        w.records.append(rec)
+        w.prefill += prefill_tokens
+        w.count += 1
+        self._latest[req_id] = (w, rec)
 
     def complete(self, req_id: int, output_tokens: int | None) -> None:
         """A request finished; ``output_tokens`` None when it failed (nothing learnt)."""
-        seq = self._latest.pop(req_id, None)
+        latest = self._latest.pop(req_id, None)
         if output_tokens is None:
             return
         self._out_sum += output_tokens
         self._out_n += 1
-        rec = None if seq is None else self._records.get(seq)
-        if rec is not None:
+        if latest is not None:
+            w, rec = latest
             rec.output_tokens = output_tokens
-            r = rec.replica
-            self._known_out[r] = self._known_out.get(r, 0) + output_tokens
-            self._known_count[r] = self._known_count.get(r, 0) + 1
+            w.known_output += output_tokens
+            w.known_count += 1
 
     def load(self, replica: int, now: float, prefill_cost: float, decode_cost: float) -> float:
         """Prefill plus decode work routed to ``replica`` within the window."""
-        self._expire(replica, now)
-        count = self._count.get(replica, 0)
-        if count == 0:
+        w = self._windows.get(replica)
+        if w is None:
             return 0.0
-        unknown = count - self._known_count.get(replica, 0)
-        decode_tokens = self._known_out.get(replica, 0) + unknown * self.mean_output_tokens
-        return prefill_cost * self._prefill.get(replica, 0) + decode_cost * decode_tokens
-
-    def _expire(self, replica: int, now: float) -> None:
-        order = self._order.get(replica)
+        records = w.records
         horizon = now - self.window_s
-        while order and self._records[order[0]].routed_s < horizon:
-            seq = order.popleft()
-            rec = self._records.pop(seq)
-            if self._latest.get(rec.req_id) == seq:
+        while records and records[0].routed_s < horizon:
+            rec = records.popleft()
+            latest = self._latest.get(rec.req_id)
+            if latest is not None and latest[1] is rec:
                 del self._latest[rec.req_id]
-            self._prefill[replica] -= rec.prefill_tokens
-            self._count[replica] -= 1
+            w.prefill -= rec.prefill_tokens
+            w.count -= 1
             if rec.output_tokens >= 0:
-                self._known_out[replica] -= rec.output_tokens
-                self._known_count[replica] -= 1
+                w.known_output -= rec.output_tokens
+                w.known_count -= 1
+        if w.count == 0:
+            return 0.0
+        decode_tokens = w.known_output + (w.count - w.known_count) * self.mean_output_tokens
+        return prefill_cost * w.prefill + decode_cost * decode_tokens
 
 
 class E2Picker:
-    """Exploit the longest cached prefix when it dominates the prompt, else explore L + M + P."""
+    """Exploit the longest cached prefix when it dominates the prompt, else explore L + M + P.
+
+    A picker is given no clock: ``pick`` takes the request's arrival time as now (for the
+    load window and hit recency); the hooks use the caller's ``now``.
+    """
 
     name = "preble-e2-picker"
 
@@ -180,35 +188,49 @@ class E2Picker:
         to_evict = need - (cache.capacity_blocks - len(cache))
         if to_evict <= 0:
             return 0.0
-        horizon = now - self.config.window_s
-        hits = 0
-        for _, (last, n) in islice(cache.coldest(), to_evict):
-            if last >= horizon:
-                hits += n
+        hits = cache.recent_hits_of_coldest(to_evict, now - self.config.window_s)
         return self.config.prefill_token_cost * self.block_tokens * hits
 
-    def pick(self, req: Request, candidates: list[ReplicaView], scores: list[float]) -> ReplicaView:
-        now = req.arrival_s
+    def pick(
+        self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
+    ) -> ReplicaView:
         matched = self.index.match_all(req.block_hashes, now)
-        tokens = {c.index: self.matched_tokens(req, matched.get(c.index, 0)) for c in candidates}
+        tokens: dict[int, int] = {}
+        for c in candidates:
+            m = matched.get(c.index)
+            tokens[c.index] = 0 if m is None else self.matched_tokens(req, m)
         best = max(tokens.values())
         if best > req.input_tokens - best:
             self.last_branch = "exploit"
             holders = [c for c in candidates if tokens[c.index] == best]
             return min(holders, key=lambda c: (_per_capacity(self.load(c, now), c), c.index))
         self.last_branch = "explore"
+        return self._explore(req, candidates, tokens, now)
+
+    def _explore(
+        self, req: Request, candidates: list[ReplicaView], cached: dict[int, int], now: float
+    ) -> ReplicaView:
+        """argmin of (L + M + P) / weight, ties to the lowest index.
+
+        M ≥ 0, so (L + P) / weight bounds each total from below: candidates are priced in order
+        of that bound and the costlier eviction walk stops once no bound can beat the best.
+        """
         cost_per_token = self.config.prefill_token_cost
-
-        def total_cost(c: ReplicaView) -> tuple[float, int]:
-            new_tokens = req.input_tokens - tokens[c.index]
-            work = (
-                self.load(c, now)
-                + self.eviction_cost(c, new_tokens, now)
-                + cost_per_token * new_tokens
-            )
-            return _per_capacity(work, c), c.index
-
-        return min(candidates, key=total_cost)
+        bounded = []
+        for c in candidates:
+            new_tokens = req.input_tokens - cached[c.index]
+            work = self.load(c, now) + cost_per_token * new_tokens
+            bounded.append((_per_capacity(work, c), c.index, work, new_tokens, c))
+        bounded.sort(key=lambda row: (row[0], row[1]))
+        best_key = (math.inf, -1)
+        best = bounded[0][4]
+        for bound, idx, work, new_tokens, c in bounded:
+            if (bound, idx) >= best_key:
+                break
+            total = _per_capacity(work + self.eviction_cost(c, new_tokens, now), c)
+            if (total, idx) < best_key:
+                best_key, best = (total, idx), c
+        return best
 
     def on_routed(self, req: Request, replica: ReplicaView, now: float) -> None:
         cached = self.matched_tokens(req, self.index.match(replica.index, req.block_hashes, now))

@@ -24,7 +24,9 @@ class RoundRobinPicker:
     def __init__(self) -> None:
         self._last = -1
 
-    def pick(self, req: Request, candidates: list[ReplicaView], scores: list[float]) -> ReplicaView:
+    def pick(
+        self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
+    ) -> ReplicaView:
         after = [c for c in candidates if c.index > self._last]
         return min(after or candidates, key=lambda c: c.index)
 

@@ -88,7 +88,9 @@ class CacheAwarePicker:
         self.config = config
         self.trees = PrefixIndex(lambda _replica: max_tree_blocks)
 
-    def pick(self, req: Request, candidates: list[ReplicaView], scores: list[float]) -> ReplicaView:
+    def pick(
+        self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
+    ) -> ReplicaView:
         cfg = self.config
         loads = [c.outstanding for c in candidates]
         if is_imbalanced(loads, cfg.balance_abs_threshold, cfg.balance_rel_threshold):
