@@ -19,7 +19,7 @@ so only its TP1 model counts). Result: compute 0.45, memory 0.72; per sample the
 within 0.27–2.4× of the profiled time (worst: 512-token prefill attention, which the roofline
 finds too cheap, and L40S decode attention, which its large L2 cache makes cheaper than HBM).
 The fitted values are stored below so the fallback costs nothing to build;
-``tests/sim/costmodel/test_roofline.py`` re-fits them and checks they still hold.
+``tests/sim/costmodel/test_costmodel_roofline.py`` re-fits them and checks they still hold.
 
 The roofline has no kernel-launch floor, so it is optimistic for tiny calls (a decode step's
 attention of a few short sequences); the profiled model's per-iteration attention constant is
@@ -183,7 +183,7 @@ class RooflineCostModel:
 
         slope = float(roofline_s([decode_attention_slope_work(shapes)], peaks, efficiency)[0])
         # per sequence: read its query and write its output once per layer
-        per_seq = shapes.layers * 4.0 * shapes.heads * shapes.head_dim * model.dtype_bytes
+        per_seq = shapes.layers * 2.0 * shapes.heads * shapes.head_dim * model.dtype_bytes
         per_seq_s = per_seq / (peaks.hbm_bytes_per_s * efficiency.memory)
         self._decode: list[tuple[float, float]] = [
             (n * per_seq_s, slope if n else 0.0) for n in range(max_decode_seqs + 1)

@@ -46,6 +46,7 @@ from placement.domain.fleet import DEFAULT_MAX_BATCHED_TOKENS
 from placement.domain.llm import get_model
 from placement.errors import InputError
 from placement.paths import shared_data
+from sim.costmodel.base import IterationCostModel
 from sim.costmodel.profiled import ProfiledCostModel
 
 SPLITWISE_CSV = Path("profiles") / "splitwise" / "perf_model.csv"
@@ -119,12 +120,12 @@ def _model_for(kind: str, model: str, tp: int) -> ProfiledCostModel:
     return ProfiledCostModel(get_accelerator(kind), get_model(model), tp, framework_overhead_s=0.0)
 
 
-def prefill_s(cm: ProfiledCostModel, batch: int, prompt: int) -> float:
+def prefill_s(cm: IterationCostModel, batch: int, prompt: int) -> float:
     """One prefill iteration of ``batch`` prompts of ``prompt`` tokens (no cached context)."""
     return cm.iteration_s([(prompt, 0)] * batch, 0, 0)
 
 
-def mean_decode_s(cm: ProfiledCostModel, batch: int, context: int, steps: int) -> float:
+def mean_decode_s(cm: IterationCostModel, batch: int, context: int, steps: int) -> float:
     """Mean decode iteration of ``batch`` sequences over ``steps`` steps from ``context``."""
     d0, d1 = cm.decode_attention_coeffs(batch)
     mean_context = batch * (context + (steps - 1) / 2.0)
@@ -173,7 +174,7 @@ def splitwise_cases(path: Path | None = None) -> list[Case]:
     return cases
 
 
-def e2e_s(cm: ProfiledCostModel, batch: int, length: int) -> tuple[float, float]:
+def e2e_s(cm: IterationCostModel, batch: int, length: int) -> tuple[float, float]:
     """(time, iterations) of a batch with input = output = ``length`` tokens."""
     per_iteration = max(1, DEFAULT_MAX_BATCHED_TOKENS // length)
     total, iterations, left = 0.0, 0, batch

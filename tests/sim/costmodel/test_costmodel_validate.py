@@ -38,7 +38,8 @@ def rows():
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
 def test_splitwise_median_ape_is_reported_and_finite(rows, hardware, phase):
     (row,) = [
-        r for r in rows
+        r
+        for r in rows
         if r["source"] == "splitwise" and r["hardware"] == hardware and r["phase"] == phase
     ]
     assert row["model"] == "llama-2-70b"
@@ -67,8 +68,18 @@ def test_physically_impossible_prefills_are_excluded():
 
 
 def _case(base, iterations, measured):
-    return Case(source="t", hardware="h", model="m", tp=1, phase="decode", batch=1,
-                measured_s=measured, base_s=base, iterations=iterations, calibration_half=True)
+    return Case(
+        source="t",
+        hardware="h",
+        model="m",
+        tp=1,
+        phase="decode",
+        batch=1,
+        measured_s=measured,
+        base_s=base,
+        iterations=iterations,
+        calibration_half=True,
+    )
 
 
 def test_calibration_recovers_a_known_overhead():
@@ -96,5 +107,5 @@ def test_decode_mean_and_e2e_packing():
 def test_missing_column_is_an_input_error(tmp_path):
     path = tmp_path / "perf_model.csv"
     pd.DataFrame({"model": ["llama2-70b"], "hardware": ["a100-80gb"]}).to_csv(path, index=False)
-    with pytest.raises(InputError, match="perf_model.csv.*tensor_parallel"):
+    with pytest.raises(InputError, match=r"perf_model\.csv.*tensor_parallel"):
         splitwise_cases(path)

@@ -53,8 +53,14 @@ def test_fit_recovers_known_efficiencies():
     samples = []
     for m in (1, 64, 512, 8192):
         works = tuple(linear_work(shapes, np.asarray([float(m)])))
-        samples.append(FitSample(label=str(m), works=works, peaks=peaks,
-                                 profiled_s=float(roofline_s(works, peaks, truth)[0])))
+        samples.append(
+            FitSample(
+                label=str(m),
+                works=works,
+                peaks=peaks,
+                profiled_s=float(roofline_s(works, peaks, truth)[0]),
+            )
+        )
     assert fit_efficiency(samples) == truth
 
 
@@ -99,7 +105,11 @@ def test_roofline_within_a_factor_of_the_profiled_model(kind, model, tp):
 
 def test_roofline_hot_path_is_plain_floats():
     cm = RooflineCostModel(get_accelerator("TPU-v5e"), get_model("llama-3-8b"), 2, reason="test")
-    values = [cm.linear_s(64), cm.prefill_attention_s(512, 64), *cm.decode_attention_coeffs(8),
-              cm.iteration_s([(512, 0)], 8, 8000)]
+    values = [
+        cm.linear_s(64),
+        cm.prefill_attention_s(512, 64),
+        *cm.decode_attention_coeffs(8),
+        cm.iteration_s([(512, 0)], 8, 8000),
+    ]
     assert all(type(v) is float for v in values)
     assert cm.reason == "test"

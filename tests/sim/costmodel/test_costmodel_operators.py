@@ -22,12 +22,31 @@ def _gemms(shapes: ShardShapes) -> dict[str, tuple[int, int]]:
     ("model", "tp", "expected"),
     [
         # n = (heads + 2·kv)·head_dim/tp, k = hidden; O: n = hidden, k = heads·head_dim/tp; …
-        ("llama-2-70b", 2, {"qkv_proj": (5120, 8192), "o_proj": (8192, 4096),
-                            "gate_up_proj": (28672, 8192), "down_proj": (8192, 14336)}),
-        ("llama-3-8b", 1, {"qkv_proj": (6144, 4096), "o_proj": (4096, 4096),
-                           "gate_up_proj": (28672, 4096), "down_proj": (4096, 14336)}),
-        ("mixtral-8x7b", 4, {"qkv_proj": (1536, 4096), "o_proj": (4096, 1024),
-                             "router": (8, 4096)}),
+        (
+            "llama-2-70b",
+            2,
+            {
+                "qkv_proj": (5120, 8192),
+                "o_proj": (8192, 4096),
+                "gate_up_proj": (28672, 8192),
+                "down_proj": (8192, 14336),
+            },
+        ),
+        (
+            "llama-3-8b",
+            1,
+            {
+                "qkv_proj": (6144, 4096),
+                "o_proj": (4096, 4096),
+                "gate_up_proj": (28672, 4096),
+                "down_proj": (4096, 14336),
+            },
+        ),
+        (
+            "mixtral-8x7b",
+            4,
+            {"qkv_proj": (1536, 4096), "o_proj": (4096, 1024), "router": (8, 4096)},
+        ),
     ],
 )
 def test_layer_gemm_shapes(model, tp, expected):

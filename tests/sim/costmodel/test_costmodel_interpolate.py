@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 
 from sim.costmodel.interpolate import gemm_latency_many, loglog, loglog_many
-from sim.costmodel.profiles import Curve, OperatorProfile, ShapeNotProfiled, load_profile, profiles_root
+from sim.costmodel.profiles import (
+    Curve,
+    OperatorProfile,
+    ShapeNotProfiled,
+    load_profile,
+    profiles_root,
+)
 
 CURVE = Curve(xs=(1.0, 10.0, 100.0), ys=(2.0, 2.0, 20.0))
 
@@ -39,8 +45,15 @@ def _profile(gemm):
     ns = tuple(sorted({n for n, _ in gemm}))
     ks = tuple(sorted({k for _, k in gemm}))
     return OperatorProfile(
-        name="synthetic", version="0", gemm=gemm, gemm_ns=ns, gemm_ks=ks,
-        context_attention={}, generation_attention={}, all_reduce={}, moe={},
+        name="synthetic",
+        version="0",
+        gemm=gemm,
+        gemm_ns=ns,
+        gemm_ks=ks,
+        context_attention={},
+        generation_attention={},
+        all_reduce={},
+        moe={},
     )
 
 

@@ -26,9 +26,14 @@ def test_profiles_are_cached_and_name_their_version():
 def test_context_attention_keeps_bf16_full_window_fastest(batch, isl):
     raw = _raw("h100_sxm", "attention", "context_attention_perf.parquet")
     rows = raw[
-        (raw.num_heads == 32) & (raw.num_key_value_heads == 8) & (raw.head_dim == 128)
-        & (raw.batch_size == batch) & (raw.isl == isl) & (raw.kv_cache_dtype == "bfloat16")
-        & (raw.attn_dtype == "bfloat16") & (raw.window_size == 0)
+        (raw.num_heads == 32)
+        & (raw.num_key_value_heads == 8)
+        & (raw.head_dim == 128)
+        & (raw.batch_size == batch)
+        & (raw.isl == isl)
+        & (raw.kv_cache_dtype == "bfloat16")
+        & (raw.attn_dtype == "bfloat16")
+        & (raw.window_size == 0)
     ]
     curve = load_profile("h100_sxm").context_attention[(32, 8, 128)][batch]
     assert curve.ys[curve.xs.index(isl)] == pytest.approx(rows.latency.min() / 1e3)
@@ -39,8 +44,12 @@ def test_context_attention_keeps_bf16_full_window_fastest(batch, isl):
 def test_generation_attention_is_indexed_by_context_length():
     curves = load_profile("a100_sxm").generation_attention[(32, 4, 128)]
     raw = _raw("a100_sxm", "attention", "generation_attention_perf.parquet")
-    row = raw[(raw.num_heads == 32) & (raw.num_key_value_heads == 4) & (raw.batch_size == 16)
-              & (raw.step == 4095)]
+    row = raw[
+        (raw.num_heads == 32)
+        & (raw.num_key_value_heads == 4)
+        & (raw.batch_size == 16)
+        & (raw.step == 4095)
+    ]
     context = int(row.isl.iloc[0] + row.step.iloc[0])
     assert curves[16].ys[curves[16].xs.index(context)] == pytest.approx(row.latency.min() / 1e3)
 
@@ -50,10 +59,17 @@ def test_generation_attention_is_indexed_by_context_length():
 )
 def test_moe_prefers_balanced_routing_when_measured(profile, distribution):
     raw = _raw(profile, "moe", "moe_perf.parquet")
-    rows = raw[(raw.moe_dtype == "bfloat16") & (raw.hidden_size == 4096) & (raw.inter_size == 14336)
-               & (raw.topk == 2) & (raw.num_experts == 8) & (raw.moe_tp_size == 2)
-               & (raw.moe_ep_size == 1) & (raw.num_tokens == 256)
-               & (raw.distribution == distribution)]
+    rows = raw[
+        (raw.moe_dtype == "bfloat16")
+        & (raw.hidden_size == 4096)
+        & (raw.inter_size == 14336)
+        & (raw.topk == 2)
+        & (raw.num_experts == 8)
+        & (raw.moe_tp_size == 2)
+        & (raw.moe_ep_size == 1)
+        & (raw.num_tokens == 256)
+        & (raw.distribution == distribution)
+    ]
     curve = load_profile(profile).moe[(4096, 14336, 2, 8, 2)]
     assert curve.ys[curve.xs.index(256)] == pytest.approx(rows.latency.min() / 1e3)
 

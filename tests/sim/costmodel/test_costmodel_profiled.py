@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -36,7 +37,7 @@ def cm(request):
 
 
 def _non_decreasing(values):
-    return all(b >= a for a, b in zip(values, values[1:], strict=False))
+    return all(b >= a for a, b in pairwise(values))
 
 
 def test_monotone_in_tokens(cm):
@@ -48,7 +49,7 @@ def test_monotone_in_tokens(cm):
 
 def test_monotone_in_context(cm):
     prefill = [cm.prefill_attention_s(512, p) for p in (0, 100, 1000, 10_000, 100_000)]
-    assert all(b > a for a, b in zip(prefill, prefill[1:], strict=False))
+    assert all(b > a for a, b in pairwise(prefill))
     for n in (1, 16, 256):
         d0, d1 = cm.decode_attention_coeffs(n)
         assert d0 >= 0.0 and d1 > 0.0
@@ -95,7 +96,7 @@ def test_attention_fits_are_close_to_their_tables(cm):
 @pytest.mark.parametrize("kind", ["A100-80G", "H100-SXM", "B200"])
 def test_tp_reduces_time_for_large_batches(kind):
     times = [_model(kind, "llama-2-70b", tp).linear_s(8192) for tp in (1, 2, 4, 8)]
-    assert all(b < 0.75 * a for a, b in zip(times, times[1:], strict=False))
+    assert all(b < 0.75 * a for a, b in pairwise(times))
 
 
 def test_moe_reads_only_routed_experts():

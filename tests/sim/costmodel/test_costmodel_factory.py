@@ -20,12 +20,18 @@ pytestmark = pytest.mark.skipif(not profiles_root().is_dir(), reason="shared pro
 
 @pytest.mark.parametrize(
     ("kind", "model", "tp"),
-    [("H100-SXM", "llama-3-8b", 1), ("A100-80G", "llama-2-70b", 4), ("B200", "mixtral-8x7b", 8),
-     ("L40S", "qwen3-30b-a3b", 1), ("H100-SXM", "qwen3-30b-a3b", 2)],
+    [
+        ("H100-SXM", "llama-3-8b", 1),
+        ("A100-80G", "llama-2-70b", 4),
+        ("B200", "mixtral-8x7b", 8),
+        ("L40S", "qwen3-30b-a3b", 1),
+        ("H100-SXM", "qwen3-30b-a3b", 2),
+    ],
 )
 def test_profiled_when_tables_cover_the_model(kind, model, tp):
-    assert isinstance(cost_model_for(get_accelerator(kind), get_model(model), tp),
-                      ProfiledCostModel)
+    assert isinstance(
+        cost_model_for(get_accelerator(kind), get_model(model), tp), ProfiledCostModel
+    )
 
 
 @pytest.mark.parametrize(
@@ -46,9 +52,15 @@ def test_unknown_shapes_fall_back_to_roofline_with_a_reason(kind, model, tp, rea
 
 def test_models_are_shared_per_replica_kind():
     spec = ReplicaSpec(
-        id="r0", kind="h100", accelerator=get_accelerator("H100-SXM"),
-        model=get_model("llama-3-8b"), tp=1, cost_per_hour=4.0, max_num_batched_tokens=8192,
-        max_num_seqs=256, kv_capacity_tokens=400_000,
+        id="r0",
+        kind="h100",
+        accelerator=get_accelerator("H100-SXM"),
+        model=get_model("llama-3-8b"),
+        tp=1,
+        cost_per_hour=4.0,
+        max_num_batched_tokens=8192,
+        max_num_seqs=256,
+        kv_capacity_tokens=400_000,
     )
     assert cost_model_for_replica(spec) is cost_model_for(spec.accelerator, spec.model, 1)
 
