@@ -13,12 +13,14 @@ from placement.cli import bench_app, user_errors
 @bench_app.command("routing")
 @user_errors
 def routing(
-    workload: Annotated[str, typer.Option(help="mooncake, azure-conv, azure-code, servegen, "
-                                               "mixed, synthetic")] = "mooncake",
+    workload: Annotated[
+        str, typer.Option(help="mooncake, azure-conv, azure-code, servegen, mixed, synthetic")
+    ] = "mooncake",
     fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
     policies: Annotated[str, typer.Option(help="'all' or a comma list")] = "all",
     loads: Annotated[str, typer.Option(help="offered load, × nominal capacity")] = (
-        "0.5,0.75,1.0,1.25,1.5"),
+        "0.5,0.75,1.0,1.25,1.5"
+    ),
     duration: Annotated[float | None, typer.Option(help="seconds of trace to use")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     scrape_interval: Annotated[float, typer.Option(help="router's metrics scrape, s")] = 0.1,
@@ -55,8 +57,9 @@ def sim_speed(
     """Wall-clock speed of the simulator (target: 1M requests on 100 replicas in ≤60 s)."""
     from bench.sim_speed import run_sim_speed
 
-    run_sim_speed(requests=requests, replicas=replicas, load=load, policy=policy,
-                  repeats=repeats, out=out)
+    run_sim_speed(
+        requests=requests, replicas=replicas, load=load, policy=policy, repeats=repeats, out=out
+    )
 
 
 @bench_app.command("cost-model")

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.progress import Progress
-from sim.costmodel.factory import cost_model_for_replica
 
 from bench.plots import plot_goodput_curves
 from bench.report import print_table, write_json
@@ -17,6 +16,7 @@ from placement.errors import InputError
 from placement.routing.policies import PEER_POLICIES, PolicyContext, make_policy
 from sim.capacity import fleet_capacity, rate_for_load
 from sim.costmodel.base import IterationCostModel
+from sim.costmodel.factory import cost_model_for_replica
 from sim.metrics import summarise
 from sim.simulator import SimConfig, Simulator
 from sim.workloads.base import Workload

@@ -6,14 +6,13 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from sim.costmodel.factory import cost_model_for_replica
-from sim.workloads.synthetic import synthetic_tenants
-
 from bench.report import print_table, write_json
 from placement.domain.fleet import fleet_from_dict
 from placement.routing.policies import PolicyContext, make_policy
 from sim.capacity import rate_for_load
+from sim.costmodel.factory import cost_model_for_replica
 from sim.simulator import Simulator
+from sim.workloads.synthetic import synthetic_tenants
 
 
 def run_sim_speed(

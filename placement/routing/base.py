@@ -151,14 +151,21 @@ class Pipeline:
         if len(candidates) == 1:
             chosen = candidates[0]
         else:
-            total = [0.0] * len(candidates)
-            for scorer, weight in self.scorers:
-                for i, s in enumerate(scorer.score(req, candidates, now)):
-                    total[i] += weight * s
-            chosen = self.picker.pick(req, candidates, total, now)
+            chosen = self.picker.pick(req, candidates, self._total(req, candidates, now), now)
         for hook in self._on_routed:
             hook(req, chosen, now)
         return chosen.index
+
+    def _total(self, req: Request, candidates: list[ReplicaView], now: float) -> list[float]:
+        """Weighted sum of the scorers' grades (one list pass per scorer; on the hot path)."""
+        total: list[float] | None = None
+        for scorer, weight in self.scorers:
+            grades = scorer.score(req, candidates, now)
+            if total is None:
+                total = grades if weight == 1.0 else [weight * g for g in grades]
+            else:
+                total = [t + weight * g for t, g in zip(total, grades, strict=True)]
+        return total if total is not None else [0.0] * len(candidates)
 
     def on_first_token(self, req: Request, replica: ReplicaView, now: float) -> None:
         for hook in self._on_first:

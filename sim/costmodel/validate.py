@@ -3,37 +3,47 @@
 Two sources, both read-only under the shared data folder:
 
 - **Splitwise** (``profiles/splitwise/perf_model.csv``): Llama-2-70B on DGX-A100 / DGX-H100 at
-  TP 2/4/8, measured with Splitwise's own serving stack. Per row (medians over repeats):
-  ``prompt_time`` is predicted as one prefill iteration of ``batch_size`` chunks of
-  ``prompt_size`` tokens with no cached context; ``token_time`` as the mean decode iteration over
+  TP 2/4/8, measured with Splitwise's own serving stack. Medians over repeated runs. A
+  ``token_time`` case per (TP, batch, prompt, tokens) is predicted as the mean decode iteration over
   ``token_size`` steps of ``batch_size`` sequences at contexts ``prompt_size ..
-  prompt_size + token_size - 1`` (exact in closed form: decode cost is affine in the context).
-  Rows whose measured prompt time is below the datasheet compute bound (``2·params·tokens`` FLOPs
-  at 100 % of peak on ``tp`` GPUs) cannot be full prefills and are excluded (two rows at batch
-  64). The power-capped ``h100-80gb-pcap`` rows and BLOOM-176B are out of scope.
+  prompt_size + token_size - 1`` (exact in closed form: decode cost is affine in the context). A
+  ``prompt_time`` case per (TP, batch, prompt) — the prefill does not depend on ``token_size``, so
+  the runs that differ only in it are repeats of one prefill and are pooled — is predicted as one
+  prefill iteration of ``batch_size`` chunks of ``prompt_size`` tokens with no cached context.
+  Prefills measured below the datasheet compute bound (``2·params·tokens`` FLOPs at 100 % of peak
+  on ``tp`` GPUs) cannot be full prefills and are excluded (batch 64 at TP2, on both GPUs). The
+  power-capped ``h100-80gb-pcap`` rows and BLOOM-176B are out of scope.
 - **LLM-Inference-Bench** (``profiles/llm_inference_bench/All_results.csv``): vLLM rows on A100 and
   H100 whose model maps to a catalogue architecture (Llama-3-8B, Llama-2-70B, Mixtral-8x7B).
   ``Latency`` is the end-to-end time of a batch with input length = output length ``L``: predicted
   as the prefill of ``batch`` prompts, packed whole into iterations of at most
   ``DEFAULT_MAX_BATCHED_TOKENS`` tokens, then ``L - 1`` decode iterations of the whole batch.
 
-The per-iteration host overhead is a property of the serving stack, not of the kernels, so each
-source gets its own ``framework_overhead_s``, **calibrated on one half of that source and reported
-on the other half only**:
+Every view reports APE = ``|predicted / measured - 1|`` only on rows that no parameter was fitted
+on. The views (``view`` key of each row):
 
-- Splitwise: calibrated on the TP2 rows (per hardware: the DGX hosts differ), reported on TP4/TP8.
-- LLM-Inference-Bench: calibrated on batch sizes ≤ 16, reported on batch sizes 32 and 64; this
-  vLLM calibration (pooled over A100 and H100) is the simulator's default overhead
-  (:data:`sim.costmodel.profiled.FRAMEWORK_OVERHEAD_S`).
+- ``stack, cross-hardware`` (headline, Splitwise): a :class:`~sim.costmodel.stack.StackCalibration`
+  (host overhead, all-reduce hop latency, compute factor, per-sequence prefill cost) describes
+  Splitwise's serving stack. The stack is the same software on both GPUs, so it is fitted on all
+  rows of one GPU (both phases, TP 2/4/8) and reported on the other GPU: A100 → H100 and
+  H100 → A100. The fitted parameters of both folds are returned with the rows.
+- ``overhead, TP2→TP4/8`` (Splitwise): only a per-iteration overhead, fitted per GPU on the TP2 rows,
+  reported on TP4/TP8 (the all-reduce latency cannot be separated from the host overhead at a
+  single TP).
+- ``vLLM default, no fit`` (Splitwise): the simulator's default model as is, on all rows: the
+  reference the calibrations must improve on.
+- ``overhead, batch≤16→32/64`` (LLM-Inference-Bench): the per-iteration overhead fitted on batch
+  sizes ≤ 16, reported on batch sizes 32 and 64; this vLLM calibration (pooled over A100 and H100)
+  is the simulator's default overhead (:data:`sim.costmodel.profiled.FRAMEWORK_OVERHEAD_S`).
 
-Calibration minimises the squared relative error of ``base + overhead·iterations`` (closed form).
-APE is ``|predicted / measured - 1|``.
+The overhead-only fits minimise the squared relative error of ``base + overhead·iterations``
+(closed form).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TypedDict
@@ -47,7 +57,12 @@ from placement.domain.llm import get_model
 from placement.errors import InputError
 from placement.paths import shared_data
 from sim.costmodel.base import IterationCostModel
-from sim.costmodel.profiled import ProfiledCostModel
+from sim.costmodel.profiled import FRAMEWORK_OVERHEAD_S, ProfiledCostModel
+from sim.costmodel.stack import (
+    StackCalibration,
+    fit_stack_calibration,
+    stack_sensitivities,
+)
 
 SPLITWISE_CSV = Path("profiles") / "splitwise" / "perf_model.csv"
 LLM_INFERENCE_BENCH_CSV = Path("profiles") / "llm_inference_bench" / "All_results.csv"
@@ -65,6 +80,12 @@ BENCH_FRAMEWORK = "vLLM"
 SPLITWISE_CALIBRATION_TP = 2
 BENCH_CALIBRATION_MAX_BATCH = 16
 
+VIEW_STACK = "stack, cross-hardware"
+VIEW_TP2 = "overhead, TP2→TP4/8"
+VIEW_DEFAULT = "vLLM default, no fit"
+VIEW_BENCH = "overhead, batch≤16→32/64"
+PHASES = ("decode", "prefill")
+
 
 class ValidationRow(TypedDict):
     """One line of the validation report (APE as a fraction, over held-out cases only)."""
@@ -76,14 +97,41 @@ class ValidationRow(TypedDict):
     median_ape: float
     p90_ape: float
     n: int
+    view: str
     calibration: str
+
+
+class StackFold(TypedDict):
+    """One cross-hardware fold: the stack fitted on ``fitted_on``, reported on ``reported_on``.
+
+    ``fit_median_ape`` is the in-sample accuracy per phase (on the fit rows), for comparison
+    with the held-out rows only.
+    """
+
+    source: str
+    fitted_on: str
+    reported_on: str
+    n_fit: int
+    host_overhead_s: float
+    all_reduce_hop_latency_s: float
+    compute_factor: float
+    prefill_sequence_s: float
+    fit_median_ape: dict[str, float]
+
+
+class ValidationReport(TypedDict):
+    rows: list[ValidationRow]
+    stack_calibrations: list[StackFold]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Case:
-    """One measured quantity and the model's prediction of it, split into base and overhead.
+    """One measured quantity and the model's prediction of it.
 
-    ``predicted(o) = base_s + o · iterations`` for a per-iteration framework overhead ``o``.
+    ``base_s`` is the prediction of the kernel tables alone (no host overhead). With a
+    per-iteration overhead ``o`` the prediction is ``base_s + o · iterations``; under a serving
+    stack ``s`` it is ``base_s + stack_terms · s.offsets()`` (exact: see
+    :func:`sim.costmodel.stack.stack_sensitivities`).
     """
 
     source: str
@@ -95,10 +143,14 @@ class Case:
     measured_s: float
     base_s: float
     iterations: float
+    stack_terms: tuple[float, ...]
     calibration_half: bool
 
     def predicted_s(self, framework_overhead_s: float) -> float:
         return self.base_s + framework_overhead_s * self.iterations
+
+    def stack_predicted_s(self, stack: StackCalibration) -> float:
+        return self.base_s + float(np.dot(self.stack_terms, stack.offsets()))
 
 
 def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
@@ -138,39 +190,78 @@ def _compute_bound_s(kind: str, model: str, tp: int, tokens: int) -> float:
     return 2.0 * arch.active_params * tokens / (tp * accelerator.dense_bf16_tflops * 1e12)
 
 
+def _case(
+    cm: ProfiledCostModel,
+    predict: Callable[[IterationCostModel], float],
+    *,
+    source: str,
+    hardware: str,
+    phase: str,
+    batch: int,
+    measured_s: float,
+    iterations: float,
+    calibration_half: bool,
+) -> Case:
+    base_s, terms = stack_sensitivities(cm, predict)
+    return Case(
+        source=source,
+        hardware=hardware,
+        model=cm.model.name,
+        tp=cm.tp,
+        phase=phase,
+        batch=batch,
+        measured_s=measured_s,
+        base_s=base_s,
+        iterations=iterations,
+        stack_terms=terms,
+        calibration_half=calibration_half,
+    )
+
+
 def splitwise_cases(path: Path | None = None) -> list[Case]:
-    """Cases from the Splitwise table (medians over repeated runs)."""
+    """Decode cases per (TP, batch, prompt, tokens), prefill cases per (TP, batch, prompt)."""
     path = path or shared_data() / SPLITWISE_CSV
-    keys = ["model", "hardware", "tensor_parallel", "batch_size", "prompt_size", "token_size"]
-    frame = _read_csv(path, [*keys, "prompt_time", "token_time"])
+    prefill_keys = ["model", "hardware", "tensor_parallel", "batch_size", "prompt_size"]
+    decode_keys = [*prefill_keys, "token_size"]
+    frame = _read_csv(path, [*decode_keys, "prompt_time", "token_time"])
     frame = frame[
         frame["model"].isin(SPLITWISE_MODELS) & frame["hardware"].isin(SPLITWISE_HARDWARE)
     ]
-    grouped = frame.groupby(keys)[["prompt_time", "token_time"]].median().reset_index()
     cases: list[Case] = []
-    columns = [grouped[c].tolist() for c in [*keys, "prompt_time", "token_time"]]
-    for name, hardware, tp, batch, prompt, tokens, prompt_ms, token_ms in zip(
-        *columns, strict=True
-    ):
-        kind, model = SPLITWISE_HARDWARE[hardware], SPLITWISE_MODELS[name]
-        cm = _model_for(kind, model, tp)
-        case = Case(
-            source="splitwise",
-            hardware=kind,
-            model=model,
-            tp=tp,
-            phase="decode",
-            batch=batch,
-            measured_s=token_ms / 1e3,
-            base_s=mean_decode_s(cm, batch, prompt, tokens),
-            iterations=1.0,
-            calibration_half=tp == SPLITWISE_CALIBRATION_TP,
+    decode = frame.groupby(decode_keys)["token_time"].median().reset_index()
+    for name, hardware, tp, batch, prompt, tokens, token_ms in decode.itertuples(index=False):
+        cm = _model_for(SPLITWISE_HARDWARE[hardware], SPLITWISE_MODELS[name], tp)
+        cases.append(
+            _case(
+                cm,
+                lambda m, b=batch, p=prompt, t=tokens: mean_decode_s(m, b, p, t),
+                source="splitwise",
+                hardware=cm.accelerator.kind,
+                phase="decode",
+                batch=batch,
+                measured_s=token_ms / 1e3,
+                iterations=1.0,
+                calibration_half=tp == SPLITWISE_CALIBRATION_TP,
+            )
         )
-        cases.append(case)
-        prompt_s = prompt_ms / 1e3
-        if prompt_s >= _compute_bound_s(kind, model, tp, batch * prompt):
-            base_s = prefill_s(cm, batch, prompt)
-            cases.append(replace(case, phase="prefill", measured_s=prompt_s, base_s=base_s))
+    prefill = frame.groupby(prefill_keys)["prompt_time"].median().reset_index()
+    for name, hardware, tp, batch, prompt, prompt_ms in prefill.itertuples(index=False):
+        kind, model = SPLITWISE_HARDWARE[hardware], SPLITWISE_MODELS[name]
+        if prompt_ms / 1e3 < _compute_bound_s(kind, model, tp, batch * prompt):
+            continue
+        cases.append(
+            _case(
+                _model_for(kind, model, tp),
+                lambda m, b=batch, p=prompt: prefill_s(m, b, p),
+                source="splitwise",
+                hardware=kind,
+                phase="prefill",
+                batch=batch,
+                measured_s=prompt_ms / 1e3,
+                iterations=1.0,
+                calibration_half=tp == SPLITWISE_CALIBRATION_TP,
+            )
+        )
     return cases
 
 
@@ -202,22 +293,18 @@ def llm_inference_bench_cases(path: Path | None = None) -> list[Case]:
     ]
     grouped = frame.groupby(keys)["Latency"].median().reset_index()
     cases: list[Case] = []
-    columns = [grouped[c].tolist() for c in [*keys, "Latency"]]
-    for hardware, tp, name, length, batch, latency_s in zip(*columns, strict=True):
-        kind, model = BENCH_HARDWARE[hardware], BENCH_MODELS[name]
-        cm = _model_for(kind, model, tp)
-        base, iterations = e2e_s(cm, batch, length)
+    for hardware, tp, name, length, batch, latency_s in grouped.itertuples(index=False):
+        cm = _model_for(BENCH_HARDWARE[hardware], BENCH_MODELS[name], tp)
         cases.append(
-            Case(
+            _case(
+                cm,
+                lambda m, b=batch, n=length: e2e_s(m, b, n)[0],
                 source="llm_inference_bench",
-                hardware=kind,
-                model=model,
-                tp=tp,
+                hardware=cm.accelerator.kind,
                 phase="e2e",
                 batch=batch,
                 measured_s=latency_s,
-                base_s=base,
-                iterations=iterations,
+                iterations=e2e_s(cm, batch, length)[1],
                 calibration_half=batch <= BENCH_CALIBRATION_MAX_BATCH,
             )
         )
@@ -234,20 +321,30 @@ def calibrate_framework_overhead(cases: Iterable[Case]) -> float:
     return max(0.0, num / den) if den > 0 else 0.0
 
 
-def _ape(case: Case, overhead_s: float) -> float:
-    return abs(case.predicted_s(overhead_s) / case.measured_s - 1.0)
+def calibrate_stack(cases: Sequence[Case]) -> StackCalibration:
+    """The serving stack that best explains ``cases`` (robust least squares on log-ratios)."""
+    return fit_stack_calibration(
+        [c.measured_s for c in cases], [c.base_s for c in cases], [c.stack_terms for c in cases]
+    )
+
+
+def _median_apes(cases: Sequence[Case], predict: Callable[[Case], float]) -> FloatList:
+    return [abs(predict(c) / c.measured_s - 1.0) for c in cases]
+
+
+FloatList = list[float]
 
 
 def _rows(
-    cases: list[Case], overhead_for: Callable[[Case], float], calibration: Callable[[Case], str]
+    held_out: Sequence[Case], predict: Callable[[Case], float], view: str, calibration: str
 ) -> list[ValidationRow]:
-    held_out = [c for c in cases if not c.calibration_half]
+    """One row per (hardware, model, phase, source) of ``held_out`` (no fitted case in it)."""
     groups: dict[tuple[str, str, str, str], list[Case]] = {}
     for case in held_out:
         groups.setdefault((case.hardware, case.model, case.phase, case.source), []).append(case)
     rows: list[ValidationRow] = []
     for (hardware, model, phase, source), group in sorted(groups.items()):
-        apes = np.asarray([_ape(c, overhead_for(c)) for c in group])
+        apes = np.asarray(_median_apes(group, predict))
         rows.append(
             ValidationRow(
                 hardware=hardware,
@@ -257,32 +354,79 @@ def _rows(
                 median_ape=float(np.median(apes)),
                 p90_ape=float(np.quantile(apes, 0.9)),
                 n=len(group),
-                calibration=calibration(group[0]),
+                view=view,
+                calibration=calibration,
             )
         )
     return rows
 
 
-def validation_rows() -> list[ValidationRow]:
-    """Held-out accuracy rows for both sources (see the module docstring for the protocol)."""
-    rows: list[ValidationRow] = []
+def cross_hardware_folds(
+    cases: Sequence[Case],
+) -> list[tuple[StackFold, list[ValidationRow]]]:
+    """Fit the stack on each GPU's cases and report it on every other GPU's cases."""
+    hardware = sorted({c.hardware for c in cases})
+    folds: list[tuple[StackFold, list[ValidationRow]]] = []
+    for fit_hw in hardware:
+        fit = [c for c in cases if c.hardware == fit_hw]
+        stack = calibrate_stack(fit)
+        in_sample = {
+            phase: float(np.median(_median_apes(group, stack_predicted)))
+            for phase in PHASES
+            if (group := [c for c in fit if c.phase == phase])
+            for stack_predicted in [lambda c, s=stack: c.stack_predicted_s(s)]
+        }
+        for report_hw in (h for h in hardware if h != fit_hw):
+            fold = StackFold(
+                source=fit[0].source,
+                fitted_on=fit_hw,
+                reported_on=report_hw,
+                n_fit=len(fit),
+                fit_median_ape=in_sample,
+                **stack.as_dict(),  # type: ignore[typeddict-item]
+            )
+            held_out = [c for c in cases if c.hardware == report_hw]
+            rows = _rows(
+                held_out,
+                lambda c, s=stack: c.stack_predicted_s(s),
+                VIEW_STACK,
+                f"stack fitted on {fit_hw} rows (n={len(fit)}, TP2/4/8, both phases)",
+            )
+            folds.append((fold, rows))
+    return folds
+
+
+def validation_report() -> ValidationReport:
+    """Held-out accuracy rows of every view, and the fitted stacks (see the module docstring)."""
     splitwise = splitwise_cases()
-    per_hardware = {
-        hw: calibrate_framework_overhead(
-            c for c in splitwise if c.calibration_half and c.hardware == hw
+    folds = cross_hardware_folds(splitwise)
+    rows = [row for _, fold_rows in folds for row in fold_rows]
+    for hw in sorted({c.hardware for c in splitwise}):
+        mine = [c for c in splitwise if c.hardware == hw]
+        overhead = calibrate_framework_overhead(c for c in mine if c.calibration_half)
+        rows += _rows(
+            [c for c in mine if not c.calibration_half],
+            lambda c, o=overhead: c.predicted_s(o),
+            VIEW_TP2,
+            f"overhead {overhead * 1e3:.1f} ms from {hw} TP2 rows",
         )
-        for hw in {c.hardware for c in splitwise}
-    }
     rows += _rows(
         splitwise,
-        lambda c: per_hardware[c.hardware],
-        lambda c: f"overhead {per_hardware[c.hardware] * 1e3:.1f} ms from TP2 rows",
+        lambda c: c.predicted_s(FRAMEWORK_OVERHEAD_S),
+        VIEW_DEFAULT,
+        f"none (vLLM overhead {FRAMEWORK_OVERHEAD_S * 1e3:.1f} ms)",
     )
     bench = llm_inference_bench_cases()
     vllm_overhead = calibrate_framework_overhead(c for c in bench if c.calibration_half)
     rows += _rows(
-        bench,
-        lambda c: vllm_overhead,
-        lambda c: f"overhead {vllm_overhead * 1e3:.1f} ms from batch<=16 rows",
+        [c for c in bench if not c.calibration_half],
+        lambda c: c.predicted_s(vllm_overhead),
+        VIEW_BENCH,
+        f"overhead {vllm_overhead * 1e3:.1f} ms from batch<=16 rows",
     )
-    return rows
+    return ValidationReport(rows=rows, stack_calibrations=[fold for fold, _ in folds])
+
+
+def validation_rows() -> list[ValidationRow]:
+    """The rows of :func:`validation_report`."""
+    return validation_report()["rows"]

@@ -16,9 +16,9 @@ of all clients' PMFs for that window, weighted by their rates in it.
 Tenants' ``credit_share`` is proportional to their mean rate over the period in the trace
 (normalised to sum to 1); clients idle over the whole period are left out. ``rate_scale``
 multiplies every rate (what-if demand changes; the "mixed" workload uses it to tone ServeGen
-down). Every client draws from its own random
-stream ``default_rng((seed, client))``, so a tenant's requests do not change when ``clients``
-includes more or fewer others. All requests are ``interactive``; no prefix information exists.
+down). Every client draws from its own random stream ``default_rng((seed, client))``, so a
+tenant's requests do not change when ``clients`` includes more or fewer others. All requests
+are ``interactive``; no prefix information exists.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ from sim.workloads.servegen_files import (
 
 SERVEGEN_DIR = Path("tenants/servegen")
 SERVEGEN_CLASS = "interactive"
-_EQUILIBRIUM = "equilibrium"
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -254,7 +253,7 @@ def _sample_client(
             continue
         rate_rps = window.rate_rps * rate_scale
         if pending is None:
-            pending = lo + float(_gaps(rng, window, rate_rps, 1, _EQUILIBRIUM)[0])
+            pending = lo + float(_gaps(rng, window, rate_rps, 1, equilibrium=True)[0])
         times, pending = _renewal(rng, window, rate_rps, pending, hi)
         if times.size == 0:
             continue
@@ -285,17 +284,21 @@ def _renewal(
 
 
 def _gaps(
-    rng: np.random.Generator, window: RateWindow, rate_rps: float, n: int, kind: str = "gap"
+    rng: np.random.Generator,
+    window: RateWindow,
+    rate_rps: float,
+    n: int,
+    *,
+    equilibrium: bool = False,
 ) -> FloatArray:
     """``n`` inter-arrival gaps (s) with mean ``1 / rate_rps`` and the window's fitted shape.
 
-    ``kind="equilibrium"`` draws instead the time from an arbitrary instant to the next arrival
+    ``equilibrium=True`` draws instead the time from an arbitrary instant to the next arrival
     of the stationary process: ``U · X*`` with ``X*`` the length-biased gap (for Gamma(k) it is
     Gamma(k+1); for Weibull(k), ``X*^k`` is Gamma(1 + 1/k); Exponential is memoryless).
     """
     mean_gap = 1.0 / rate_rps
     k = window.shape
-    equilibrium = kind == _EQUILIBRIUM
     if window.family == "Gamma":
         raw = rng.standard_gamma(k + 1.0 if equilibrium else k, n) / k
     elif window.family == "Weibull":

@@ -110,6 +110,7 @@ def synthetic_tenants(
         block_tokens=block_tokens,
         batch_tenants=batch_tenants,
         max_context_tokens=max_context_tokens,
+        credit_damping=credit_damping,
     )
     rng = np.random.default_rng(seed)
     traffic = np.arange(1, tenants + 1, dtype=np.float64) ** -skew
@@ -324,6 +325,7 @@ def _check(
     block_tokens: int,
     batch_tenants: float,
     max_context_tokens: int,
+    credit_damping: float,
 ) -> None:
     rules = (
         ("seed", seed >= 0, ">= 0"),
@@ -351,6 +353,7 @@ def _check(
         ("think_time_s", think_time_s >= 0, ">= 0"),
         ("block_tokens", block_tokens >= 1, ">= 1"),
         ("batch_tenants", 0 <= batch_tenants <= 1, "in [0, 1]"),
+        ("credit_damping", 0 <= credit_damping <= 1, "in [0, 1]"),
         (
             "max_context_tokens",
             max_context_tokens >= system_prompt_tokens[1] + 1,
