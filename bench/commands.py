@@ -23,7 +23,7 @@ def routing(
     ),
     duration: Annotated[float | None, typer.Option(help="seconds of trace to use")] = None,
     seed: Annotated[int, typer.Option()] = 0,
-    scrape_interval: Annotated[float, typer.Option(help="router's metrics scrape, s")] = 0.1,
+    scrape_interval: Annotated[float, typer.Option(help="router's metrics scrape, s")] = 0.05,
     out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
     plot: Annotated[Path | None, typer.Option(help="PNG (default: beside --out)")] = None,
 ) -> None:
