@@ -27,9 +27,9 @@ on. The views (``view`` key of each row):
   Splitwise's serving stack. The stack is the same software on both GPUs, so it is fitted on all
   rows of one GPU (both phases, TP 2/4/8) and reported on the other GPU: A100 → H100 and
   H100 → A100. The fitted parameters of both folds are returned with the rows.
-- ``overhead, TP2→TP4/8`` (Splitwise): only a per-iteration overhead, fitted per GPU on the TP2 rows,
-  reported on TP4/TP8 (the all-reduce latency cannot be separated from the host overhead at a
-  single TP).
+- ``overhead, TP2→TP4/8`` (Splitwise): only a per-iteration overhead, fitted per GPU on the TP2
+  rows, reported on TP4/TP8 (the all-reduce latency cannot be separated from the host overhead
+  at a single TP).
 - ``vLLM default, no fit`` (Splitwise): the simulator's default model as is, on all rows: the
   reference the calibrations must improve on.
 - ``overhead, batch≤16→32/64`` (LLM-Inference-Bench): the per-iteration overhead fitted on batch
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TypedDict
 
@@ -84,7 +84,6 @@ VIEW_STACK = "stack, cross-hardware"
 VIEW_TP2 = "overhead, TP2→TP4/8"
 VIEW_DEFAULT = "vLLM default, no fit"
 VIEW_BENCH = "overhead, batch≤16→32/64"
-PHASES = ("decode", "prefill")
 
 
 class ValidationRow(TypedDict):
@@ -234,7 +233,7 @@ def splitwise_cases(path: Path | None = None) -> list[Case]:
         cases.append(
             _case(
                 cm,
-                lambda m, b=batch, p=prompt, t=tokens: mean_decode_s(m, b, p, t),
+                partial(mean_decode_s, batch=batch, context=prompt, steps=tokens),
                 source="splitwise",
                 hardware=cm.accelerator.kind,
                 phase="decode",
@@ -252,7 +251,7 @@ def splitwise_cases(path: Path | None = None) -> list[Case]:
         cases.append(
             _case(
                 _model_for(kind, model, tp),
-                lambda m, b=batch, p=prompt: prefill_s(m, b, p),
+                partial(prefill_s, batch=batch, prompt=prompt),
                 source="splitwise",
                 hardware=kind,
                 phase="prefill",
@@ -281,6 +280,11 @@ def e2e_s(cm: IterationCostModel, batch: int, length: int) -> tuple[float, float
     return total, float(iterations)
 
 
+def e2e_time_s(cm: IterationCostModel, batch: int, length: int) -> float:
+    """Time of :func:`e2e_s` alone."""
+    return e2e_s(cm, batch, length)[0]
+
+
 def llm_inference_bench_cases(path: Path | None = None) -> list[Case]:
     """Cases from the vLLM rows of LLM-Inference-Bench on A100/H100 for catalogue models."""
     path = path or shared_data() / LLM_INFERENCE_BENCH_CSV
@@ -298,7 +302,7 @@ def llm_inference_bench_cases(path: Path | None = None) -> list[Case]:
         cases.append(
             _case(
                 cm,
-                lambda m, b=batch, n=length: e2e_s(m, b, n)[0],
+                partial(e2e_time_s, batch=batch, length=length),
                 source="llm_inference_bench",
                 hardware=cm.accelerator.kind,
                 phase="e2e",
@@ -328,11 +332,8 @@ def calibrate_stack(cases: Sequence[Case]) -> StackCalibration:
     )
 
 
-def _median_apes(cases: Sequence[Case], predict: Callable[[Case], float]) -> FloatList:
+def _apes(cases: Sequence[Case], predict: Callable[[Case], float]) -> list[float]:
     return [abs(predict(c) / c.measured_s - 1.0) for c in cases]
-
-
-FloatList = list[float]
 
 
 def _rows(
@@ -344,7 +345,7 @@ def _rows(
         groups.setdefault((case.hardware, case.model, case.phase, case.source), []).append(case)
     rows: list[ValidationRow] = []
     for (hardware, model, phase, source), group in sorted(groups.items()):
-        apes = np.asarray(_median_apes(group, predict))
+        apes = np.asarray(_apes(group, predict))
         rows.append(
             ValidationRow(
                 hardware=hardware,
@@ -370,11 +371,13 @@ def cross_hardware_folds(
     for fit_hw in hardware:
         fit = [c for c in cases if c.hardware == fit_hw]
         stack = calibrate_stack(fit)
+
+        def predict(case: Case, stack: StackCalibration = stack) -> float:
+            return case.stack_predicted_s(stack)
+
         in_sample = {
-            phase: float(np.median(_median_apes(group, stack_predicted)))
-            for phase in PHASES
-            if (group := [c for c in fit if c.phase == phase])
-            for stack_predicted in [lambda c, s=stack: c.stack_predicted_s(s)]
+            phase: float(np.median(_apes([c for c in fit if c.phase == phase], predict)))
+            for phase in sorted({c.phase for c in fit})
         }
         for report_hw in (h for h in hardware if h != fit_hw):
             fold = StackFold(
@@ -382,17 +385,17 @@ def cross_hardware_folds(
                 fitted_on=fit_hw,
                 reported_on=report_hw,
                 n_fit=len(fit),
+                host_overhead_s=stack.host_overhead_s,
+                all_reduce_hop_latency_s=stack.all_reduce_hop_latency_s,
+                compute_factor=stack.compute_factor,
+                prefill_sequence_s=stack.prefill_sequence_s,
                 fit_median_ape=in_sample,
-                **stack.as_dict(),  # type: ignore[typeddict-item]
             )
             held_out = [c for c in cases if c.hardware == report_hw]
-            rows = _rows(
-                held_out,
-                lambda c, s=stack: c.stack_predicted_s(s),
-                VIEW_STACK,
-                f"stack fitted on {fit_hw} rows (n={len(fit)}, TP2/4/8, both phases)",
-            )
-            folds.append((fold, rows))
+            tps = "/".join(str(tp) for tp in sorted({c.tp for c in fit}))
+            phases = "+".join(in_sample)
+            calibration = f"stack fitted on {fit_hw} rows (n={len(fit)}, TP{tps}, {phases})"
+            folds.append((fold, _rows(held_out, predict, VIEW_STACK, calibration)))
     return folds
 
 
@@ -406,7 +409,7 @@ def validation_report() -> ValidationReport:
         overhead = calibrate_framework_overhead(c for c in mine if c.calibration_half)
         rows += _rows(
             [c for c in mine if not c.calibration_half],
-            lambda c, o=overhead: c.predicted_s(o),
+            partial(Case.predicted_s, framework_overhead_s=overhead),
             VIEW_TP2,
             f"overhead {overhead * 1e3:.1f} ms from {hw} TP2 rows",
         )
