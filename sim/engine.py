@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 from collections import deque
+from operator import itemgetter
 from typing import Protocol
 
 from placement.domain.fleet import ReplicaSpec
@@ -37,6 +39,7 @@ class EngineListener(Protocol):
 
 _MIXED = 1
 _DECODE = 2
+_plan_end = itemgetter(0)
 
 
 class Replica:
@@ -74,7 +77,8 @@ class Replica:
         self._run_a = 0.0  # per-iteration fixed time of a decode run
         self._run_b = 0.0  # time per context token
         self._run_s0 = 0  # summed context at the run's first iteration
-        self._run_chunks: list[tuple[Sequence, int]] = []
+        self._run_chunks: list[tuple[Sequence, int]] = []  # (sequence, prompt tokens this run)
+        self._run_plan: list[tuple[float, int]] = []  # a long prefill: (iteration end, chunk)
         # accounting
         self.busy_s = 0.0
         self.iterations = 0
@@ -111,8 +115,10 @@ class Replica:
         self.waiting.append(Sequence(req, self._uid))
         if not self.busy:
             return self._start_run(now)
-        if self.run_kind == _DECODE and self.run_k > 1 and self.num_running < self.max_num_seqs:
-            return self._truncate_run(now)
+        if self.run_k > 1 and len(self.decoders) + len(self.prefilling) < self.max_num_seqs:
+            if self.run_kind == _DECODE:
+                return self._truncate_run(now)
+            return self._truncate_long_prefill(now)
         return None
 
     def step(self, now: float) -> float | None:
@@ -139,7 +145,8 @@ class Replica:
     def _start_run(self, now: float) -> float | None:
         if not self.alive:
             return None
-        self._admit()
+        if self.waiting:
+            self._admit()
         if self.prefilling:
             return self._start_mixed(now)
         if self.decoders:
@@ -193,7 +200,53 @@ class Replica:
         context = self._ctx_base + n_dec * self.G
         dt = self.cost.iteration_s(cost_chunks, n_dec, context) * self.slowdown
         self._run_chunks = chunks
+        self._run_plan = []
+        if budget == 0 and len(self.prefilling) == 1 and not self.waiting:
+            seq, c = chunks[0]
+            if seq.computed + c < seq.prompt_len:
+                return self._start_long_prefill(now, seq, c, dt, n_dec, context)
         return self._begin(_MIXED, now, dt, 1)
+
+    def _start_long_prefill(
+        self, now: float, seq: Sequence, first: int, dt: float, n_dec: int, context: int
+    ) -> float:
+        """One prompt fills the token budget for several iterations: plan them all at once.
+
+        Nothing visible happens until the last chunk (its first token) unless a decoder
+        finishes or memory runs short first, so those bound the run; an arrival cuts it at the
+        next iteration boundary (nothing waits, so no admission is skipped meanwhile).
+        """
+        k_max = self._next_finish() - self.G if n_dec else 1 << 30
+        if n_dec:
+            k_max = min(k_max, self.cache.free_for_new() // n_dec)
+        full = self.max_batched_tokens - n_dec
+        cost, slow = self.cost, self.slowdown
+        end = now + dt
+        plan = [(end, first)]
+        computed = seq.computed + first
+        while computed < seq.prompt_len and len(plan) < k_max:
+            c = min(seq.prompt_len - computed, full)
+            ctx = context + n_dec * len(plan)
+            end += cost.iteration_s([(c, computed)], n_dec, ctx) * slow
+            plan.append((end, c))
+            computed += c
+        self._run_plan = plan
+        self._run_chunks = [(seq, computed - seq.computed)]
+        self._begin(_MIXED, now, 0.0, len(plan))
+        self.run_end_s = end
+        return end
+
+    def _truncate_long_prefill(self, now: float) -> float | None:
+        """End a planned multi-iteration prefill at the iteration boundary at or after ``now``."""
+        plan = self._run_plan
+        k = bisect_left(plan, now, key=_plan_end) + 1
+        if k >= self.run_k:
+            return None
+        self.run_k = k
+        self.run_end_s = plan[k - 1][0]
+        seq = self._run_chunks[0][0]
+        self._run_chunks = [(seq, sum(c for _, c in plan[:k]))]
+        return self.run_end_s
 
     def _start_decode(self, now: float) -> float | None:
         n = len(self.decoders)
@@ -203,12 +256,19 @@ class Replica:
             return self._start_run(now)
         k_done = self._next_finish() - self.G
         k = max(1, min(k_done, free // n))
-        d0, d1 = self.cost.decode_attention_coeffs(n)
-        a = (self.cost.overhead_s + self.cost.linear_s(n) + d0) * self.slowdown
-        b = d1 * self.slowdown
-        self._run_a, self._run_b = a, b
-        self._run_s0 = self._ctx_base + n * self.G
-        return self._begin(_DECODE, now, self._decode_time(k), k)
+        cost = self.cost
+        d0, d1 = cost.decode_attention_coeffs(n)
+        slow = self.slowdown
+        a = (cost.overhead_s + cost.linear_s(n) + d0) * slow
+        b = d1 * slow
+        s0 = self._ctx_base + n * self.G
+        self._run_a, self._run_b, self._run_s0 = a, b, s0
+        self.busy = True
+        self.run_kind = _DECODE
+        self.run_start_s = now
+        self.run_k = k
+        self.run_end_s = now + k * (a + b * s0) + b * n * k * (k - 1) / 2
+        return self.run_end_s
 
     def _begin(self, kind: int, now: float, dt: float, k: int) -> float:
         self.busy = True
@@ -255,7 +315,9 @@ class Replica:
         self.cache.used += n * k
         if self.run_kind == _MIXED:
             self._finish_prefill_chunks(now)
-        self._complete_decoders(now)
+        heap = self._finish_heap
+        if heap and heap[0][0] <= self.G:
+            self._complete_decoders(now)
 
     def _finish_prefill_chunks(self, now: float) -> None:
         done: list[Sequence] = []

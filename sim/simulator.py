@@ -8,6 +8,7 @@ same result, since ties are broken by kind and then by insertion order.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import time
 from collections.abc import Callable, Sequence
@@ -110,6 +111,15 @@ class Simulator:
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Simulate until every request is done (or the drain horizon); ``progress(n)`` is
         called with the number of arrivals handled, every 10,000."""
+        # The workload's objects live for the whole run: keep the cyclic GC from rescanning
+        # them (a full collection over a million requests costs more than the run itself).
+        gc.freeze()
+        try:
+            return self._run(progress)
+        finally:
+            gc.unfreeze()
+
+    def _run(self, progress: Callable[[int], None] | None) -> SimResult:
         wall0 = time.perf_counter()
         reqs = self.workload.requests
         n = len(reqs)
@@ -222,12 +232,14 @@ class Simulator:
             self._retry(req, now)
 
     def _scrape(self, now: float) -> None:
+        # the Replica properties of the same names, inlined: this loop runs 20×/s per replica
         for r, v in zip(self.replicas, self.gateway.views, strict=True):
             if not r.alive:
                 v.healthy = False
                 continue
-            v.num_running = r.num_running
-            v.num_waiting = r.num_waiting
-            v.kv_usage = r.kv_usage
-            v.prefix_hit_rate = r.prefix_hit_rate
+            v.num_running = len(r.decoders) + len(r.prefilling)
+            v.num_waiting = len(r.waiting)
+            c = r.cache
+            v.kv_usage = (c.used - c.evictable) / c.capacity
+            v.prefix_hit_rate = r.cached_tokens / r.prompt_tokens if r.prompt_tokens else 0.0
             v.scraped_at_s = now

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from placement.domain.requests import Request
 from placement.routing.base import ReplicaView
+
+_healthy = attrgetter("healthy")
 
 
 class ModelFilter:
@@ -24,4 +28,4 @@ class HealthFilter:
     name = "health-filter"
 
     def filter(self, req: Request, candidates: list[ReplicaView], now: float) -> list[ReplicaView]:
-        return [r for r in candidates if r.healthy]
+        return list(filter(_healthy, candidates))

@@ -28,14 +28,13 @@ class MaxScorePicker:
         self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
     ) -> ReplicaView:
         best = max(scores)
-        tied = [
-            c for c, s in zip(candidates, scores, strict=True) if s >= best - SCORE_TIE_TOLERANCE
-        ]
+        floor = best - SCORE_TIE_TOLERANCE
+        tied = [i for i, s in enumerate(scores) if s >= floor]
         if len(tied) == 1:
-            return tied[0]
+            return candidates[tied[0]]
         if self._rng is None:
-            return min(tied, key=lambda c: c.index)
-        return tied[self._rng.randrange(len(tied))]
+            return min((candidates[i] for i in tied), key=lambda c: c.index)
+        return candidates[tied[self._rng.randrange(len(tied))]]
 
 
 class RandomPicker:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from placement.domain.requests import Request
@@ -14,6 +15,9 @@ if TYPE_CHECKING:
     from placement.routing.policies.context import PolicyContext
 
 
+_outstanding = attrgetter("outstanding")
+
+
 class LeastOutstandingScorer:
     """Grades ``ReplicaView.outstanding`` (requests sent, not finished): fewer is better.
 
@@ -23,7 +27,7 @@ class LeastOutstandingScorer:
     name = "least-outstanding-scorer"
 
     def score(self, req: Request, candidates: list[ReplicaView], now: float) -> list[float]:
-        return lower_is_better([c.outstanding for c in candidates])
+        return lower_is_better(list(map(_outstanding, candidates)))
 
 
 def build(ctx: PolicyContext) -> Pipeline:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from placement.domain.requests import Request
@@ -10,6 +12,9 @@ from placement.routing.filters import HealthFilter, ModelFilter
 
 if TYPE_CHECKING:
     from placement.routing.policies.context import PolicyContext
+
+
+_index = attrgetter("index")
 
 
 class RoundRobinPicker:
@@ -27,8 +32,9 @@ class RoundRobinPicker:
     def pick(
         self, req: Request, candidates: list[ReplicaView], scores: list[float], now: float
     ) -> ReplicaView:
-        after = [c for c in candidates if c.index > self._last]
-        return min(after or candidates, key=lambda c: c.index)
+        # candidates keep the fleet's index order, so the next one is a binary search away
+        i = bisect_right(candidates, self._last, key=_index)
+        return candidates[i] if i < len(candidates) else candidates[0]
 
     def on_routed(self, req: Request, replica: ReplicaView, now: float) -> None:
         self._last = replica.index
