@@ -26,10 +26,14 @@ def routing(
     scrape_interval: Annotated[float, typer.Option(help="router's metrics scrape, s")] = 0.05,
     out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
     plot: Annotated[Path | None, typer.Option(help="PNG (default: beside --out)")] = None,
+    faults: Annotated[
+        Path | None, typer.Option(help="YAML list of {at_s, replica, kind: kill|slow, factor}")
+    ] = None,
 ) -> None:
     """Goodput at SLO of each routing policy against offered load."""
     from bench.routing import RoutingBench, parse_loads, parse_policies, run_routing_bench
     from placement.domain.fleet import load_fleet
+    from sim.faults import load_faults
     from sim.simulator import SimConfig
     from sim.workloads.registry import load_workload
 
@@ -39,7 +43,10 @@ def routing(
         policies=parse_policies(policies),
         loads=parse_loads(loads),
         seed=seed,
-        config=SimConfig(scrape_interval_s=scrape_interval),
+        config=SimConfig(
+            scrape_interval_s=scrape_interval,
+            faults=load_faults(faults) if faults is not None else (),
+        ),
     )
     run_routing_bench(bench, out=out, plot=plot)
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
+
+import yaml
 
 from placement.errors import InputError
 
@@ -57,3 +60,21 @@ def faults_from_list(raw: Sequence[Any], *, source: str = "<faults>") -> tuple[F
             raise InputError("at_s must be ≥ 0 and factor > 0", source=source, field=where)
         out.append(Fault(at_s=at_s, replica=replica, kind=kind, factor=factor))
     return tuple(out)
+
+
+def load_faults(path: str | Path) -> tuple[Fault, ...]:
+    """Read a fault schedule: a YAML list of ``{at_s, replica, kind[, factor]}``."""
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read fault file: {exc.strerror}", source=str(p)) from None
+    except yaml.YAMLError:
+        raise InputError("not valid YAML", source=str(p)) from None
+    if not isinstance(raw, list):
+        raise InputError(
+            "a fault schedule must be a list",
+            source=str(p),
+            expected="- {at_s: 60, replica: h100-0, kind: kill}",
+        )
+    return faults_from_list(raw, source=str(p))

@@ -63,6 +63,7 @@ class Gateway:
         self._forget(req, v, now)
 
     def _forget(self, req: Request, v: ReplicaView, now: float) -> None:
+        """The request is over on ``v`` (finished, failed or reset): settle the counters."""
         v.outstanding -= 1
         if req.first_token_s < 0:
             v.outstanding_prefill_tokens -= req.input_tokens
@@ -78,10 +79,4 @@ class Gateway:
         self.policy.on_first_token(req, v, now)
 
     def on_complete(self, req: Request, replica: int, now: float) -> None:
-        v = self.views[replica]
-        v.outstanding -= 1
-        if req.first_token_s < 0:
-            v.outstanding_prefill_tokens -= req.input_tokens
-        else:
-            v.decoding -= 1
-        self.policy.on_complete(req, v, now)
+        self._forget(req, self.views[replica], now)

@@ -48,6 +48,7 @@ from sim.costmodel.operators import (
     shard_shapes,
 )
 from sim.costmodel.profiles import Curve, load_profile
+from sim.costmodel.tabulated import TabulatedCostModel
 
 MAX_TOKENS = 32768 + 512
 MAX_DECODE_SEQS = 4096
@@ -183,7 +184,7 @@ def padded_envelope(times: FloatArray) -> FloatArray:
     return np.minimum.accumulate(times[::-1])[::-1]
 
 
-class ProfiledCostModel:
+class ProfiledCostModel(TabulatedCostModel):
     """:class:`~sim.costmodel.base.IterationCostModel` from the measured vLLM operator tables.
 
     Construction loads the accelerator's tables (cached per process) and tabulates every term;
@@ -234,33 +235,8 @@ class ProfiledCostModel:
         self.attention_fixed_s = layers * fixed
         self.overhead_s = framework_overhead_s + self.attention_fixed_s
 
-    def linear_s(self, tokens: int) -> float:
-        """GEMMs, MoE, all-reduces and LM head for ``tokens`` tokens (s)."""
-        if tokens <= self._max_tokens:
-            return self._linear[tokens]
-        return self._linear[self._max_tokens] * tokens / self._max_tokens
-
     def prefill_attention_s(self, chunk_tokens: int, context_tokens: int) -> float:
         """Causal attention of one chunk over its cached context, all layers (s)."""
         return chunk_tokens * (
             self._per_token + self._per_pair * (context_tokens + 0.5 * chunk_tokens)
         )
-
-    def decode_attention_coeffs(self, n: int) -> tuple[float, float]:
-        """(fixed s, s per summed context token) of decode attention for ``n`` sequences."""
-        if n <= self._max_seqs:
-            return self._decode[n]
-        d0, d1 = self._decode[self._max_seqs]
-        return (d0 * n / self._max_seqs, d1)
-
-    def iteration_s(
-        self, prefill_chunks: list[tuple[int, int]], n_decode: int, decode_context: int
-    ) -> float:
-        """One engine iteration: prefill ``[(chunk, context)]`` plus ``n_decode`` decodes (s)."""
-        tokens = n_decode
-        attention = 0.0
-        for chunk, context in prefill_chunks:
-            tokens += chunk
-            attention += chunk * (self._per_token + self._per_pair * (context + 0.5 * chunk))
-        d0, d1 = self.decode_attention_coeffs(n_decode)
-        return self.overhead_s + self.linear_s(tokens) + attention + d0 + d1 * decode_context

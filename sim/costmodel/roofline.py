@@ -45,6 +45,7 @@ from sim.costmodel.profiled import (
     MAX_TOKENS,
     ProfiledCostModel,
 )
+from sim.costmodel.tabulated import TabulatedCostModel
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,7 +150,7 @@ def roofline_s(works: Sequence[Work], peaks: Peaks, efficiency: RooflineEfficien
     return total
 
 
-class RooflineCostModel:
+class RooflineCostModel(TabulatedCostModel):
     """:class:`~sim.costmodel.base.IterationCostModel` from datasheet figures and a roofline.
 
     ``reason`` says why this model is used instead of the profiled one.
@@ -198,36 +199,11 @@ class RooflineCostModel:
         self._q_byte_s = layers * b * hd * 2.0 * shapes.heads / bw
         self._kv_byte_s = layers * b * hd * 2.0 * shapes.kv_heads / bw
 
-    def linear_s(self, tokens: int) -> float:
-        """GEMMs, MoE, all-reduces and LM head for ``tokens`` tokens (s)."""
-        if tokens <= self._max_tokens:
-            return self._linear[tokens]
-        return self._linear[self._max_tokens] * tokens / self._max_tokens
-
     def prefill_attention_s(self, chunk_tokens: int, context_tokens: int) -> float:
         """Causal attention of one chunk over its cached context, all layers (s)."""
         compute = self._pair_flop_s * chunk_tokens * (context_tokens + 0.5 * chunk_tokens)
         memory = self._q_byte_s * chunk_tokens + self._kv_byte_s * (context_tokens + chunk_tokens)
         return compute if compute > memory else memory
-
-    def decode_attention_coeffs(self, n: int) -> tuple[float, float]:
-        """(fixed s, s per summed context token) of decode attention for ``n`` sequences."""
-        if n <= self._max_seqs:
-            return self._decode[n]
-        d0, d1 = self._decode[self._max_seqs]
-        return (d0 * n / self._max_seqs, d1)
-
-    def iteration_s(
-        self, prefill_chunks: list[tuple[int, int]], n_decode: int, decode_context: int
-    ) -> float:
-        """One engine iteration: prefill ``[(chunk, context)]`` plus ``n_decode`` decodes (s)."""
-        tokens = n_decode
-        attention = 0.0
-        for chunk, context in prefill_chunks:
-            tokens += chunk
-            attention += self.prefill_attention_s(chunk, context)
-        d0, d1 = self.decode_attention_coeffs(n_decode)
-        return self.overhead_s + self.linear_s(tokens) + attention + d0 + d1 * decode_context
 
 
 # ---------------------------------------------------------------------------------------------

@@ -108,3 +108,39 @@ def test_sim_speed_reports_its_figures(tmp_path):
     row = json.loads(out.read_text())
     assert row["replicas"] == 4 and row["requests"] >= 2000
     assert row["requests_per_s"] == pytest.approx(row["requests"] / row["wall_s"])
+
+
+def test_fault_schedule_loses_no_request(tmp_path):
+    out = tmp_path / "faults.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "routing",
+            "--workload",
+            "mooncake",
+            "--policies",
+            "least_outstanding",
+            "--loads",
+            "0.5",
+            "--duration",
+            "300",
+            "--faults",
+            "data/faults/kill_and_straggler.yaml",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["failed"] == 0 and run["unfinished"] == 0
+    assert run["retries"] > 0
+    assert run["utilisation_by_replica"]["h100-3"] < run["utilisation_by_replica"]["h100-0"]
+
+
+def test_bad_fault_file_names_the_field(tmp_path):
+    bad = tmp_path / "f.yaml"
+    bad.write_text("- {at_s: 5, replica: h100-0, kind: melt}\n")
+    result = CliRunner().invoke(app, ["bench", "routing", "--duration", "10", "--faults", str(bad)])
+    assert result.exit_code == 2
+    assert "faults.0.kind" in result.output
