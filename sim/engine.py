@@ -84,6 +84,7 @@ class Replica:
         self.iterations = 0
         self.preemptions = 0
         self.prompt_tokens = 0
+        self.generated_tokens = 0  # every output token produced (vllm:generation_tokens_total)
         self.cached_tokens = 0
 
     # ---- what a scrape of /metrics sees -------------------------------------------------
@@ -313,6 +314,7 @@ class Replica:
         n = len(self.decoders)
         self.G += k
         self.cache.used += n * k
+        self.generated_tokens += n * k
         if self.run_kind == _MIXED:
             self._finish_prefill_chunks(now)
         heap = self._finish_heap
@@ -334,6 +336,7 @@ class Replica:
         for seq in done:
             self._promote_blocks(seq)
             seq.generated += 1
+            self.generated_tokens += 1
             self.cache.used += 1
             seq.private_tokens += 1
             req = seq.req

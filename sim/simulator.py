@@ -41,6 +41,8 @@ class SimConfig:
     max_retries: int = 3
     drain_s: float | None = None  # run this long past the last arrival (None: until done)
     faults: tuple[Fault, ...] = ()
+    # record each replica's counters every this many seconds (None: no telemetry samples)
+    sample_interval_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +55,27 @@ class ReplicaStats:
     prompt_tokens: int
     cached_tokens: int
     cost_per_hour: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSample:
+    """A replica's metrics at one instant, as its ``/metrics`` would show them.
+
+    Gauges: ``num_running`` (vllm:num_requests_running), ``num_waiting``
+    (vllm:num_requests_waiting), ``kv_usage`` (vllm:kv_cache_usage_perc, 0..1). Counters since
+    the start: ``prompt_tokens`` (vllm:prompt_tokens_total), ``generation_tokens``
+    (vllm:generation_tokens_total), ``prefix_cache_hit_tokens`` (vllm:prefix_cache_hits).
+    """
+
+    time_s: float
+    replica: int
+    alive: bool
+    num_running: int
+    num_waiting: int
+    kv_usage: float
+    prompt_tokens: int
+    generation_tokens: int
+    prefix_cache_hit_tokens: int
 
 
 @dataclass(kw_only=True)
@@ -68,6 +91,7 @@ class SimResult:
     refused: int
     retries: int
     routes_to_dead: list[float] = field(default_factory=list)
+    samples: list[ReplicaSample] = field(default_factory=list)
 
 
 class Simulator:
@@ -103,6 +127,8 @@ class Simulator:
         self._heap: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         self._retries: dict[int, int] = {}
+        self.samples: list[ReplicaSample] = []
+        self._next_sample_s: float | None = None if self.config.sample_interval_s is None else 0.0
 
     def _push(self, t: float, kind: int, payload: Any) -> None:
         self._seq += 1
@@ -196,6 +222,7 @@ class Simulator:
             refused=gateway.refused,
             retries=sum(self._retries.values()),
             routes_to_dead=gateway.routes_to_dead,
+            samples=self.samples,
         )
 
     def _dispatch(self, req: Request, now: float) -> None:
@@ -231,7 +258,27 @@ class Simulator:
             self.gateway.reset_in_flight(req, now)
             self._retry(req, now)
 
+    def _record_samples(self, now: float) -> None:
+        for r in self.replicas:
+            c = r.cache
+            self.samples.append(
+                ReplicaSample(
+                    now,
+                    r.index,
+                    r.alive,
+                    len(r.decoders) + len(r.prefilling),
+                    len(r.waiting),
+                    (c.used - c.evictable) / c.capacity if r.alive else 0.0,
+                    r.prompt_tokens,
+                    r.generated_tokens,
+                    r.cached_tokens,
+                )
+            )
+
     def _scrape(self, now: float) -> None:
+        if self._next_sample_s is not None and now >= self._next_sample_s:
+            self._record_samples(now)
+            self._next_sample_s = now + (self.config.sample_interval_s or 0.0)
         # the Replica properties of the same names, inlined: this loop runs 20×/s per replica
         for r, v in zip(self.replicas, self.gateway.views, strict=True):
             if not r.alive:

@@ -97,3 +97,27 @@ def test_bad_fault_lists_name_the_field(raw, field):
     with pytest.raises(InputError) as err:
         faults_from_list(raw, source="f.yaml")
     assert err.value.field == field
+
+
+def test_samples_record_replica_counters_at_the_interval(fleet, cost, policy, workload):
+    sim = Simulator(
+        fleet,
+        policy,
+        workload(),
+        cost_model=lambda s: cost,
+        config=SimConfig(sample_interval_s=1.0),
+    )
+    result = sim.run()
+    assert result.samples
+    per_replica = [s for s in result.samples if s.replica == 0]
+    times = [s.time_s for s in per_replica]
+    assert all(1.0 <= b - a < 1.1 for a, b in zip(times, times[1:], strict=False))
+    tokens = [s.generation_tokens for s in per_replica]
+    assert tokens == sorted(tokens) and tokens[-1] > 0
+    assert all(0.0 <= s.kv_usage <= 1.0 for s in result.samples)
+    served = sum(r.output_tokens for r in result.requests)
+    assert sum(r.generated_tokens for r in sim.replicas) == served
+
+
+def test_no_samples_unless_asked(fleet, cost, policy, workload):
+    assert Simulator(fleet, policy, workload(), cost_model=lambda s: cost).run().samples == []
