@@ -1,0 +1,1 @@
+"""Predictors: features, the roofline prior, LightGBM latency/throughput models, capacity at SLO."""

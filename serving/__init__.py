@@ -1,0 +1,1 @@
+"""The placement service: route path, plan store, planner loop, telemetry intake, metrics."""

@@ -1,0 +1,1 @@
+"""Telemetry datasets, training and evaluation runs in MLflow, registration and promotion."""
