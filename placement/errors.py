@@ -53,3 +53,8 @@ class UnknownModel(InputError):
 
 class ProfileUnavailable(PlacementError):
     """Measured operator profiles for an accelerator could not be read."""
+
+
+class ScrapeFailed(PlacementError):
+    """A replica's Prometheus ``/metrics`` could not be fetched (connection refused, timeout,
+    a non-200 answer) or did not hold vLLM metrics in the text exposition format."""

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from placement.errors import InputError
@@ -111,7 +113,7 @@ def test_samples_record_replica_counters_at_the_interval(fleet, cost, policy, wo
     assert result.samples
     per_replica = [s for s in result.samples if s.replica == 0]
     times = [s.time_s for s in per_replica]
-    assert all(1.0 <= b - a < 1.1 for a, b in zip(times, times[1:], strict=False))
+    assert all(1.0 <= b - a < 1.1 for a, b in itertools.pairwise(times))
     tokens = [s.generation_tokens for s in per_replica]
     assert tokens == sorted(tokens) and tokens[-1] > 0
     assert all(0.0 <= s.kv_usage <= 1.0 for s in result.samples)

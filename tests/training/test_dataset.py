@@ -1,0 +1,126 @@
+"""build_training_frame: served requests joined with their replica's state at arrival."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement.errors import InputError
+from training.dataset import TRAINING_COLUMNS, build_training_frame
+
+
+@pytest.fixture
+def two_replicas(samples_frame, sample_rows):
+    """Replica a sampled at 0, 1, 2 s; replica b at 0.5 s only."""
+    return samples_frame(
+        [
+            sample_rows(0.0, prompt_tokens_total=100, generation_tokens_total=10),
+            sample_rows(
+                1.0,
+                num_requests_running=3,
+                num_requests_waiting=1,
+                kv_cache_usage_perc=0.25,
+                prompt_tokens_total=1100,
+                generation_tokens_total=210,
+                prefix_cache_hit_tokens_total=400,
+            ),
+            sample_rows(
+                2.0,
+                num_requests_running=5,
+                prompt_tokens_total=1100,
+                generation_tokens_total=410,
+                prefix_cache_hit_tokens_total=400,
+            ),
+            sample_rows(0.5, replica="b", accelerator="A100-80G", num_requests_running=7),
+        ]
+    )
+
+
+def test_each_request_gets_its_replicas_latest_earlier_sample(
+    two_replicas, requests_frame, request_rows
+):
+    requests = requests_frame(
+        [
+            request_rows(1, 1.5, input_tokens=800, cached_tokens=300),
+            request_rows(2, 0.7, replica="b", accelerator="A100-80G"),
+        ]
+    )
+    frame = build_training_frame(requests, two_replicas)
+    assert list(frame.columns) == TRAINING_COLUMNS
+    assert list(frame["request_id"]) == [2, 1]  # by arrival time
+    on_a = frame.set_index("request_id").loc[1]
+    # the sample at 1.0 s: 1000 prompt and 200 generated tokens, 400 hits, over 1 s
+    assert on_a["num_requests_running"] == 3
+    assert on_a["num_requests_waiting"] == 1
+    assert on_a["kv_cache_usage_perc"] == 0.25
+    assert on_a["prompt_tokens_per_s"] == pytest.approx(1000.0)
+    assert on_a["generation_tokens_per_s"] == pytest.approx(200.0)
+    assert on_a["prefix_cache_hit_rate"] == pytest.approx(0.4)
+    assert on_a["sample_age_s"] == pytest.approx(0.5)
+    assert on_a["uncached_tokens"] == 500
+    on_b = frame.set_index("request_id").loc[2]
+    assert on_b["num_requests_running"] == 7  # b's own sample, not a's later one
+
+
+def test_a_request_at_a_sample_instant_sees_that_sample(two_replicas, requests_frame, request_rows):
+    frame = build_training_frame(requests_frame([request_rows(1, 2.0)]), two_replicas)
+    row = frame.iloc[0]
+    assert row["num_requests_running"] == 5
+    assert row["sample_age_s"] == 0.0
+    # no prompt tokens in the last interval: the hit rate is 0, not a division by zero
+    assert row["prompt_tokens_per_s"] == 0.0
+    assert row["prefix_cache_hit_rate"] == 0.0
+
+
+def test_first_sample_of_a_replica_has_zero_rates(two_replicas, requests_frame, request_rows):
+    frame = build_training_frame(requests_frame([request_rows(1, 0.2)]), two_replicas)
+    assert frame.iloc[0]["prompt_tokens_per_s"] == 0.0
+    assert frame.iloc[0]["generation_tokens_per_s"] == 0.0
+
+
+def test_failed_and_too_early_requests_are_excluded_and_counted(
+    two_replicas, requests_frame, request_rows
+):
+    requests = requests_frame(
+        [
+            request_rows(1, 1.5),
+            request_rows(2, 1.6, error="unfinished"),
+            request_rows(3, 1.7, error="refused: no replica can serve", replica=None),
+            request_rows(4, 0.1, replica="b", accelerator="A100-80G"),  # b's first is at 0.5
+        ]
+    )
+    frame = build_training_frame(requests, two_replicas)
+    assert list(frame["request_id"]) == [1]
+    assert frame.attrs["excluded"] == {"error": 2, "no_prior_sample": 1}
+
+
+def test_a_counter_that_restarts_counts_from_zero(
+    samples_frame, sample_rows, requests_frame, request_rows
+):
+    samples = samples_frame(
+        [
+            sample_rows(0.0, prompt_tokens_total=5000),
+            sample_rows(2.0, prompt_tokens_total=600),  # the replica restarted in between
+        ]
+    )
+    frame = build_training_frame(requests_frame([request_rows(1, 2.5)]), samples)
+    assert frame.iloc[0]["prompt_tokens_per_s"] == pytest.approx(300.0)
+
+
+def test_bad_input_is_refused(two_replicas, requests_frame, request_rows):
+    requests = requests_frame([request_rows(1, 1.5)]).drop(columns=["tenant"])
+    with pytest.raises(InputError, match="tenant"):
+        build_training_frame(requests, two_replicas)
+
+
+def test_no_requests_give_an_empty_frame_with_the_columns(two_replicas, requests_frame):
+    frame = build_training_frame(requests_frame([]), two_replicas)
+    assert frame.empty and list(frame.columns) == TRAINING_COLUMNS
+    assert frame.attrs["excluded"] == {"error": 0, "no_prior_sample": 0}
+
+
+def test_no_requests_and_no_samples_give_an_empty_frame(
+    requests_frame, samples_frame, two_replicas
+):
+    frame = build_training_frame(requests_frame([]), samples_frame([]))
+    reference = build_training_frame(requests_frame([]), two_replicas)
+    assert frame.empty and dict(frame.dtypes) == dict(reference.dtypes)

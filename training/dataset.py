@@ -1,0 +1,143 @@
+"""The predictors' training frame: each served request beside its replica's state at arrival.
+
+Each served request (``error == ""``) is joined with the latest sample of its replica taken at
+or before its arrival (``pandas.merge_asof`` by replica, backward): the load it met. Rates come
+from the counter deltas between that sample and the replica's previous one; a counter that went
+down (the replica restarted) counts from zero, as Prometheus' ``rate()`` does.
+
+Excluded rows are counted, never dropped silently: ``frame.attrs["excluded"]`` is
+``{"error": n, "no_prior_sample": m}`` — requests that failed or never finished, and served
+requests that arrived before their replica's first sample. The latter are excluded rather than
+given the first later sample's state, which would leak the future into the features.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from training.telemetry.validate import validate_requests, validate_samples
+
+REQUEST_COLUMNS = [
+    "request_id",
+    "arrival_time",
+    "replica",
+    "accelerator",
+    "model",
+    "tp",
+    "tenant",
+    "request_class",
+    "input_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+]
+STATE_COLUMNS = [
+    "num_requests_running",
+    "num_requests_waiting",
+    "kv_cache_usage_perc",
+    "prompt_tokens_per_s",
+    "generation_tokens_per_s",
+    "prefix_cache_hit_rate",
+    "sample_age_s",
+]
+TRAINING_COLUMNS = [
+    "request_id",
+    "arrival_time",
+    "replica",
+    "accelerator",
+    "model",
+    "tp",
+    "tenant",
+    "request_class",
+    "input_tokens",
+    "cached_tokens",
+    "uncached_tokens",
+    "output_tokens",
+    "num_requests_running",
+    "num_requests_waiting",
+    "kv_cache_usage_perc",
+    "prompt_tokens_per_s",
+    "generation_tokens_per_s",
+    "prefix_cache_hit_rate",
+    "sample_age_s",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+]
+
+
+def _counter_delta(counter: pd.Series[int], replica: pd.Series[str]) -> pd.Series[float]:
+    """Increase of a cumulative counter since the replica's previous sample (0 for the first);
+    a decrease means the counter restarted, so the increase is its current value."""
+    previous = counter.groupby(replica).shift(1)
+    delta = (counter - previous).astype("float64")
+    restarted = delta < 0
+    delta[restarted] = counter[restarted].astype("float64")
+    return delta.fillna(0.0)
+
+
+def replica_state(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per sample, the gauges plus token rates and the prefix-cache hit rate over the interval
+    since the same replica's previous sample; sorted by time."""
+    s = samples.sort_values(["replica", "time"], kind="stable", ignore_index=True)
+    replica = s["replica"]
+    seconds = s["time"].groupby(replica).diff().dt.total_seconds().fillna(0.0)
+    prompt = _counter_delta(s["prompt_tokens_total"], replica)
+    generated = _counter_delta(s["generation_tokens_total"], replica)
+    hits = _counter_delta(s["prefix_cache_hit_tokens_total"], replica)
+    safe_seconds = seconds.where(seconds > 0, np.inf)
+    state = pd.DataFrame(
+        {
+            "time": s["time"],
+            "replica": replica,
+            "num_requests_running": s["num_requests_running"],
+            "num_requests_waiting": s["num_requests_waiting"],
+            "kv_cache_usage_perc": s["kv_cache_usage_perc"],
+            "prompt_tokens_per_s": prompt / safe_seconds,
+            "generation_tokens_per_s": generated / safe_seconds,
+            "prefix_cache_hit_rate": (hits / prompt.where(prompt > 0, np.inf)).clip(0.0, 1.0),
+        }
+    )
+    return state.sort_values("time", kind="stable", ignore_index=True)
+
+
+def build_training_frame(requests: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """One row per served request with its replica's state at arrival (see the module doc).
+
+    Inputs are frames in the telemetry schemas (validated here: bad input raises
+    ``InputError``). Columns: :data:`TRAINING_COLUMNS`; ``sample_age_s`` is how old the joined
+    sample was at arrival. Sorted by arrival time then request id.
+    """
+    validate_requests(requests)
+    validate_samples(samples)
+    served = requests[requests["error"] == ""]
+    n_error = len(requests) - len(served)
+    served = served[REQUEST_COLUMNS].sort_values("arrival_time", kind="stable")
+    state = replica_state(samples).rename(columns={"time": "sample_time"})
+    if served.empty:  # pandas cannot merge_asof when both Arrow-backed string keys are empty
+        joined = pd.concat([served, state.drop(columns="replica").iloc[:0]], axis=1)
+    else:
+        joined = pd.merge_asof(
+            served,
+            state,
+            left_on="arrival_time",
+            right_on="sample_time",
+            by="replica",
+            direction="backward",
+        )
+    has_sample = joined["sample_time"].notna()
+    n_no_sample = int((~has_sample).sum())
+    frame = joined[has_sample].copy()
+    frame["sample_age_s"] = (frame["arrival_time"] - frame["sample_time"]).dt.total_seconds()
+    frame["uncached_tokens"] = frame["input_tokens"] - frame["cached_tokens"]
+    frame["tp"] = frame["tp"].astype("int32")
+    for gauge in ("num_requests_running", "num_requests_waiting"):
+        frame[gauge] = frame[gauge].astype("int64")
+    frame = frame[TRAINING_COLUMNS].sort_values(
+        ["arrival_time", "request_id"], kind="stable", ignore_index=True
+    )
+    frame.attrs["excluded"] = {"error": n_error, "no_prior_sample": n_no_sample}
+    return frame
