@@ -10,7 +10,7 @@ OUT ?= out
 COMPILED := sim/engine.py sim/prefix_cache.py sim/sequence.py sim/simulator.py sim/gateway.py
 FAST := $(VENV)/.compiled
 
-.PHONY: run test lint install compile bench clean
+.PHONY: run test lint install compile bench clean mlflow-ui
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,13 @@ lint: $(FAST)
 
 test: lint
 	$(BIN)/pytest -q
+
+## The MLflow UI on the project's tracking store (training/tracking.py), http://127.0.0.1:5000.
+MLFLOW_URI ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///$(CURDIR)/mlruns/mlflow.db)
+mlflow-ui: $(STAMP)
+	@mkdir -p mlruns
+	$(BIN)/mlflow ui --backend-store-uri $(MLFLOW_URI) \
+		--default-artifact-root $(CURDIR)/mlruns/artifacts --host 127.0.0.1 --port 5000
 
 clean:
 	rm -rf $(VENV) $(OUT) build .mypy_cache .ruff_cache .pytest_cache

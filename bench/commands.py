@@ -78,3 +78,32 @@ def cost_model(
     from bench.cost_model import run_cost_model_bench
 
     run_cost_model_bench(out)
+
+
+@bench_app.command("predictors")
+@user_errors
+def predictors(
+    out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+    quick: Annotated[bool, typer.Option(help="fewer, shorter runs (~20 s)")] = False,
+) -> None:
+    """Accuracy of the latency/throughput predictors: held-out, Splitwise, unseen accelerator."""
+    from bench.predictors import PredictorBench, run_predictor_bench
+
+    bench = PredictorBench.quick() if quick else PredictorBench()
+    run_predictor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
+
+
+@bench_app.command("predict-speed")
+@user_errors
+def predict_speed(
+    rows: Annotated[int, typer.Option(min=1, help="rows per predict() call")] = 10_000,
+    repeats: Annotated[int, typer.Option(min=1, help="timed calls (median reported)")] = 30,
+    model: Annotated[
+        Path | None, typer.Option(help="saved predictor directory (default: fit one)")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+) -> None:
+    """Batch prediction time of the latency predictor (target: 10k rows in ≤ 50 ms)."""
+    from bench.predict_speed import run_predict_speed
+
+    run_predict_speed(rows=rows, repeats=repeats, model_dir=model, out=out)

@@ -58,3 +58,8 @@ class ProfileUnavailable(PlacementError):
 class ScrapeFailed(PlacementError):
     """A replica's Prometheus ``/metrics`` could not be fetched (connection refused, timeout,
     a non-200 answer) or did not hold vLLM metrics in the text exposition format."""
+
+
+class PredictorUnavailable(PlacementError):
+    """No latency predictor can be loaded: none registered, no ``champion`` alias yet, or the
+    tracking store cannot be reached."""

@@ -1,0 +1,436 @@
+"""Capacity at SLO: the highest arrival rate a replica kind takes while its predicted p95 TTFT
+and TPOT hold, tabulated on a grid for O(1) lookups by the solver and the route path.
+
+**Steady state at an arrival rate λ** (requests/s) of a workload mix — mean prompt ``I``
+tokens of which a share ``h`` is served from the prefix cache, ``O`` output tokens:
+
+- ``prompt_tokens_per_s = λ·I``, ``generation_tokens_per_s = λ·O``, ``prefix_cache_hit_rate = h``;
+- ``num_requests_running = λ·E`` (Little's law), ``E`` the predicted end-to-end time
+  ``ttft_p50 + (O − 1)·tpot_p50`` at that very load, found by fixed-point iteration from the
+  zero-load ``E`` (or, during the search, from the steady state of the last feasible lower
+  rate, which lies below). Predictions never fall as load rises, so the iterates rise
+  monotonically to the least fixed point (at most :data:`FIXED_POINT_ITERATIONS` steps; each
+  row stops once it moves less than :data:`FIXED_POINT_TOLERANCE`);
+- ``num_requests_waiting = 0``: a vLLM replica admits every request while it has sequence
+  slots and KV memory, so in steady state nothing waits below saturation;
+- ``kv_cache_usage_perc = (running·(I·(1 − h) + O/2) + I·h) / KV capacity`` (each running
+  sequence holds its uncached prompt and on average half its output; the cached prefix once).
+
+The replica is **saturated** when ``λ·E`` exceeds the sequences it can hold,
+``S = min(max_num_seqs, (KV capacity − I·h) / (I·(1 − h) + O/2))``: no steady state exists.
+λ is **feasible** when the replica is not saturated and the predicted p95 TTFT and TPOT at the
+steady state are within the SLO. Feasibility only shrinks as λ grows, so the capacity is found
+by bisection on ``[0, S / E(0)]`` (:data:`BISECTION_STEPS` halvings, all cells at once); a looser
+SLO never yields less capacity. With no predictor the uncalibrated :class:`RooflineBaseline`
+stands in.
+
+**The table** holds capacities on geometric axes of mean input and output tokens and a tuple
+of SLO levels. A lookup rounds the token counts *up* to the next grid point (capacity falls as
+requests grow, so this never overstates it); beyond the last grid point the capacity there is
+scaled down in proportion (``× last / x`` per axis). The index is computed arithmetically from
+the axis' start and ratio: O(1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from models.predictor import LatencyModel, RooflineBaseline
+from models.roofline_prior import FloatArray, ReplicaKind, kind_roofline
+from placement.domain.accelerators import get_accelerator
+from placement.domain.llm import get_model
+from placement.domain.requests import DEFAULT_CLASSES
+from placement.errors import InputError
+
+FIXED_POINT_ITERATIONS = 60
+FIXED_POINT_TOLERANCE = 1e-4  # relative change of E that counts as converged
+BISECTION_STEPS = 24
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadMix:
+    """What a replica is asked to serve: mean prompt and output lengths (tokens) and the share
+    of prompt tokens served from the prefix cache (0..1)."""
+
+    mean_input_tokens: float
+    output_tokens: float
+    cached_share: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """Latency objectives on p95 TTFT and p95 TPOT (s)."""
+
+    ttft_p95_s: float
+    tpot_p95_s: float
+
+
+DEFAULT_SLOS: tuple[Slo, ...] = tuple(
+    Slo(c.ttft_slo_s, c.tpot_slo_s)
+    for c in sorted(DEFAULT_CLASSES.values(), key=lambda c: (c.ttft_slo_s, c.tpot_slo_s))
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GeometricAxis:
+    """Grid points ``start · ratio**i`` for ``i`` in ``0 … count − 1``."""
+
+    start: float
+    ratio: float
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.start <= 0 or self.ratio <= 1 or self.count < 1:
+            raise InputError(
+                f"axis start={self.start}, ratio={self.ratio}, count={self.count}",
+                field="axis",
+                expected="start > 0, ratio > 1, count ≥ 1",
+            )
+
+    @property
+    def values(self) -> FloatArray:
+        return self.start * self.ratio ** np.arange(self.count, dtype=np.float64)
+
+    @property
+    def last(self) -> float:
+        return self.start * self.ratio ** (self.count - 1)
+
+    def index_at_or_above(self, x: float) -> int:
+        """Index of the smallest grid point ≥ ``x`` (clamped to the axis), in O(1)."""
+        if x <= self.start:
+            return 0
+        i = math.ceil(math.log(x / self.start) / math.log(self.ratio) - 1e-9)
+        return min(i, self.count - 1)
+
+
+DEFAULT_INPUT_AXIS = GeometricAxis(128.0, 2.0, 10)  # 128 … 65,536 tokens
+DEFAULT_OUTPUT_AXIS = GeometricAxis(16.0, 2.0, 9)  # 16 … 4,096 tokens
+
+
+def _as_array(x: FloatArray | float, n: int) -> FloatArray:
+    return np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)).copy()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MixArrays:
+    """Workload mixes, one per element (tokens; cached share 0..1)."""
+
+    mean_input: FloatArray
+    cached_share: FloatArray
+    output: FloatArray
+
+    @property
+    def uncached(self) -> FloatArray:
+        return np.maximum(self.mean_input * (1.0 - self.cached_share), 1.0)
+
+    @property
+    def kv_per_sequence(self) -> FloatArray:
+        return self.uncached + self.output / 2.0
+
+
+def _check_mix(mix: MixArrays) -> None:
+    checks = (
+        ("mean_input_tokens", mix.mean_input, mix.mean_input >= 1),
+        ("output_tokens", mix.output, mix.output >= 1),
+        ("cached_share", mix.cached_share, (mix.cached_share >= 0) & (mix.cached_share < 1)),
+    )
+    for name, values, ok in checks:
+        if not np.all(ok & np.isfinite(values)):
+            raise InputError(
+                f"{int((~ok).sum())} of {len(values)} values out of range",
+                field=name,
+                expected="tokens ≥ 1" if name != "cached_share" else "a share in [0, 1)",
+            )
+
+
+def sequence_slots(kind: ReplicaKind, mix: MixArrays) -> FloatArray:
+    """S: the running sequences the replica can hold (max_num_seqs, KV memory)."""
+    roof = kind_roofline(kind)
+    shared = mix.mean_input * mix.cached_share
+    by_memory = (roof.kv_capacity_tokens - shared) / mix.kv_per_sequence
+    return np.maximum(np.minimum(float(roof.max_num_seqs), by_memory), 0.0)
+
+
+def steady_state_rows(
+    kind: ReplicaKind, mix: MixArrays, rate: FloatArray, e2e: FloatArray
+) -> pd.DataFrame:
+    """Prediction rows of the steady state at ``rate`` req/s with end-to-end time ``e2e``."""
+    roof = kind_roofline(kind)
+    n = len(rate)
+    running = rate * e2e
+    kv = (running * mix.kv_per_sequence + mix.mean_input * mix.cached_share) / (
+        roof.kv_capacity_tokens
+    )
+    return pd.DataFrame(
+        {
+            "accelerator": [kind.accelerator.kind] * n,
+            "model": [kind.model.name] * n,
+            "tp": np.full(n, kind.tp, dtype=np.int64),
+            "num_requests_running": running,
+            "num_requests_waiting": np.zeros(n),
+            "kv_cache_usage_perc": np.clip(kv, 0.0, 1.0),
+            "prompt_tokens_per_s": rate * mix.mean_input,
+            "generation_tokens_per_s": rate * mix.output,
+            "prefix_cache_hit_rate": mix.cached_share,
+            "input_tokens": mix.mean_input,
+            "uncached_tokens": np.minimum(mix.uncached, mix.mean_input),
+            "output_tokens": mix.output,
+        }
+    )
+
+
+def _e2e(predicted: pd.DataFrame, mix: MixArrays) -> FloatArray:
+    ttft = predicted["ttft_p50"].to_numpy(dtype=np.float64)
+    tpot = predicted["tpot_p50"].to_numpy(dtype=np.float64)
+    e2e: FloatArray = ttft + np.maximum(mix.output - 1.0, 0.0) * tpot
+    return e2e
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SteadyState:
+    """The load a rate settles at: running sequences, predicted quantiles, saturation."""
+
+    rate: FloatArray
+    e2e_s: FloatArray
+    running: FloatArray
+    saturated: npt.NDArray[np.bool_]
+    predicted: pd.DataFrame
+
+
+def steady_state(
+    model: LatencyModel,
+    kind: ReplicaKind,
+    mix: MixArrays,
+    rate: FloatArray,
+    *,
+    start_e2e: FloatArray | None = None,
+) -> SteadyState:
+    """Fixed point of ``E = e2e(load(rate, E))`` per element (see the module docstring).
+
+    The iteration starts from ``start_e2e`` — which must not exceed the fixed point, e.g. the
+    steady state of a lower rate — or from the zero-load ``E``.
+    """
+    slots = sequence_slots(kind, mix)
+    if start_e2e is None:
+        zero = np.zeros_like(rate)
+        e2e = _e2e(model.predict(steady_state_rows(kind, mix, zero, zero)), mix)
+    else:
+        e2e = start_e2e.copy()
+    active = rate > 0
+    for _ in range(FIXED_POINT_ITERATIONS):
+        active &= rate * e2e <= slots
+        if not active.any():
+            break
+        rows = np.flatnonzero(active)
+        sub = MixArrays(
+            mean_input=mix.mean_input[rows],
+            cached_share=mix.cached_share[rows],
+            output=mix.output[rows],
+        )
+        step = model.predict(steady_state_rows(kind, sub, rate[rows], e2e[rows]))
+        new = _e2e(step, sub)
+        moved = np.abs(new - e2e[rows]) > FIXED_POINT_TOLERANCE * e2e[rows]
+        e2e[rows] = np.maximum(new, e2e[rows])
+        active[rows[~moved]] = False
+    predicted = model.predict(steady_state_rows(kind, mix, rate, e2e))
+    running = rate * e2e
+    return SteadyState(
+        rate=rate,
+        e2e_s=e2e,
+        running=running,
+        saturated=running > slots,
+        predicted=predicted,
+    )
+
+
+def _feasible(
+    state: SteadyState, ttft_slo: FloatArray, tpot_slo: FloatArray
+) -> npt.NDArray[np.bool_]:
+    p = state.predicted
+    ok: npt.NDArray[np.bool_] = (
+        ~state.saturated
+        & (p["ttft_p95"].to_numpy() <= ttft_slo)
+        & (p["tpot_p95"].to_numpy() <= tpot_slo)
+    )
+    return ok
+
+
+def solve_capacity(
+    model: LatencyModel | None,
+    kind: ReplicaKind,
+    mix: MixArrays,
+    ttft_slo_s: FloatArray,
+    tpot_slo_s: FloatArray,
+) -> FloatArray:
+    """Capacity at SLO (req/s) of every (mix, SLO) element, solved together by bisection."""
+    _check_mix(mix)
+    latency: LatencyModel = model if model is not None else RooflineBaseline()
+    n = len(mix.mean_input)
+    zero = np.zeros(n)
+    at_zero = steady_state(latency, kind, mix, zero)
+    feasible_at_zero = _feasible(at_zero, ttft_slo_s, tpot_slo_s)
+    lo = np.zeros(n)
+    hi = sequence_slots(kind, mix) / at_zero.e2e_s
+    e2e_lo = at_zero.e2e_s  # the steady state of a lower rate starts the next fixed point
+    for _ in range(BISECTION_STEPS):
+        mid = (lo + hi) / 2.0
+        state = steady_state(latency, kind, mix, mid, start_e2e=e2e_lo)
+        ok = _feasible(state, ttft_slo_s, tpot_slo_s)
+        lo = np.where(ok, mid, lo)
+        hi = np.where(ok, hi, mid)
+        e2e_lo = np.where(ok, state.e2e_s, e2e_lo)
+    return np.where(feasible_at_zero, lo, 0.0)
+
+
+def replica_kind(accelerator: str, model: str, tp: int) -> ReplicaKind:
+    """A replica kind from catalogue names (InputError naming the unknown one)."""
+    kind = ReplicaKind(
+        get_accelerator(accelerator, field="accelerator"), get_model(model, field="model"), tp
+    )
+    kind_roofline(kind)  # raises if the model cannot be split over tp GPUs
+    return kind
+
+
+def capacity_at_slo(
+    kind: ReplicaKind, mix: WorkloadMix, slo: Slo, model: LatencyModel | None = None
+) -> float:
+    """Highest arrival rate (req/s) at which ``kind`` holds ``slo`` for ``mix`` (the direct
+    solve; :class:`CapacityTable` tabulates the same)."""
+    arrays = MixArrays(
+        mean_input=np.asarray([mix.mean_input_tokens], dtype=np.float64),
+        cached_share=np.asarray([mix.cached_share], dtype=np.float64),
+        output=np.asarray([mix.output_tokens], dtype=np.float64),
+    )
+    rate = solve_capacity(
+        model, kind, arrays, np.asarray([slo.ttft_p95_s]), np.asarray([slo.tpot_p95_s])
+    )
+    return float(rate[0])
+
+
+def _axis(raw: Any) -> GeometricAxis:
+    start, ratio, count = raw
+    return GeometricAxis(float(start), float(ratio), int(count))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapacityTable:
+    """Capacity at SLO of one replica kind, ``rates[i, j, k]`` (req/s) for input axis point
+    ``i``, output axis point ``j`` and SLO level ``k``, at a fixed cached share."""
+
+    kind: ReplicaKind
+    cached_share: float
+    input_axis: GeometricAxis
+    output_axis: GeometricAxis
+    slos: tuple[Slo, ...]
+    rates: FloatArray
+
+    def lookup(self, mean_input_tokens: float, output_tokens: float, slo_index: int) -> float:
+        """Capacity (req/s) for a mix and the SLO level ``slo_index``, in O(1) (see the module
+        docstring: tokens round up; beyond the grid, scaled down in proportion)."""
+        i = self.input_axis.index_at_or_above(mean_input_tokens)
+        j = self.output_axis.index_at_or_above(output_tokens)
+        rate = float(self.rates[i, j, slo_index])
+        if mean_input_tokens > self.input_axis.last:
+            rate *= self.input_axis.last / mean_input_tokens
+        if output_tokens > self.output_axis.last:
+            rate *= self.output_axis.last / output_tokens
+        return rate
+
+    def slo_index(self, slo: Slo) -> int:
+        """The level to use for ``slo``: itself if tabulated, else the loosest level at least as
+        tight on both objectives (conservative). InputError if no level is that tight."""
+        best = -1
+        for k, level in enumerate(self.slos):
+            if level == slo:
+                return k
+            tighter = level.ttft_p95_s <= slo.ttft_p95_s and level.tpot_p95_s <= slo.tpot_p95_s
+            if tighter and (best < 0 or self.rates[..., k].sum() > self.rates[..., best].sum()):
+                best = k
+        if best < 0:
+            raise InputError(
+                f"no SLO level of the table is as tight as TTFT {slo.ttft_p95_s} s, "
+                f"TPOT {slo.tpot_p95_s} s",
+                field="slo",
+                expected="one of "
+                + ", ".join(f"({s.ttft_p95_s}, {s.tpot_p95_s})" for s in self.slos),
+            )
+        return best
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (catalogue names, axes, SLO levels, nested rates)."""
+        return {
+            "accelerator": self.kind.accelerator.kind,
+            "model": self.kind.model.name,
+            "tp": self.kind.tp,
+            "cached_share": self.cached_share,
+            "input_axis": [self.input_axis.start, self.input_axis.ratio, self.input_axis.count],
+            "output_axis": [self.output_axis.start, self.output_axis.ratio, self.output_axis.count],
+            "slos": [[s.ttft_p95_s, s.tpot_p95_s] for s in self.slos],
+            "rates": self.rates.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], *, source: str = "<capacity table>") -> CapacityTable:
+        try:
+            table = cls(
+                kind=replica_kind(str(raw["accelerator"]), str(raw["model"]), int(raw["tp"])),
+                cached_share=float(raw["cached_share"]),
+                input_axis=_axis(raw["input_axis"]),
+                output_axis=_axis(raw["output_axis"]),
+                slos=tuple(Slo(float(a), float(b)) for a, b in raw["slos"]),
+                rates=np.asarray(raw["rates"], dtype=np.float64),
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise InputError(f"malformed capacity table ({exc!s})", source=source) from None
+        shape = (table.input_axis.count, table.output_axis.count, len(table.slos))
+        if table.rates.shape != shape:
+            raise InputError(
+                f"rates have shape {table.rates.shape}",
+                source=source,
+                field="rates",
+                expected=f"shape {shape}",
+            )
+        return table
+
+
+def build_capacity_table(
+    kind: ReplicaKind,
+    model: LatencyModel | None = None,
+    *,
+    cached_share: float = 0.0,
+    input_axis: GeometricAxis = DEFAULT_INPUT_AXIS,
+    output_axis: GeometricAxis = DEFAULT_OUTPUT_AXIS,
+    slos: tuple[Slo, ...] = DEFAULT_SLOS,
+) -> CapacityTable:
+    """Solve every grid cell at once (``model=None``: the roofline baseline)."""
+    if not slos:
+        raise InputError("no SLO levels", field="slos", expected="at least one Slo")
+    ii, jj, kk = np.meshgrid(
+        np.arange(input_axis.count),
+        np.arange(output_axis.count),
+        np.arange(len(slos)),
+        indexing="ij",
+    )
+    flat = (ii.ravel(), jj.ravel(), kk.ravel())
+    mix = MixArrays(
+        mean_input=input_axis.values[flat[0]],
+        cached_share=_as_array(cached_share, len(flat[0])),
+        output=output_axis.values[flat[1]],
+    )
+    ttft = np.asarray([s.ttft_p95_s for s in slos])[flat[2]]
+    tpot = np.asarray([s.tpot_p95_s for s in slos])[flat[2]]
+    rates = solve_capacity(model, kind, mix, ttft, tpot).reshape(ii.shape)
+    return CapacityTable(
+        kind=kind,
+        cached_share=cached_share,
+        input_axis=input_axis,
+        output_axis=output_axis,
+        slos=slos,
+        rates=rates,
+    )

@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.capacity import (
+    CapacityTable,
+    GeometricAxis,
+    MixArrays,
+    Slo,
+    WorkloadMix,
+    build_capacity_table,
+    capacity_at_slo,
+    replica_kind,
+    sequence_slots,
+    steady_state,
+)
+from models.predictor import LatencyPredictor, RooflineBaseline
+from placement.errors import InputError, UnknownAccelerator
+
+H100 = replica_kind("H100-SXM", "llama-3-8b", 1)
+SLOS = (Slo(0.5, 0.03), Slo(2.0, 0.1), Slo(30.0, 0.3))
+SMALL_INPUT = GeometricAxis(256.0, 4.0, 3)  # 256, 1024, 4096
+SMALL_OUTPUT = GeometricAxis(64.0, 4.0, 2)  # 64, 256
+
+
+@pytest.fixture(scope="module")
+def learned_table(predictor: LatencyPredictor) -> CapacityTable:
+    return build_capacity_table(
+        H100, predictor, input_axis=SMALL_INPUT, output_axis=SMALL_OUTPUT, slos=SLOS
+    )
+
+
+@pytest.fixture(scope="module")
+def prior_table() -> CapacityTable:
+    return build_capacity_table(H100, input_axis=SMALL_INPUT, output_axis=SMALL_OUTPUT, slos=SLOS)
+
+
+@pytest.mark.parametrize("which", ["learned_table", "prior_table"])
+def test_looser_slo_never_gives_less_capacity(which: str, request: pytest.FixtureRequest) -> None:
+    table: CapacityTable = request.getfixturevalue(which)
+    assert np.all(np.diff(table.rates, axis=2) >= 0)
+    assert table.rates[..., -1].min() > 0
+
+
+@pytest.mark.parametrize("which", ["learned_table", "prior_table"])
+def test_longer_requests_never_get_more_capacity(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    table: CapacityTable = request.getfixturevalue(which)
+    assert np.all(np.diff(table.rates, axis=0) <= 0)
+    assert np.all(np.diff(table.rates, axis=1) <= 0)
+
+
+def test_table_lookup_equals_the_direct_solve_at_grid_points(
+    predictor: LatencyPredictor, learned_table: CapacityTable
+) -> None:
+    for i, j, k in ((0, 0, 0), (1, 1, 1), (2, 0, 2), (2, 1, 1)):
+        mean_input, output = SMALL_INPUT.values[i], SMALL_OUTPUT.values[j]
+        mix = WorkloadMix(mean_input_tokens=mean_input, output_tokens=output)
+        direct = capacity_at_slo(H100, mix, SLOS[k], predictor)
+        assert direct > 0
+        assert learned_table.lookup(mean_input, output, k) == direct, (i, j, k)
+
+
+def test_lookup_rounds_tokens_up_and_scales_beyond_the_grid(prior_table: CapacityTable) -> None:
+    at_1024 = prior_table.lookup(1024, 256, 1)
+    assert prior_table.lookup(300, 100, 1) == at_1024  # → (1024, 256)
+    assert prior_table.lookup(1, 1, 1) == prior_table.rates[0, 0, 1]
+    assert prior_table.lookup(8192, 256, 1) == pytest.approx(prior_table.rates[2, 1, 1] / 2)
+
+
+def test_capacity_holds_the_slo_and_a_bit_more_breaks_it(predictor: LatencyPredictor) -> None:
+    slo = Slo(2.0, 0.1)
+    mix = MixArrays(
+        mean_input=np.array([1024.0, 1024.0]),
+        cached_share=np.array([0.0, 0.0]),
+        output=np.array([256.0, 256.0]),
+    )
+    rate = capacity_at_slo(
+        H100, WorkloadMix(mean_input_tokens=1024, output_tokens=256), slo, predictor
+    )
+    state = steady_state(predictor, H100, mix, np.array([rate, rate * 1.05]))
+    p95 = state.predicted
+    assert not state.saturated[0]
+    assert p95["ttft_p95"][0] <= slo.ttft_p95_s and p95["tpot_p95"][0] <= slo.tpot_p95_s
+    broken = state.saturated[1] or (
+        p95["ttft_p95"][1] > slo.ttft_p95_s or p95["tpot_p95"][1] > slo.tpot_p95_s
+    )
+    assert broken
+    # Little's law: the running sequences are the rate times the end-to-end time
+    assert state.running[0] == pytest.approx(rate * state.e2e_s[0])
+
+
+def test_prefix_cache_hits_add_capacity() -> None:
+    slo = Slo(2.0, 0.1)
+    cold = capacity_at_slo(H100, WorkloadMix(mean_input_tokens=8192, output_tokens=64), slo)
+    warm = capacity_at_slo(
+        H100, WorkloadMix(mean_input_tokens=8192, output_tokens=64, cached_share=0.75), slo
+    )
+    assert warm > cold > 0
+
+
+def test_slower_hardware_has_less_capacity() -> None:
+    mix, slo = WorkloadMix(mean_input_tokens=2048, output_tokens=256), Slo(2.0, 0.1)
+    l40s = replica_kind("L40S", "llama-3-8b", 1)
+    assert capacity_at_slo(l40s, mix, slo) < capacity_at_slo(H100, mix, slo)
+
+
+def test_unreachable_slo_gives_zero_capacity() -> None:
+    mix = WorkloadMix(mean_input_tokens=32768, output_tokens=16)
+    assert capacity_at_slo(H100, mix, Slo(0.001, 0.001)) == 0.0
+
+
+def test_sequence_slots_are_bounded_by_memory_and_max_num_seqs() -> None:
+    short = MixArrays(
+        mean_input=np.array([100.0]), cached_share=np.array([0.0]), output=np.array([10.0])
+    )
+    long = MixArrays(
+        mean_input=np.array([60000.0]), cached_share=np.array([0.0]), output=np.array([4000.0])
+    )
+    assert sequence_slots(H100, short)[0] == 256
+    assert sequence_slots(H100, long)[0] < 10
+
+
+def test_slo_index_prefers_exact_then_the_loosest_tighter_level(
+    prior_table: CapacityTable,
+) -> None:
+    assert prior_table.slo_index(Slo(2.0, 0.1)) == 1
+    assert prior_table.slo_index(Slo(5.0, 0.2)) == 1
+    with pytest.raises(InputError, match="as tight"):
+        prior_table.slo_index(Slo(0.1, 0.01))
+
+
+def test_table_round_trips_through_its_json_form(prior_table: CapacityTable) -> None:
+    again = CapacityTable.from_dict(prior_table.to_dict())
+    assert again.kind == prior_table.kind
+    np.testing.assert_array_equal(again.rates, prior_table.rates)
+    assert again.lookup(700, 100, 2) == prior_table.lookup(700, 100, 2)
+    broken = prior_table.to_dict() | {"rates": [[1.0]]}
+    with pytest.raises(InputError, match="shape"):
+        CapacityTable.from_dict(broken)
+
+
+def test_bad_inputs_are_refused() -> None:
+    with pytest.raises(UnknownAccelerator):
+        replica_kind("Z900", "llama-3-8b", 1)
+    with pytest.raises(InputError, match="cached_share"):
+        capacity_at_slo(
+            H100, WorkloadMix(mean_input_tokens=10, output_tokens=10, cached_share=1.0), SLOS[0]
+        )
+    with pytest.raises(InputError, match="ratio"):
+        GeometricAxis(1.0, 1.0, 3)
+    assert isinstance(RooflineBaseline(), RooflineBaseline)

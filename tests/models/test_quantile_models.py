@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from model_rows import request_rows
+
+from models.features import FEATURES
+from models.predictor import LatencyPredictor, RooflineBaseline, latency_metrics
+from models.quantile import (
+    QuantileConfig,
+    conformal_offset,
+    monotone_constraints,
+    pinball_objective,
+    time_split,
+)
+from placement.errors import InputError
+
+LOAD_SWEEPS = {
+    "num_requests_waiting": np.arange(0, 200, 2),
+    "num_requests_running": np.arange(0, 300, 3),
+    "kv_cache_usage_perc": np.linspace(0.0, 1.0, 101),
+    "prompt_tokens_per_s": np.linspace(0.0, 60_000.0, 101),
+    "generation_tokens_per_s": np.linspace(0.0, 6_000.0, 101),
+}
+
+
+def test_constraints_cover_load_prior_and_prompt_features() -> None:
+    ttft = dict(zip(FEATURES, monotone_constraints("ttft"), strict=True))
+    tpot = dict(zip(FEATURES, monotone_constraints("tpot"), strict=True))
+    for name in ("num_requests_waiting", "kv_cache_usage_perc", "ttft_prior_log_s"):
+        assert ttft[name] == 1 and tpot[name] == 1
+    assert ttft["uncached_tokens"] == 1 and tpot["uncached_tokens"] == 0
+    assert ttft["prefix_cache_hit_rate"] == 0 and ttft["gpu_dense_tflops"] == 0
+
+
+@pytest.mark.parametrize("column", sorted(LOAD_SWEEPS))
+@pytest.mark.parametrize("accelerator", ["H100-SXM", "L40S"])
+def test_predicted_latency_never_falls_as_load_rises(
+    predictor: LatencyPredictor, column: str, accelerator: str
+) -> None:
+    values = LOAD_SWEEPS[column]
+    rows = request_rows(len(values), accelerator=accelerator)
+    rows[column] = values
+    predicted = predictor.predict(rows)
+    for name in predicted.columns:
+        assert np.all(np.diff(predicted[name].to_numpy()) >= 0), name
+
+
+def test_ttft_never_falls_as_the_prompt_grows(predictor: LatencyPredictor) -> None:
+    uncached = np.arange(1, 8000, 40)
+    rows = request_rows(len(uncached), input_tokens=8000)
+    rows["uncached_tokens"] = uncached
+    predicted = predictor.predict(rows)
+    assert np.all(np.diff(predicted["ttft_p50"].to_numpy()) >= 0)
+    assert np.all(np.diff(predicted["ttft_p95"].to_numpy()) >= 0)
+
+
+def test_p95_is_never_below_p50(
+    predictor: LatencyPredictor, split: tuple[pd.DataFrame, pd.DataFrame]
+) -> None:
+    predicted = predictor.predict(split[1])
+    assert (predicted["ttft_p95"] >= predicted["ttft_p50"]).all()
+    assert (predicted["tpot_p95"] >= predicted["tpot_p50"]).all()
+    assert (predicted > 0).all().all()
+
+
+def test_beats_the_roofline_prior_on_the_held_out_tail(
+    predictor: LatencyPredictor, split: tuple[pd.DataFrame, pd.DataFrame]
+) -> None:
+    head, tail = split
+    learned = latency_metrics(predictor, tail)
+    for baseline in (RooflineBaseline(), RooflineBaseline.calibrated(head)):
+        prior = latency_metrics(baseline, tail)
+        for target in ("ttft", "tpot"):
+            for score in ("mape_p50", "pinball_p50", "pinball_p95"):
+                assert learned[target][score] < prior[target][score], (target, score)
+    for target in ("ttft", "tpot"):
+        assert 0.85 <= learned[target]["coverage_p95"] <= 1.0
+
+
+def test_fitting_twice_gives_identical_models(split: tuple[pd.DataFrame, pd.DataFrame]) -> None:
+    head = split[0].iloc[:1500]
+    a = LatencyPredictor(QuantileConfig(max_rounds=5)).fit(head)
+    b = LatencyPredictor(QuantileConfig(max_rounds=5)).fit(head)
+    assert all(a.models[k].to_text() == b.models[k].to_text() for k in a.models)
+
+
+def test_time_split_keeps_the_latest_rows_for_stopping_then_calibration() -> None:
+    order = np.arange(100)[::-1].copy()  # row 99 arrived first
+    split = time_split(order, 0.2)
+    assert split.train.tolist() == list(range(99, 19, -1))
+    assert split.stop.tolist() == list(range(19, 9, -1))
+    assert split.calibrate.tolist() == list(range(9, -1, -1))
+    with pytest.raises(InputError, match="cannot be split"):
+        time_split(np.arange(5), 0.2)
+
+
+def test_conformal_offset_uses_the_finite_sample_rank() -> None:
+    residual = np.arange(1.0, 20.0)  # 19 values: rank ceil(20 * 0.95) = 19 → the largest
+    assert conformal_offset(residual, 0.95) == 19.0
+    assert conformal_offset(residual, 0.5) == 10.0
+    assert conformal_offset(np.empty(0), 0.95) == 0.0
+
+
+def test_pinball_gradients_point_towards_the_quantile_with_irls_weights() -> None:
+    class Labels:
+        def get_label(self) -> np.ndarray:
+            return np.zeros(3)
+
+    score = np.array([1.0, -1.0, -0.2])
+    grad, hess = pinball_objective(0.9)(score, Labels())  # type: ignore[arg-type]
+    assert grad.tolist() == pytest.approx([0.1, -0.9, -0.9])
+    # Newton step of a lone row = its residual: IRLS weights are (α or 1 − α) / |residual|
+    assert (-grad / hess).tolist() == pytest.approx([-1.0, 1.0, 0.2])

@@ -1,0 +1,126 @@
+"""A training run on a short simulated telemetry store, logged to a throw-away MLflow store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pytest
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from models.features import INPUT_COLUMNS
+from placement.cli import app
+from placement.domain.fleet import load_fleet
+from placement.paths import repo_root
+from sim.telemetry import simulate_for_telemetry, telemetry_frames
+from sim.workloads.registry import load_workload
+from training.split import split_by_time
+from training.telemetry.store import write_telemetry
+from training.tracking import LATENCY_MODEL, THROUGHPUT_MODEL, TRACKING_URI_ENV
+from training.train import frame_digest, load_frame
+
+
+def make_store(folder: Path, *, duration_s: float = 120.0, load: float = 0.8) -> Path:
+    """Two simulated minutes of Mooncake on 8 × H100 (≈340 requests), as a telemetry store."""
+    workload = load_workload("mooncake", seed=0, duration_s=duration_s)
+    fleet = load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml")
+    result = simulate_for_telemetry(workload, fleet, load=load, seed=0)
+    requests, samples = telemetry_frames(result)
+    write_telemetry(folder, requests, samples)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_store(tmp_path_factory.mktemp("telemetry"))
+
+
+@pytest.fixture(scope="module")
+def trained(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """`placement train` once into a SQLite store of its own; the CLI's output and a client."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TRACKING_URI_ENV, uri)
+        outcome = CliRunner().invoke(
+            app, ["train", "--telemetry", str(store), "--experiment", "test"]
+        )
+        client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        yield {"outcome": outcome, "client": client, "uri": uri}
+
+
+def _run(client: MlflowClient) -> Any:
+    experiment = client.get_experiment_by_name("test")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 1
+    return runs[0]
+
+
+def test_cli_reports_the_registered_versions(trained: dict[str, Any]) -> None:
+    outcome = trained["outcome"]
+    assert outcome.exit_code == 0, outcome.output
+    assert "placement-latency v1" in outcome.output
+    assert "placement-throughput v1" in outcome.output
+
+
+def test_run_holds_heldout_metrics_overall_per_accelerator_and_for_the_baseline(
+    trained: dict[str, Any],
+) -> None:
+    metrics = _run(trained["client"]).data.metrics
+    for target in ("ttft", "tpot"):
+        assert metrics[f"{target}.mape_p50"] > 0
+        assert 0 <= metrics[f"{target}.coverage_p95"] <= 1
+        assert metrics[f"{target}.pinball_p95"] > 0
+        assert f"{target}.H100-SXM.mape_p50" in metrics
+        assert f"baseline.{target}.mape_p50" in metrics
+    assert "throughput.mape" in metrics
+
+
+def test_heldout_tags_identify_the_later_rows(trained: dict[str, Any], store: Path) -> None:
+    tags = _run(trained["client"]).data.tags
+    split = split_by_time(load_frame(store), 0.7)
+    assert tags["heldout.digest"] == frame_digest(split.heldout)
+    assert int(tags["heldout.rows"]) == len(split.heldout)
+    assert tags["heldout.start"] > tags["train.end"]
+    assert tags["telemetry.path"] == str(store.resolve())
+
+
+def test_plots_and_both_models_are_logged_and_registered(trained: dict[str, Any]) -> None:
+    client: MlflowClient = trained["client"]
+    run = _run(client)
+    plots = {Path(f.path).name for f in client.list_artifacts(run.info.run_id, "plots")}
+    assert plots == {"predicted_vs_actual.png", "error_by_load.png"}
+    for name in (LATENCY_MODEL, THROUGHPUT_MODEL):
+        version = client.get_model_version(name, "1")
+        assert version.run_id == run.info.run_id
+
+
+def test_registered_pyfunc_loads_and_predicts_with_its_signature(
+    trained: dict[str, Any], store: Path
+) -> None:
+    mlflow.set_tracking_uri(trained["uri"])
+    mlflow.set_registry_uri(trained["uri"])
+    rows = load_frame(store)[list(INPUT_COLUMNS)].head(25)
+    latency_model = mlflow.pyfunc.load_model(f"models:/{LATENCY_MODEL}/1")
+    assert latency_model.metadata.signature is not None
+    predicted = latency_model.predict(rows)
+    assert list(predicted.columns) == ["ttft_p50", "ttft_p95", "tpot_p50", "tpot_p95"]
+    assert len(predicted) == len(rows)
+    assert (predicted["ttft_p95"] >= predicted["ttft_p50"]).all()
+    assert (predicted["tpot_p50"] > 0).all()
+    throughput = mlflow.pyfunc.load_model(f"models:/{THROUGHPUT_MODEL}/1").predict(rows)
+    assert list(throughput.columns) == ["throughput_tok_s"]
+    assert (throughput["throughput_tok_s"] >= 0).all()
+
+
+def test_missing_telemetry_folder_exits_2_naming_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TRACKING_URI_ENV, f"sqlite:///{tmp_path / 'mlflow.db'}")
+    missing = tmp_path / "no-such-store"
+    outcome = CliRunner().invoke(app, ["train", "--telemetry", str(missing)])
+    assert outcome.exit_code == 2
+    assert str(missing) in outcome.output

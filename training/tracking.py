@@ -1,0 +1,75 @@
+"""Where training runs and model versions are recorded, and the names they are recorded under.
+
+The default tracking store is the project's ``mlruns/``: run and registry metadata in the SQLite
+database ``mlruns/mlflow.db`` (MLflow ≥ 3.7 makes SQLite its default local backend and keeps the
+plain-file store for backward compatibility only), artifacts (model directories, plots) under
+``mlruns/artifacts/<experiment>/``. ``MLFLOW_TRACKING_URI`` overrides it — a tracking server
+(``http://host:5000``) or another database; the registry always lives beside the runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from placement.paths import repo_root
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+LATENCY_MODEL = "placement-latency"
+THROUGHPUT_MODEL = "placement-throughput"
+CHAMPION = "champion"
+DEFAULT_EXPERIMENT = "placement-predictors"
+SQLITE_PREFIX = "sqlite:///"
+
+
+def default_store() -> Path:
+    """The project's embedded MLflow folder: ``<repo>/mlruns``."""
+    return repo_root() / "mlruns"
+
+
+def tracking_uri() -> str:
+    """``$MLFLOW_TRACKING_URI`` if set, else ``sqlite:///<repo>/mlruns/mlflow.db``."""
+    configured = os.environ.get(TRACKING_URI_ENV)
+    if configured:
+        return configured
+    return f"{SQLITE_PREFIX}{default_store() / 'mlflow.db'}"
+
+
+def artifact_root(uri: str) -> Path | None:
+    """Where artifacts go for a local SQLite store (an ``artifacts/`` folder beside the
+    database); ``None`` for a server or another database, whose own default then applies."""
+    if not uri.startswith(SQLITE_PREFIX):
+        return None
+    database = Path(uri.removeprefix(SQLITE_PREFIX))
+    return database.parent / "artifacts"
+
+
+def connect() -> MlflowClient:
+    """Point MLflow's fluent API at :func:`tracking_uri` (runs and registry) and return a
+    client for the same store. A local store's folder is created if missing."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    # MLflow draws a tqdm bar per artifact download, which would break up the CLI's own output
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    uri = tracking_uri()
+    root = artifact_root(uri)
+    if root is not None:
+        root.parent.mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def ensure_experiment(client: MlflowClient, name: str) -> str:
+    """The id of experiment ``name``, created (artifacts under :func:`artifact_root`) if new."""
+    existing = client.get_experiment_by_name(name)
+    if existing is not None:
+        return str(existing.experiment_id)
+    root = artifact_root(tracking_uri())
+    location = None if root is None else (root / name).resolve().as_uri()
+    return str(client.create_experiment(name, artifact_location=location))
