@@ -44,6 +44,8 @@ class Gateway:
             self.refused += 1
             return -1
         v = self.views[idx]
+        req.backlog_requests = v.outstanding
+        req.backlog_prefill_tokens = v.outstanding_prefill_tokens
         v.outstanding += 1
         v.outstanding_prefill_tokens += req.input_tokens
         req.replica = idx

@@ -42,6 +42,8 @@ class Request:
 
     __slots__ = (
         "arrival_s",
+        "backlog_prefill_tokens",
+        "backlog_requests",
         "block_hashes",
         "block_tokens",
         "cached_tokens",
@@ -87,6 +89,9 @@ class Request:
         self.cached_tokens = 0
         self.preemptions = 0
         self.error = ""  # why it failed, empty when served
+        # the router's own counters for the chosen replica when it routed this request
+        self.backlog_requests = 0  # requests in flight there
+        self.backlog_prefill_tokens = 0  # prompt tokens there still waiting for a first token
 
     def __repr__(self) -> str:
         return (
