@@ -8,7 +8,10 @@ sides, and no held-out request is older than a training one of the same run). Sp
   (quantile 0.95), throughput MAPE (generation tokens/s of busy replicas);
 * ``splitwise`` — Llama-2-70B TP2/4/8 on A100/H100 (``profiles/splitwise/perf_model.csv``):
   an idle replica (running = batch, waiting = 0, uncached = prompt) predicts TTFT p50 vs
-  ``prompt_time`` and TPOT p50 vs ``token_time``. The simulator's own cost model misses
+  ``prompt_time`` and TPOT p50 vs ``token_time``. A Splitwise row is ``batch_size`` prompts of
+  ``prompt_size`` tokens arriving together and ``prompt_time`` is their joint prefill, so a
+  router would have seen the batch's other prompts in flight: ``backlog_requests = batch − 1``
+  and ``backlog_prefill_tokens = (batch − 1) · prompt_size``. The simulator's own cost model misses
   Splitwise by a median APE of 0.27–0.40 and the predictors only learn the simulator, so a miss
   of that size is expected; this row measures transfer, not fit;
 * ``leave_out:<accelerator>`` — trained without that accelerator's rows, scored on all of them.
@@ -110,7 +113,8 @@ def _row(
 
 def splitwise_frame(path: Path | None = None) -> pd.DataFrame:
     """Splitwise's Llama-2-70B rows on A100/H100 as idle-replica prediction rows, with the
-    measured ``prompt_time`` / ``token_time`` converted to seconds as ``ttft_s`` / ``tpot_s``."""
+    measured ``prompt_time`` / ``token_time`` converted to seconds as ``ttft_s`` / ``tpot_s``;
+    the router's backlog is the batch's other prompts (see the module doc)."""
     csv = path or shared_data() / SPLITWISE_CSV
     raw = pd.read_csv(csv)
     raw = raw[(raw["model"] == "llama2-70b") & raw["hardware"].isin(list(SPLITWISE_HARDWARE))]
@@ -126,6 +130,8 @@ def splitwise_frame(path: Path | None = None) -> pd.DataFrame:
             "prompt_tokens_per_s": 0.0,
             "generation_tokens_per_s": 0.0,
             "prefix_cache_hit_rate": 0.0,
+            "backlog_requests": batch - 1,
+            "backlog_prefill_tokens": (batch - 1) * raw["prompt_size"].astype("int64"),
             "input_tokens": raw["prompt_size"].astype("int64"),
             "uncached_tokens": raw["prompt_size"].astype("int64"),
             "output_tokens": raw["token_size"].astype("int64"),

@@ -1,10 +1,13 @@
 """The predictors' feature table, built vectorised from request rows.
 
 A row is one request on one replica: the replica's kind (accelerator, model, tp), its load at
-the request's arrival (vLLM's gauges and counter rates) and the request itself. Input columns
+the request's arrival (vLLM's gauges and counter rates), the router's own counters for that
+replica when it routed the request, and the request itself. Input columns
 (:data:`INPUT_COLUMNS`) are those of :func:`training.dataset.build_training_frame`; extra
-columns are ignored. A new accelerator is a new catalogue row, not a new model: the replica
-enters the models only through its datasheet numbers.
+columns are ignored. The router's counters (:data:`ROUTER_COLUMNS`) may be absent: they are
+then 0, which is what the telemetry schema records when the router did not say. A new
+accelerator is a new catalogue row, not a new model: the replica enters the models only
+through its datasheet numbers.
 
 ==============================  =======================================================  =====
 feature                         meaning                                                  unit
@@ -27,12 +30,14 @@ prompt_tokens_per_s             rate of vllm:prompt_tokens_total (cached include
 generation_tokens_per_s         rate of vllm:generation_tokens_total                     tok/s
 prefix_cache_hit_rate           prefix-cache hit tokens / prompt tokens, same interval   0..1
 uncached_prompt_tokens_per_s    prompt_tokens_per_s × (1 − prefix_cache_hit_rate)        tok/s
+backlog_requests                router's requests in flight on the replica at routing    count
+backlog_prefill_tokens          their prompt tokens still without a first token          tokens
 input_tokens                    the request's prompt length                              tokens
 uncached_tokens                 prompt tokens not served from the prefix cache           tokens
 output_tokens                   expected output length (the actual one in training)      tokens
 ttft_prior_log_s                ln of the roofline prior's TTFT                          ln s
 ttft_prefill_prior_log_s        ln of its own-prefill part                               ln s
-ttft_queue_prior_s              its queue part (0 when nothing waits)                    s
+ttft_queue_prior_s              its queue part (0 when nothing waits or is backlogged)   s
 tpot_prior_log_s                ln of the roofline prior's TPOT                          ln s
 decode_step_prior_log_s         ln of its decode iteration (batch running + 1)           ln s
 prefill_share_prior             its ρ: others' prefill share of iteration time           0..0.9
@@ -73,8 +78,11 @@ LOAD_COLUMNS = (
     "generation_tokens_per_s",
     "prefix_cache_hit_rate",
 )
+ROUTER_COLUMNS = ("backlog_requests", "backlog_prefill_tokens")
 REQUEST_COLUMNS = ("input_tokens", "uncached_tokens", "output_tokens")
-INPUT_COLUMNS = KIND_COLUMNS + LOAD_COLUMNS + REQUEST_COLUMNS
+INPUT_COLUMNS = KIND_COLUMNS + LOAD_COLUMNS + ROUTER_COLUMNS + REQUEST_COLUMNS
+# input columns a row must carry; the router's counters default to 0 (unknown)
+REQUIRED_COLUMNS = KIND_COLUMNS + LOAD_COLUMNS + REQUEST_COLUMNS
 # columns that are shares and must lie in [0, 1]
 _SHARE_COLUMNS = ("kv_cache_usage_perc", "prefix_cache_hit_rate")
 
@@ -92,6 +100,7 @@ REPLICA_FEATURES = (
     "kv_capacity_ktokens",
 )
 LOAD_FEATURES = (*LOAD_COLUMNS, "uncached_prompt_tokens_per_s")
+ROUTER_FEATURES = ROUTER_COLUMNS
 REQUEST_FEATURES = REQUEST_COLUMNS
 PRIOR_FEATURES = (
     "ttft_prior_log_s",
@@ -101,7 +110,9 @@ PRIOR_FEATURES = (
     "decode_step_prior_log_s",
     "prefill_share_prior",
 )
-FEATURES: tuple[str, ...] = REPLICA_FEATURES + LOAD_FEATURES + REQUEST_FEATURES + PRIOR_FEATURES
+FEATURES: tuple[str, ...] = (
+    REPLICA_FEATURES + LOAD_FEATURES + ROUTER_FEATURES + REQUEST_FEATURES + PRIOR_FEATURES
+)
 FEATURE_INDEX: dict[str, int] = {name: i for i, name in enumerate(FEATURES)}
 
 
@@ -134,13 +145,13 @@ def _require_columns(frame: pd.DataFrame, source: str) -> None:
             source=source,
             expected="a pandas DataFrame",
         )
-    missing = [c for c in INPUT_COLUMNS if c not in frame.columns]
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(
             f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
             source=source,
             field=missing[0],
-            expected="columns " + ", ".join(INPUT_COLUMNS),
+            expected="columns " + ", ".join(REQUIRED_COLUMNS),
         )
 
 
@@ -248,11 +259,23 @@ def resolve_kinds(
     return tuple(kinds), index.astype(np.int64).reshape(-1)
 
 
-def parse_rows(frame: pd.DataFrame, *, source: str = "frame") -> tuple[PriorInputs, FloatArray]:
-    """Validated inputs of the prior and the generation-token rate (not a prior input)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowInputs:
+    """Validated rows: the prior's inputs and the two numbers the prior does not read."""
+
+    prior: PriorInputs
+    generation_tokens_per_s: FloatArray
+    backlog_requests: FloatArray
+
+
+def parse_rows(frame: pd.DataFrame, *, source: str = "frame") -> RowInputs:
+    """Validated inputs of the prior plus the generation-token rate and the router's backlog
+    request count (not prior inputs)."""
     _require_columns(frame, source)
     kinds, index = resolve_kinds(frame, source=source)
     num = {c: _numbers(frame, c, source) for c in LOAD_COLUMNS + REQUEST_COLUMNS}
+    for c in ROUTER_COLUMNS:
+        num[c] = _numbers(frame, c, source) if c in frame.columns else np.zeros(len(frame))
     over = num["uncached_tokens"] > num["input_tokens"]
     if over.any():
         raise InputError(
@@ -272,8 +295,13 @@ def parse_rows(frame: pd.DataFrame, *, source: str = "frame") -> tuple[PriorInpu
         kv_usage=num["kv_cache_usage_perc"],
         prompt_tokens_per_s=num["prompt_tokens_per_s"],
         prefix_cache_hit_rate=num["prefix_cache_hit_rate"],
+        backlog_prefill_tokens=num["backlog_prefill_tokens"],
     )
-    return inputs, num["generation_tokens_per_s"]
+    return RowInputs(
+        prior=inputs,
+        generation_tokens_per_s=num["generation_tokens_per_s"],
+        backlog_requests=num["backlog_requests"],
+    )
 
 
 def _replica_columns(kinds: tuple[ReplicaKind, ...]) -> FloatArray:
@@ -301,7 +329,8 @@ def _replica_columns(kinds: tuple[ReplicaKind, ...]) -> FloatArray:
 
 def feature_matrix(frame: pd.DataFrame, *, source: str = "frame") -> FeatureMatrix:
     """Features of every row (see the module table) plus the prior they include."""
-    inputs, generation = parse_rows(frame, source=source)
+    rows = parse_rows(frame, source=source)
+    inputs, generation = rows.prior, rows.generation_tokens_per_s
     prior = prior_latency(inputs)
     n = len(inputs.kind_index)
     values = np.empty((n, len(FEATURES)), dtype=np.float64)
@@ -316,6 +345,8 @@ def feature_matrix(frame: pd.DataFrame, *, source: str = "frame") -> FeatureMatr
         generation,
         inputs.prefix_cache_hit_rate,
         inputs.prompt_tokens_per_s * (1.0 - inputs.prefix_cache_hit_rate),
+        rows.backlog_requests,
+        inputs.backlog_prefill_tokens,
         inputs.input_tokens,
         inputs.uncached_tokens,
         inputs.output_tokens,

@@ -24,8 +24,11 @@ faster than the latency.
 
 Monotone constraints (+1) hold where physics demands them: every load feature (running,
 waiting, KV use, token rates) and the prior features in both targets, the prompt's input and
-uncached tokens for TTFT, input tokens for TPOT (longer context, slower attention), and the
-expected output tokens in both (it keeps capacity at SLO non-increasing in request size). Since
+uncached tokens for TTFT, input tokens for TPOT (longer context, slower attention), the
+expected output tokens in both (it keeps capacity at SLO non-increasing in request size), and
+the router's counters in both: more prompt tokens ahead means a later first token, and more
+requests in flight or prefill still to interleave means a larger or more often stretched decode
+iteration. Since
 the prior is itself non-decreasing in those inputs, so is every predicted quantile.
 
 Training is deterministic (fixed seed, ``deterministic=True``, one thread) and time-ordered:
@@ -51,6 +54,7 @@ from models.features import (
     FEATURES,
     LOAD_FEATURES,
     PRIOR_FEATURES,
+    ROUTER_FEATURES,
     FeatureMatrix,
 )
 from models.roofline_prior import FloatArray
@@ -94,7 +98,7 @@ class QuantileConfig:
 def monotone_constraints(target: Target) -> list[int]:
     """+1 per feature where latency must not fall as it rises, 0 elsewhere (FEATURES order)."""
     increasing = {f for f in LOAD_FEATURES if f not in _UNCONSTRAINED_LOAD}
-    increasing |= set(PRIOR_FEATURES) | set(_INCREASING_REQUEST[target])
+    increasing |= set(ROUTER_FEATURES) | set(PRIOR_FEATURES) | set(_INCREASING_REQUEST[target])
     return [1 if f in increasing else 0 for f in FEATURES]
 
 

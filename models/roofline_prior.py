@@ -19,9 +19,13 @@ the replica's KV capacity), ``overhead`` the framework's per-iteration time.
   larger of its total compute time (``u·c + u²/2`` query-key pairs) and its total memory time
   (queries once; per chunk the cached prefix plus on average half the prompt: ``n·c +
   u·(n+1)/2`` context tokens — an upper bound that keeps the prior monotone in ``d``);
-- queue = the waiting requests' prefill ahead of it: ``w · Q / b`` full iterations of
-  ``overhead + linear(b + d) + decode attention(d, K)``, with ``Q`` =
-  :data:`QUEUED_PROMPT_TOKENS` (telemetry does not say how long the waiting prompts are).
+- queue = the prefill ahead of it: ``P / b`` full iterations of ``overhead + linear(b + d) +
+  decode attention(d, K)``. ``P`` is the larger of two estimates of the uncached prompt tokens
+  still to prefill before this one: the router's own counter ``B`` (prompt tokens of the
+  requests it sent there that have no first token yet, ``backlog_prefill_tokens``) × ``(1 −
+  prefix-cache hit rate)``, and, from the gauges alone, ``w · Q`` with ``Q`` =
+  :data:`QUEUED_PROMPT_TOKENS` (the gauges do not say how long the waiting prompts are). The
+  larger one, because ``B = 0`` also means "the router did not say".
 
 **TPOT** = a decode iteration at batch ``n = d + 1`` over the summed context ``K + input +
 output/2`` (the request's own context half-way through its output), stretched by the other
@@ -29,7 +33,8 @@ requests' prefill work sharing the iterations: ``/ (1 − ρ)`` with ``ρ`` = un
 tokens per second × the time per prefill token (``linear(C) / C``), capped at :data:`RHO_MAX`.
 
 Both are non-decreasing in input and uncached tokens and in every load input (running,
-waiting, KV use, prompt rate), and finite for any valid input.
+waiting, KV use, prompt rate, the router's backlog prefill tokens), and finite for any valid
+input (TTFT is non-increasing in the hit rate, which only scales the backlog).
 """
 
 from __future__ import annotations
@@ -151,6 +156,7 @@ class PriorInputs:
     kv_usage: FloatArray  # 0..1
     prompt_tokens_per_s: FloatArray
     prefix_cache_hit_rate: FloatArray  # 0..1
+    backlog_prefill_tokens: FloatArray  # router's counter: prompt tokens ahead, 0 when unknown
 
     def take(self, rows: IntArray) -> PriorInputs:
         """The requests ``rows`` (same kinds)."""
@@ -165,6 +171,7 @@ class PriorInputs:
             kv_usage=self.kv_usage[rows],
             prompt_tokens_per_s=self.prompt_tokens_per_s[rows],
             prefix_cache_hit_rate=self.prefix_cache_hit_rate[rows],
+            backlog_prefill_tokens=self.backlog_prefill_tokens[rows],
         )
 
 
@@ -255,7 +262,9 @@ def prior_latency(x: PriorInputs) -> PriorLatency:
         + last_iter
         + np.maximum(attn_compute, attn_memory)
     )
-    queue = x.waiting * QUEUED_PROMPT_TOKENS / budget * (k["overhead_s"] + full_iter + decode_attn)
+    backlog = x.backlog_prefill_tokens * (1.0 - np.clip(x.prefix_cache_hit_rate, 0.0, 1.0))
+    ahead = np.maximum(x.waiting * QUEUED_PROMPT_TOKENS, backlog)
+    queue = ahead / budget * (k["overhead_s"] + full_iter + decode_attn)
 
     n_dec = d + 1.0
     dec_context = context + x.input_tokens + x.output_tokens / 2.0

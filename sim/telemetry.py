@@ -144,6 +144,10 @@ def requests_frame(requests: Sequence[Request], fleet: Fleet, start_us: int) -> 
         "tp": pa.array([s.tp if s else None for s in specs], pa.int32()),
         "tenant": pa.array([r.tenant for r in requests], pa.string()),
         "request_class": pa.array([r.request_class for r in requests], pa.string()),
+        "backlog_requests": pa.array([r.backlog_requests for r in requests], pa.int64()),
+        "backlog_prefill_tokens": pa.array(
+            [r.backlog_prefill_tokens for r in requests], pa.int64()
+        ),
         "error": pa.array(
             [r.error or (UNFINISHED if r.finish_s < 0 else "") for r in requests], pa.string()
         ),

@@ -35,4 +35,9 @@ def test_splitwise_rows_are_idle_llama2_70b_replicas_in_seconds() -> None:
     assert set(frame["accelerator"]) == {"A100-80G", "H100-SXM"}
     assert (frame["num_requests_waiting"] == 0).all()
     assert (frame["uncached_tokens"] == frame["input_tokens"]).all()
+    # the batch's other prompts are the router's backlog; a lone prompt has none
+    others = frame["num_requests_running"] - 1
+    assert (frame["backlog_requests"] == others).all()
+    assert (frame["backlog_prefill_tokens"] == others * frame["input_tokens"]).all()
+    assert (frame.loc[frame["num_requests_running"] == 1, "backlog_prefill_tokens"] == 0).all()
     assert frame["tpot_s"].between(0.005, 1.0).all()  # token_time was in ms

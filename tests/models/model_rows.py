@@ -17,6 +17,8 @@ def request_rows(n: int = 1, **overrides: object) -> pd.DataFrame:
         "prompt_tokens_per_s": 4000.0,
         "generation_tokens_per_s": 600.0,
         "prefix_cache_hit_rate": 0.3,
+        "backlog_requests": 8,
+        "backlog_prefill_tokens": 0,
         "input_tokens": 1500,
         "uncached_tokens": 1000,
         "output_tokens": 200,

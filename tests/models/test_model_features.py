@@ -66,6 +66,16 @@ def test_extra_columns_are_ignored_and_empty_frames_give_empty_features() -> Non
     assert build_features(request_rows().iloc[:0]).shape == (0, len(FEATURES))
 
 
+def test_router_counters_are_features_and_default_to_zero_when_absent() -> None:
+    given = features_frame(request_rows(backlog_requests=5, backlog_prefill_tokens=7000)).iloc[0]
+    assert given["backlog_requests"] == 5 and given["backlog_prefill_tokens"] == 7000
+    absent = request_rows().drop(columns=["backlog_requests", "backlog_prefill_tokens"])
+    row = features_frame(absent).iloc[0]
+    assert row["backlog_requests"] == 0 and row["backlog_prefill_tokens"] == 0
+    zero = features_frame(request_rows(backlog_requests=0, backlog_prefill_tokens=0)).iloc[0]
+    pd.testing.assert_series_equal(row, zero)
+
+
 def test_missing_columns_are_all_named() -> None:
     rows = request_rows().drop(columns=["kv_cache_usage_perc", "output_tokens"])
     with pytest.raises(InputError, match="kv_cache_usage_perc, output_tokens"):
@@ -90,6 +100,7 @@ def test_unknown_model_names_it_and_counts_rows() -> None:
     [
         ("num_requests_running", -1),
         ("kv_cache_usage_perc", 1.5),
+        ("backlog_prefill_tokens", -5),
         ("prefix_cache_hit_rate", np.nan),
         ("input_tokens", "many"),
         ("tp", 0),

@@ -22,6 +22,8 @@ LOAD_SWEEPS = {
     "kv_cache_usage_perc": np.linspace(0.0, 1.0, 101),
     "prompt_tokens_per_s": np.linspace(0.0, 60_000.0, 101),
     "generation_tokens_per_s": np.linspace(0.0, 6_000.0, 101),
+    "backlog_requests": np.arange(0, 300, 3),
+    "backlog_prefill_tokens": np.arange(0, 202_000, 2_000),
 }
 
 
@@ -32,6 +34,8 @@ def test_constraints_cover_load_prior_and_prompt_features() -> None:
         assert ttft[name] == 1 and tpot[name] == 1
     assert ttft["uncached_tokens"] == 1 and tpot["uncached_tokens"] == 0
     assert ttft["prefix_cache_hit_rate"] == 0 and ttft["gpu_dense_tflops"] == 0
+    for name in ("backlog_requests", "backlog_prefill_tokens"):
+        assert ttft[name] == 1 and tpot[name] == 1
 
 
 @pytest.mark.parametrize("column", sorted(LOAD_SWEEPS))
@@ -54,6 +58,19 @@ def test_ttft_never_falls_as_the_prompt_grows(predictor: LatencyPredictor) -> No
     predicted = predictor.predict(rows)
     assert np.all(np.diff(predicted["ttft_p50"].to_numpy()) >= 0)
     assert np.all(np.diff(predicted["ttft_p95"].to_numpy()) >= 0)
+
+
+def test_ttft_never_falls_as_the_routers_prefill_backlog_grows(
+    predictor: LatencyPredictor,
+) -> None:
+    backlog = np.arange(0, 400_000, 1_000)
+    rows = request_rows(len(backlog), backlog_requests=16)
+    rows["backlog_prefill_tokens"] = backlog
+    predicted = predictor.predict(rows)
+    for name in ("ttft_p50", "ttft_p95"):
+        ttft = predicted[name].to_numpy()
+        assert np.all(np.diff(ttft) >= 0), name
+        assert ttft[-1] > ttft[0], name  # the model does use it
 
 
 def test_p95_is_never_below_p50(

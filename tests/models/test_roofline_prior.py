@@ -16,6 +16,7 @@ SWEEPS = {
     "num_requests_waiting": np.arange(0, 300, 3),
     "kv_cache_usage_perc": np.linspace(0.0, 1.0, 41),
     "prompt_tokens_per_s": np.linspace(0.0, 2e5, 41),
+    "backlog_prefill_tokens": np.arange(0, 400_000, 5_000),
 }
 
 
@@ -84,17 +85,30 @@ def test_queue_term_counts_waiting_requests_and_prefill_share_stretches_tpot() -
     assert busy.tpot_s[1] == pytest.approx(busy.decode_step_s[1] / (1 - busy.prefill_share[1]))
 
 
+def test_queue_term_is_the_larger_of_the_routers_backlog_and_the_waiting_guess() -> None:
+    # no prefix hits: 8192 backlog tokens are 4 full 2048-token iterations (8 running -> 2040)
+    rows = request_rows(3, prefix_cache_hit_rate=0.0, num_requests_waiting=2)
+    rows["backlog_prefill_tokens"] = [0, 1000, 8192]
+    prior = feature_matrix(rows).prior
+    # 0 and 1000 backlog tokens are below the gauges' guess of 2 × 1024 waiting tokens
+    assert prior.queue_s[0] == prior.queue_s[1] > 0
+    assert prior.queue_s[2] == pytest.approx(prior.queue_s[0] * 8192 / 2048)
+    # a prefix-cache hit rate scales the backlog down to its uncached part
+    half = feature_matrix(rows.assign(prefix_cache_hit_rate=0.5)).prior
+    assert half.queue_s[2] == pytest.approx(prior.queue_s[2] / 2, rel=1e-6)
+
+
 def test_generation_rate_prior_is_zero_idle_and_grows_with_the_batch() -> None:
     running = np.array([0, 1, 8, 64, 256])
     rows = request_rows(len(running), prompt_tokens_per_s=0.0)
     rows["num_requests_running"] = running
-    rate = prior_generation_rate(parse_rows(rows)[0])
+    rate = prior_generation_rate(parse_rows(rows).prior)
     assert rate[0] == 0
     assert np.all(np.diff(rate) > 0)
 
 
 def test_prior_latency_works_on_parsed_rows_directly() -> None:
-    inputs, _ = parse_rows(request_rows(4))
+    inputs = parse_rows(request_rows(4)).prior
     prior = prior_latency(inputs)
     assert prior.ttft_s.shape == (4,)
     taken = prior.take(np.array([1, 3]))

@@ -53,6 +53,11 @@ def test_one_valid_row_per_request_with_latencies_from_the_outcome(run):
         assert row["replica"] == result.fleet.replicas[r.replica].id
         assert row["accelerator"] == "H100-SXM" and row["model"] == "llama-3-8b"
         assert row["cached_tokens"] == r.cached_tokens and row["error"] == ""
+        assert row["backlog_requests"] == r.backlog_requests
+        assert row["backlog_prefill_tokens"] == r.backlog_prefill_tokens
+    # at 30 req/s the router sees requests already in flight on some replica
+    assert (requests["backlog_requests"] > 0).any()
+    assert (requests["backlog_prefill_tokens"] >= 0).all()
     # the day partitions the store makes are real
     assert requests["arrival_time"].dt.date.nunique() == 2
 

@@ -32,6 +32,8 @@ REQUEST_DEFAULTS = {
     "tp": 1,
     "tenant": "t1",
     "request_class": "interactive",
+    "backlog_requests": 2,
+    "backlog_prefill_tokens": 1500,
     "error": "",
 }
 

@@ -40,7 +40,14 @@ def test_each_request_gets_its_replicas_latest_earlier_sample(
 ):
     requests = requests_frame(
         [
-            request_rows(1, 1.5, input_tokens=800, cached_tokens=300),
+            request_rows(
+                1,
+                1.5,
+                input_tokens=800,
+                cached_tokens=300,
+                backlog_requests=4,
+                backlog_prefill_tokens=2600,
+            ),
             request_rows(2, 0.7, replica="b", accelerator="A100-80G"),
         ]
     )
@@ -57,6 +64,9 @@ def test_each_request_gets_its_replicas_latest_earlier_sample(
     assert on_a["prefix_cache_hit_rate"] == pytest.approx(0.4)
     assert on_a["sample_age_s"] == pytest.approx(0.5)
     assert on_a["uncached_tokens"] == 500
+    # the router's own counters travel with the request, untouched by the join
+    assert on_a["backlog_requests"] == 4
+    assert on_a["backlog_prefill_tokens"] == 2600
     on_b = frame.set_index("request_id").loc[2]
     assert on_b["num_requests_running"] == 7  # b's own sample, not a's later one
 

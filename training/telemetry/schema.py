@@ -23,6 +23,8 @@ One row per request, whatever its outcome.
 | tp | int32 | yes | GPUs | the replica's tensor-parallel degree |
 | tenant | string | no |  | who sent it |
 | request_class | string | no |  | its class of service (interactive, batch, …) |
+| backlog_requests | int64 | no | requests | router-side counter at routing time: requests the router had in flight on the chosen replica; 0 when unknown |
+| backlog_prefill_tokens | int64 | no | tokens | router-side counter at routing time: prompt tokens of those in-flight requests still without a first token; 0 when unknown |
 | error | string | no |  | why it failed ("unfinished", "refused: …", "lost: …"); "" when served |
 | ttft_s | float64 | yes | s | time to first token: first_token_time − arrival_time |
 | tpot_s | float64 | yes | s | time per output token after the first: (finish − first token) / (output_tokens − 1); null when output_tokens ≤ 1 |
@@ -124,6 +126,22 @@ REQUEST_COLUMNS: tuple[Column, ...] = (
     Column("tp", pa.int32(), True, "GPUs", "the replica's tensor-parallel degree"),
     Column("tenant", pa.string(), False, "", "who sent it"),
     Column("request_class", pa.string(), False, "", "its class of service (interactive, batch, …)"),
+    Column(
+        "backlog_requests",
+        pa.int64(),
+        False,
+        "requests",
+        "router-side counter at routing time: requests the router had in flight on the chosen"
+        " replica; 0 when unknown",
+    ),
+    Column(
+        "backlog_prefill_tokens",
+        pa.int64(),
+        False,
+        "tokens",
+        "router-side counter at routing time: prompt tokens of those in-flight requests still"
+        " without a first token; 0 when unknown",
+    ),
     Column(
         "error",
         pa.string(),

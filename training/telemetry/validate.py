@@ -26,6 +26,7 @@ from training.telemetry.schema import (
 )
 
 REQUEST_TOKEN_COLUMNS = ("input_tokens", "cached_tokens", "output_tokens")
+REQUEST_BACKLOG_COLUMNS = ("backlog_requests", "backlog_prefill_tokens")
 REQUEST_LATENCY_COLUMNS = ("ttft_s", "tpot_s", "e2e_s")
 SAMPLE_COUNT_COLUMNS = (
     "num_requests_running",
@@ -169,14 +170,15 @@ def _raise(problems: list[Problem], table: str) -> None:
 
 def validate_requests(frame: pd.DataFrame) -> None:
     """Refuse a per-request frame that breaks the ``requests`` schema or its rules: missing
-    columns, wrong dtypes, nulls in required columns, negative token counts or latencies,
-    cached > input tokens, a first token before arrival or a finish before the first token, a
-    served request (``error == ""``) without its times or replica details, unknown accelerators.
+    columns, wrong dtypes, nulls in required columns, negative token counts, router backlog
+    counters or latencies, cached > input tokens, a first token before arrival or a finish
+    before the first token, a served request (``error == ""``) without its times or replica
+    details, unknown accelerators.
     Request ids may repeat (they are unique within one producer's run only). Raises
     InputError naming every column and row count."""
     problems = _structure(frame, REQUEST_COLUMNS, REQUESTS)
     rules = _Rules(frame, problems)
-    rules.not_negative(REQUEST_TOKEN_COLUMNS + REQUEST_LATENCY_COLUMNS)
+    rules.not_negative(REQUEST_TOKEN_COLUMNS + REQUEST_BACKLOG_COLUMNS + REQUEST_LATENCY_COLUMNS)
     rules.rule(
         ("cached_tokens", "input_tokens"),
         lambda f: f["cached_tokens"] > f["input_tokens"],

@@ -23,6 +23,8 @@ def test_request_columns_are_the_agreed_names_and_types():
         "tp",
         "tenant",
         "request_class",
+        "backlog_requests",
+        "backlog_prefill_tokens",
         "error",
         "ttft_s",
         "tpot_s",
@@ -32,6 +34,8 @@ def test_request_columns_are_the_agreed_names_and_types():
     assert not s.field("arrival_time").nullable
     assert s.field("first_token_time").nullable and s.field("tpot_s").nullable
     assert s.field("tp").type == pa.int32()
+    for name in ("backlog_requests", "backlog_prefill_tokens"):
+        assert s.field(name).type == pa.int64() and not s.field(name).nullable
 
 
 def test_sample_columns_mirror_vllm_metric_names():

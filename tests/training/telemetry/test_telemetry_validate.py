@@ -42,6 +42,16 @@ def test_negative_latencies_name_the_column_and_the_row_count(requests):
     assert "column 'ttft_s': 2 of 5 rows are negative (first: row 1)" in str(err.value)
 
 
+def test_negative_router_backlog_counters_are_refused(requests):
+    requests.loc[2, "backlog_requests"] = -1
+    requests.loc[[0, 4], "backlog_prefill_tokens"] = -100
+    with pytest.raises(InputError) as err:
+        validate_requests(requests)
+    text = str(err.value)
+    assert "column 'backlog_requests': 1 of 5 rows are negative (first: row 2)" in text
+    assert "column 'backlog_prefill_tokens': 2 of 5 rows are negative (first: row 0)" in text
+
+
 def test_unknown_accelerators_are_named_with_a_hint_for_aliases(requests):
     requests.loc[0, "accelerator"] = "TPU-v9"
     requests.loc[[2, 4], "accelerator"] = "h100"
