@@ -122,22 +122,30 @@ def pinball_objective(
     return gradients
 
 
-def _params(config: QuantileConfig, target: Target, alpha: float) -> dict[str, Any]:
+def booster_params(config: QuantileConfig, monotone: list[int]) -> dict[str, Any]:
+    """The LightGBM settings every booster here shares: size, regularisation, monotonicity,
+    determinism. Callers add the objective."""
     return {
-        "objective": pinball_objective(alpha),
-        "metric": "quantile",
-        "alpha": alpha,
         "learning_rate": config.learning_rate,
         "num_leaves": config.num_leaves,
         "min_data_in_leaf": config.min_data_in_leaf,
         "lambda_l2": config.lambda_l2,
-        "monotone_constraints": monotone_constraints(target),
+        "monotone_constraints": monotone,
         "monotone_constraints_method": "intermediate",
         "seed": config.seed,
         "deterministic": True,
         "force_row_wise": True,
         "num_threads": config.num_threads,
         "verbose": -1,
+    }
+
+
+def _params(config: QuantileConfig, target: Target, alpha: float) -> dict[str, Any]:
+    return {
+        "objective": pinball_objective(alpha),
+        "metric": "quantile",
+        "alpha": alpha,
+        **booster_params(config, monotone_constraints(target)),
     }
 
 

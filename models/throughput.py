@@ -20,7 +20,7 @@ import lightgbm as lgb
 import numpy as np
 
 from models.features import REPLICA_FEATURES, FeatureMatrix
-from models.quantile import QuantileConfig, TimeSplit
+from models.quantile import QuantileConfig, TimeSplit, booster_params
 from models.roofline_prior import FloatArray, prior_generation_rate
 
 _LOAD = (
@@ -44,20 +44,8 @@ def throughput_features(features: FeatureMatrix) -> FloatArray:
 
 
 def _params(config: QuantileConfig) -> dict[str, Any]:
-    return {
-        "objective": "regression",
-        "learning_rate": config.learning_rate,
-        "num_leaves": config.num_leaves,
-        "min_data_in_leaf": config.min_data_in_leaf,
-        "lambda_l2": config.lambda_l2,
-        "monotone_constraints": [1 if f in _INCREASING else 0 for f in THROUGHPUT_FEATURES],
-        "monotone_constraints_method": "intermediate",
-        "seed": config.seed,
-        "deterministic": True,
-        "force_row_wise": True,
-        "num_threads": config.num_threads,
-        "verbose": -1,
-    }
+    monotone = [1 if f in _INCREASING else 0 for f in THROUGHPUT_FEATURES]
+    return {"objective": "regression", **booster_params(config, monotone)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
