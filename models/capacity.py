@@ -158,12 +158,21 @@ def sequence_slots(kind: ReplicaKind, mix: MixArrays) -> FloatArray:
 
 
 def steady_state_rows(
-    kind: ReplicaKind, mix: MixArrays, rate: FloatArray, e2e: FloatArray
+    kind: ReplicaKind,
+    mix: MixArrays,
+    rate: FloatArray,
+    e2e: FloatArray,
+    ttft: FloatArray | None = None,
 ) -> pd.DataFrame:
-    """Prediction rows of the steady state at ``rate`` req/s with end-to-end time ``e2e``."""
+    """Prediction rows of the steady state at ``rate`` req/s with end-to-end time ``e2e``.
+
+    The router's backlog follows from Little's law too: ``λ·E`` requests in flight, of which
+    ``λ·TTFT`` still wait for their first token, each with its uncached prompt to prefill.
+    """
     roof = kind_roofline(kind)
     n = len(rate)
     running = rate * e2e
+    in_prefill = rate * (ttft if ttft is not None else np.zeros(n))
     kv = (running * mix.kv_per_sequence + mix.mean_input * mix.cached_share) / (
         roof.kv_capacity_tokens
     )
@@ -181,6 +190,8 @@ def steady_state_rows(
             "input_tokens": mix.mean_input,
             "uncached_tokens": np.minimum(mix.uncached, mix.mean_input),
             "output_tokens": mix.output,
+            "backlog_requests": np.rint(running).astype(np.int64),
+            "backlog_prefill_tokens": np.rint(in_prefill * mix.uncached).astype(np.int64),
         }
     )
 
@@ -217,11 +228,10 @@ def steady_state(
     steady state of a lower rate — or from the zero-load ``E``.
     """
     slots = sequence_slots(kind, mix)
-    if start_e2e is None:
-        zero = np.zeros_like(rate)
-        e2e = _e2e(model.predict(steady_state_rows(kind, mix, zero, zero)), mix)
-    else:
-        e2e = start_e2e.copy()
+    zero = np.zeros_like(rate)
+    idle = model.predict(steady_state_rows(kind, mix, zero, zero))
+    ttft = idle["ttft_p50"].to_numpy(dtype=np.float64).copy()
+    e2e = _e2e(idle, mix) if start_e2e is None else start_e2e.copy()
     active = rate > 0
     for _ in range(FIXED_POINT_ITERATIONS):
         active &= rate * e2e <= slots
@@ -233,12 +243,13 @@ def steady_state(
             cached_share=mix.cached_share[rows],
             output=mix.output[rows],
         )
-        step = model.predict(steady_state_rows(kind, sub, rate[rows], e2e[rows]))
+        step = model.predict(steady_state_rows(kind, sub, rate[rows], e2e[rows], ttft[rows]))
+        ttft[rows] = np.maximum(step["ttft_p50"].to_numpy(dtype=np.float64), ttft[rows])
         new = _e2e(step, sub)
         moved = np.abs(new - e2e[rows]) > FIXED_POINT_TOLERANCE * e2e[rows]
         e2e[rows] = np.maximum(new, e2e[rows])
         active[rows[~moved]] = False
-    predicted = model.predict(steady_state_rows(kind, mix, rate, e2e))
+    predicted = model.predict(steady_state_rows(kind, mix, rate, e2e, ttft))
     running = rate * e2e
     return SteadyState(
         rate=rate,

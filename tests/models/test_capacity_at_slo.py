@@ -14,6 +14,7 @@ from models.capacity import (
     replica_kind,
     sequence_slots,
     steady_state,
+    steady_state_rows,
 )
 from models.predictor import LatencyPredictor, RooflineBaseline
 from placement.errors import InputError, UnknownAccelerator
@@ -152,3 +153,12 @@ def test_bad_inputs_are_refused() -> None:
     with pytest.raises(InputError, match="ratio"):
         GeometricAxis(1.0, 1.0, 3)
     assert isinstance(RooflineBaseline(), RooflineBaseline)
+
+
+def test_steady_state_backlog_follows_littles_law() -> None:
+    mix = MixArrays(
+        mean_input=np.array([2000.0]), cached_share=np.array([0.25]), output=np.array([100.0])
+    )
+    rows = steady_state_rows(H100, mix, np.array([4.0]), np.array([5.0]), np.array([0.5]))
+    assert rows["backlog_requests"].iloc[0] == 20  # 4 req/s × 5 s in flight
+    assert rows["backlog_prefill_tokens"].iloc[0] == 3000  # 4 × 0.5 s × 1500 uncached tokens
