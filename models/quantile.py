@@ -140,6 +140,25 @@ def booster_params(config: QuantileConfig, monotone: list[int]) -> dict[str, Any
     }
 
 
+def train_booster(
+    params: dict[str, Any], train: lgb.Dataset, stop: lgb.Dataset, config: QuantileConfig
+) -> lgb.Booster:
+    """Boost until the time-ordered ``stop`` tail stops improving; keep only the best rounds."""
+    booster = lgb.train(
+        params,
+        train,
+        num_boost_round=config.max_rounds,
+        valid_sets=[stop],
+        valid_names=["stop"],
+        callbacks=[lgb.early_stopping(config.early_stopping_rounds, verbose=False)],
+    )
+    if booster.best_iteration > 0:
+        booster = lgb.Booster(
+            model_str=booster.model_to_string(num_iteration=booster.best_iteration)
+        )
+    return booster
+
+
 def _params(config: QuantileConfig, target: Target, alpha: float) -> dict[str, Any]:
     return {
         "objective": pinball_objective(alpha),
@@ -267,18 +286,7 @@ def fit_quantile_model(
     stop = lgb.Dataset(
         x[split.stop], y[split.stop], init_score=np.full(len(split.stop), base), reference=train
     )
-    booster = lgb.train(
-        _params(config, target, alpha),
-        train,
-        num_boost_round=config.max_rounds,
-        valid_sets=[stop],
-        valid_names=["stop"],
-        callbacks=[lgb.early_stopping(config.early_stopping_rounds, verbose=False)],
-    )
-    if booster.best_iteration > 0:
-        booster = lgb.Booster(
-            model_str=booster.model_to_string(num_iteration=booster.best_iteration)
-        )
+    booster = train_booster(_params(config, target, alpha), train, stop, config)
     model = QuantileModel(
         target=target, alpha=alpha, mode=config.mode, booster=booster, base=base, offset=0.0
     )

@@ -20,7 +20,7 @@ import lightgbm as lgb
 import numpy as np
 
 from models.features import REPLICA_FEATURES, FeatureMatrix
-from models.quantile import QuantileConfig, TimeSplit, booster_params
+from models.quantile import QuantileConfig, TimeSplit, booster_params, train_booster
 from models.roofline_prior import FloatArray, prior_generation_rate
 
 _LOAD = (
@@ -79,16 +79,4 @@ def fit_throughput_model(
     names = list(THROUGHPUT_FEATURES)
     train = lgb.Dataset(x[split.train], y[split.train], feature_name=names)
     stop = lgb.Dataset(x[split.stop], y[split.stop], reference=train)
-    booster = lgb.train(
-        _params(config),
-        train,
-        num_boost_round=config.max_rounds,
-        valid_sets=[stop],
-        valid_names=["stop"],
-        callbacks=[lgb.early_stopping(config.early_stopping_rounds, verbose=False)],
-    )
-    if booster.best_iteration > 0:
-        booster = lgb.Booster(
-            model_str=booster.model_to_string(num_iteration=booster.best_iteration)
-        )
-    return ThroughputModel(booster=booster)
+    return ThroughputModel(booster=train_booster(_params(config), train, stop, config))
