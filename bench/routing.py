@@ -14,7 +14,7 @@ from bench.report import print_table, write_json
 from placement.domain.fleet import Fleet, ReplicaSpec
 from placement.errors import InputError
 from placement.routing.policies import PEER_POLICIES, PolicyContext, make_policy
-from sim.capacity import fleet_capacity, rate_for_load
+from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.base import IterationCostModel
 from sim.costmodel.factory import cost_model_for_replica
 from sim.metrics import summarise
@@ -79,10 +79,11 @@ def run_one(
     policy: str,
     load: float,
     cost_model: Callable[[ReplicaSpec], IterationCostModel],
+    weights: list[float],
 ) -> dict[str, Any]:
-    rate = rate_for_load(load, bench.fleet, bench.workload, cost_model)
+    """One simulated run; ``weights`` are the replicas' nominal capacities (req/s)."""
+    rate = rate_multiplier(load, bench.workload, sum(weights))
     wl = bench.workload.scaled(rate)
-    weights = fleet_capacity(bench.fleet, bench.workload, cost_model)
     top = max(weights)
     ctx = PolicyContext(seed=bench.seed, block_tokens=bench.workload.block_tokens)
     sim = Simulator(
@@ -104,14 +105,15 @@ def run_routing_bench(
 ) -> dict[str, Any]:
     """Run every (policy, load); print the table; write JSON and the PNG when asked."""
     runs: list[dict[str, Any]] = []
+    weights = fleet_capacity(bench.fleet, bench.workload, cost_model_for_replica)
+    capacity = sum(weights)
     cases = [(p, load) for load in bench.loads for p in bench.policies]
     with Progress(transient=True) as progress:
         task = progress.add_task("simulating", total=len(cases))
         for policy, load in cases:
             progress.update(task, description=f"{policy} @ load {load}")
-            runs.append(run_one(bench, policy, load, cost_model_for_replica))
+            runs.append(run_one(bench, policy, load, cost_model_for_replica, weights))
             progress.advance(task)
-    capacity = sum(fleet_capacity(bench.fleet, bench.workload, cost_model_for_replica))
     payload: dict[str, Any] = {
         "workload": bench.workload.name,
         "fleet": bench.fleet.name,

@@ -61,6 +61,12 @@ def fleet_capacity(
     return out
 
 
+def rate_multiplier(load: float, workload: Workload, capacity_rps: float) -> float:
+    """The arrival-rate multiplier that makes ``workload`` offer ``load`` × ``capacity_rps``."""
+    native = len(workload.requests) / max(workload.duration_s, 1e-9)
+    return load * capacity_rps / native
+
+
 def rate_for_load(
     load: float,
     fleet: Fleet,
@@ -68,5 +74,4 @@ def rate_for_load(
     cost_model: Callable[[ReplicaSpec], IterationCostModel],
 ) -> float:
     """The arrival-rate multiplier that makes the workload offer ``load`` × nominal capacity."""
-    native = len(workload.requests) / max(workload.duration_s, 1e-9)
-    return load * sum(fleet_capacity(fleet, workload, cost_model)) / native
+    return rate_multiplier(load, workload, sum(fleet_capacity(fleet, workload, cost_model)))

@@ -72,7 +72,7 @@ def simulate_for_telemetry(
     ``progress(n)`` gets the number of arrivals handled, every 10,000."""
     # imported here: the cost models load scipy, which readers of telemetry_frames never need
     from placement.routing.policies import PolicyContext, make_policy
-    from sim.capacity import fleet_capacity, rate_for_load
+    from sim.capacity import fleet_capacity, rate_multiplier
     from sim.costmodel.factory import cost_model_for_replica
 
     if not load > 0:
@@ -82,8 +82,8 @@ def simulate_for_telemetry(
             f"sample interval {sample_interval_s} s", field="interval", expected="> 0 seconds"
         )
     cost_model = cost_model_for_replica
-    scaled = workload.scaled(rate_for_load(load, fleet, workload, cost_model))
     capacity = fleet_capacity(fleet, workload, cost_model)
+    scaled = workload.scaled(rate_multiplier(load, workload, sum(capacity)))
     top = max(capacity)
     simulator = Simulator(
         fleet,
