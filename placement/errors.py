@@ -63,3 +63,19 @@ class ScrapeFailed(PlacementError):
 class PredictorUnavailable(PlacementError):
     """No latency predictor can be loaded: none registered, no ``champion`` alias yet, or the
     tracking store cannot be reached."""
+
+
+class InfeasiblePlan(PlacementError):
+    """The solver instance cannot be satisfied as stated: guaranteed credits or SLOs that cannot
+    hold together. The message explains which, by how much, and what capacity would fix it;
+    nothing is silently relaxed."""
+
+    def __init__(self, message: str, *, explanation: list[str] | None = None) -> None:
+        self.explanation = list(explanation or [])
+        super().__init__(
+            message if not self.explanation else message + ": " + "; ".join(self.explanation)
+        )
+
+
+class PlanRejected(PlacementError):
+    """A plan failed validation (capacity, coverage, credits) and must not be published."""
