@@ -1,0 +1,84 @@
+"""The route path's contract: what a router asks, what it is told, and the state it reads.
+
+Shared by the route path (:mod:`serving.route`), the HTTP API (:mod:`serving.api`) and the
+simulator's ``placement`` policy, so each decides with the very same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from placement.errors import PlacementError
+from placement.plan import Plan
+
+
+class NoReplica(PlacementError):
+    """Nothing can serve the request (no healthy replica runs its model): HTTP 503."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteQuery:
+    """One request to place. ``block_hashes`` are the prompt's chained prefix block hashes
+    (:mod:`placement.prefix`), deepest last."""
+
+    tenant: str
+    model: str
+    request_class: str
+    block_hashes: tuple[int, ...]
+    input_tokens: int
+    max_output_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """Where a request goes and why. ``reason`` is ``plan`` or ``fallback:<why>``;
+    ``fallbacks`` are further replica ids in the order a proxy should try them."""
+
+    replica_id: str
+    address: str
+    reason: str
+    plan_version: int | None
+    predicted_ttft_s: float
+    fallbacks: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, kw_only=True)
+class ReplicaState:
+    """Live state of one registered replica. Written by single writers (the scraper, the
+    dispatch/outcome hooks) as plain attribute stores; read by the route path without locks."""
+
+    id: str
+    address: str
+    model: str
+    accelerator: str
+    tp: int
+    kv_capacity_tokens: int
+    healthy: bool = True
+    in_flight: int = 0  # the router's own count of requests dispatched and not completed
+    in_flight_prefill_tokens: int = 0  # prompt tokens dispatched and not yet past first token
+    # as of the last scrape of the replica's vLLM /metrics
+    num_requests_running: float = 0.0
+    num_requests_waiting: float = 0.0
+    kv_cache_usage_perc: float = 0.0
+    scraped_at: float = -1.0
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class RoutePath(Protocol):
+    """What the API and the simulator need from the route path."""
+
+    def install_plan(self, plan: Plan | None) -> None:
+        """Swap in a new plan (or none) atomically: one reference assignment."""
+
+    def decide(self, query: RouteQuery, now: float) -> Decision:
+        """Decide one request; raises :class:`NoReplica` when nothing can serve it."""
+
+    def on_dispatch(self, decision: Decision, query: RouteQuery, now: float) -> None:
+        """The request was sent to ``decision.replica_id``: count it in flight."""
+
+    def on_first_token(self, replica_id: str, query: RouteQuery, now: float) -> None:
+        """The request's first token arrived: its prompt is no longer waiting."""
+
+    def on_complete(self, replica_id: str, query: RouteQuery, now: float, *, ok: bool) -> None:
+        """The request finished (or failed): no longer in flight."""
