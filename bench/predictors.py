@@ -6,15 +6,19 @@ sides, and no held-out request is older than a training one of the same run). Sp
 
 * ``heldout`` — the pooled later 30%: TTFT/TPOT p50 MAPE (quantile 0.5), p95 coverage
   (quantile 0.95), throughput MAPE (generation tokens/s of busy replicas);
-* ``splitwise`` — Llama-2-70B TP2/4/8 on A100/H100 (``profiles/splitwise/perf_model.csv``):
-  an idle replica (running = batch, waiting = 0, uncached = prompt) predicts TTFT p50 vs
-  ``prompt_time`` and TPOT p50 vs ``token_time``. A Splitwise row is ``batch_size`` prompts of
-  ``prompt_size`` tokens arriving together and ``prompt_time`` is their joint prefill, so a
-  router would have seen the batch's other prompts in flight: ``backlog_requests = batch − 1``
-  and ``backlog_prefill_tokens = (batch − 1) · prompt_size``. The simulator's own cost model misses
-  Splitwise by a median APE of 0.27–0.40 and the predictors only learn the simulator, so a miss
-  of that size is expected; this row measures transfer, not fit;
-* ``leave_out:<accelerator>`` — trained without that accelerator's rows, scored on all of them.
+* ``splitwise`` — real measurements, Llama-2-70B TP2/4/8 on A100/H100
+  (:func:`training.measurements.splitwise_frame`): the rows of prompt sizes
+  :data:`SPLITWISE_HELDOUT_PROMPTS` are held out; the other sizes join training as measured
+  rows. Scored as TTFT p50 vs ``prompt_time`` and TPOT p50 vs ``token_time``;
+* ``splitwise:cross_hardware:<accelerator>`` — trained with the other GPU's Splitwise rows only,
+  scored on every row of this one: does a serving stack measured on one GPU transfer?
+* ``splitwise:sim_only`` — trained on simulator telemetry alone, scored on every Splitwise row:
+  the simulator's cost model is itself 0.27–0.40 off Splitwise, so this measures transfer;
+* ``leave_out:<accelerator>`` — trained without that accelerator's rows (telemetry and
+  measurements), scored on all of its telemetry rows.
+
+Every row carries the mean (``mape``) and the median (``median_ape``) absolute percentage
+error of the p50 and the coverage of the p95.
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ import pandas as pd
 
 from bench.report import print_table, write_json
 from models.predictor import LatencyPredictor
-from placement.paths import repo_root, shared_data
+from placement.paths import repo_root
+from training.measurements import splitwise_frame
 from training.train import throughput_mape
 
-COLUMNS = ("target", "quantile", "split", "mape", "coverage", "n")
-SPLITWISE_CSV = Path("profiles") / "splitwise" / "perf_model.csv"
-SPLITWISE_HARDWARE = {"a100-80gb": "A100-80G", "h100-80gb": "H100-SXM"}
+COLUMNS = ("target", "quantile", "split", "mape", "median_ape", "coverage", "n")
+# alternate sizes of Splitwise's 128…8192 sweep: the held-out ones lie between trained ones
+SPLITWISE_HELDOUT_PROMPTS = (256, 1024, 4096)
 LEAVE_OUT = ("A100-80G", "L40S")
 TRAIN_FRACTION = 0.7
 
@@ -85,11 +90,27 @@ def _rows(split: str, predictor: LatencyPredictor, frame: pd.DataFrame) -> list[
         p50 = predicted[f"{target}_p50"].to_numpy()[ok]
         p95 = predicted[f"{target}_p95"].to_numpy()[ok]
         n = int(ok.sum())
-        rows.append(_row(target, 0.5, split, mape=float(np.mean(np.abs(p50 - y) / y)), n=n))
+        ape = np.abs(p50 - y) / y
+        rows.append(
+            _row(
+                target,
+                0.5,
+                split,
+                mape=float(np.mean(ape)),
+                median_ape=float(np.median(ape)),
+                n=n,
+            )
+        )
         rows.append(_row(target, 0.95, split, coverage=float(np.mean(y <= p95)), n=n))
     busy = int((frame["generation_tokens_per_s"] > 0).sum())
     rows.append(_row("throughput", 0.5, split, mape=throughput_mape(predictor, frame), n=busy))
     return rows
+
+
+def _latency_rows(
+    split: str, predictor: LatencyPredictor, frame: pd.DataFrame
+) -> list[dict[str, Any]]:
+    return [r for r in _rows(split, predictor, frame) if r["target"] != "throughput"]
 
 
 def _row(
@@ -98,6 +119,7 @@ def _row(
     split: str,
     *,
     mape: float | None = None,
+    median_ape: float | None = None,
     coverage: float | None = None,
     n: int,
 ) -> dict[str, Any]:
@@ -106,39 +128,10 @@ def _row(
         "quantile": quantile,
         "split": split,
         "mape": mape,
+        "median_ape": median_ape,
         "coverage": coverage,
         "n": n,
     }
-
-
-def splitwise_frame(path: Path | None = None) -> pd.DataFrame:
-    """Splitwise's Llama-2-70B rows on A100/H100 as idle-replica prediction rows, with the
-    measured ``prompt_time`` / ``token_time`` converted to seconds as ``ttft_s`` / ``tpot_s``;
-    the router's backlog is the batch's other prompts (see the module doc)."""
-    csv = path or shared_data() / SPLITWISE_CSV
-    raw = pd.read_csv(csv)
-    raw = raw[(raw["model"] == "llama2-70b") & raw["hardware"].isin(list(SPLITWISE_HARDWARE))]
-    batch = raw["batch_size"].astype("int64")
-    return pd.DataFrame(
-        {
-            "accelerator": raw["hardware"].map(SPLITWISE_HARDWARE),
-            "model": "llama-2-70b",
-            "tp": raw["tensor_parallel"].astype("int32"),
-            "num_requests_running": batch,
-            "num_requests_waiting": 0,
-            "kv_cache_usage_perc": 0.0,
-            "prompt_tokens_per_s": 0.0,
-            "generation_tokens_per_s": 0.0,
-            "prefix_cache_hit_rate": 0.0,
-            "backlog_requests": batch - 1,
-            "backlog_prefill_tokens": (batch - 1) * raw["prompt_size"].astype("int64"),
-            "input_tokens": raw["prompt_size"].astype("int64"),
-            "uncached_tokens": raw["prompt_size"].astype("int64"),
-            "output_tokens": raw["token_size"].astype("int64"),
-            "ttft_s": raw["prompt_time"] / 1e3,
-            "tpot_s": raw["token_time"] / 1e3,
-        }
-    ).reset_index(drop=True)
 
 
 def run_predictor_bench(
@@ -148,18 +141,27 @@ def run_predictor_bench(
     say = progress or (lambda _message: None)
     say("simulating telemetry")
     train, heldout = simulated_frames(bench)
-    say(f"training on {len(train)} rows")
-    predictor = LatencyPredictor().fit(train)
+    measured = splitwise_frame()
+    held_prompts = measured["input_tokens"].isin(SPLITWISE_HELDOUT_PROMPTS)
+    say(f"training on {len(train)} telemetry rows and {int((~held_prompts).sum())} measured")
+    predictor = LatencyPredictor().fit(train, measurements=measured[~held_prompts])
     rows = _rows("heldout", predictor, heldout)
-    splitwise = splitwise_frame()
-    rows += [r for r in _rows("splitwise", predictor, splitwise) if r["target"] != "throughput"]
+    rows += _latency_rows("splitwise", predictor, measured[held_prompts])
+    for accelerator in sorted(measured["accelerator"].unique()):
+        say(f"training with Splitwise rows of the other GPU than {accelerator}")
+        on = measured["accelerator"] == accelerator
+        other = LatencyPredictor().fit(train, measurements=measured[~on])
+        rows += _latency_rows(f"splitwise:cross_hardware:{accelerator}", other, measured[on])
+    say("training on telemetry alone")
+    rows += _latency_rows("splitwise:sim_only", LatencyPredictor().fit(train), measured)
     for accelerator in LEAVE_OUT:
         seen = train["accelerator"].astype(str) != accelerator
         unseen = pd.concat([train[~seen], heldout[heldout["accelerator"] == accelerator]])
         if unseen.empty or seen.all():
             continue
         say(f"training without {accelerator}")
-        partial = LatencyPredictor().fit(train[seen])
+        kept = measured[(measured["accelerator"] != accelerator) & ~held_prompts]
+        partial = LatencyPredictor().fit(train[seen], measurements=kept)
         rows += _rows(f"leave_out:{accelerator}", partial, unseen)
     print_table(
         f"Predictor accuracy ({len(train)} training rows; mape of p50, coverage of p95)",

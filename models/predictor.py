@@ -9,6 +9,7 @@ Both satisfy :class:`LatencyModel`, which is what capacity at SLO and the route 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, fields
 from importlib import metadata
@@ -41,6 +42,10 @@ FORMAT_VERSION = 1
 THROUGHPUT_FILE = "throughput.txt"
 # The uncalibrated baseline's p95 as a multiple of its p50 (the prior has no spread of its own).
 BASELINE_P95_FACTOR = 2.0
+# Measured rows (a lab's benchmark of an idle replica, e.g. Splitwise) carry this share of the
+# training loss in total, whatever their count: a few hundred real rows would otherwise drown
+# in tens of thousands of simulated ones, yet they alone say how the real serving stack runs.
+MEASUREMENT_WEIGHT_SHARE = 0.5
 
 
 class PredictorNotFitted(PlacementError):
@@ -100,6 +105,14 @@ class RooflineBaseline:
         return cls(**factors)
 
 
+def _measurement_weight(telemetry_rows: int, measured_rows: int) -> float:
+    """Per-row weight giving ``measured_rows`` :data:`MEASUREMENT_WEIGHT_SHARE` of the loss."""
+    if measured_rows == 0:
+        return 1.0
+    share = MEASUREMENT_WEIGHT_SHARE
+    return share / (1.0 - share) * telemetry_rows / measured_rows
+
+
 def _observed(frame: pd.DataFrame, target: Target) -> FloatArray:
     column = OBSERVED_COLUMNS[target]
     if column not in frame.columns:
@@ -145,20 +158,41 @@ class LatencyPredictor:
     def is_fitted(self) -> bool:
         return len(self.models) == len(TARGETS) * len(QUANTILES) and self.throughput is not None
 
-    def fit(self, frame: pd.DataFrame) -> Self:
-        """Fit every model on a training frame (see :mod:`models.quantile` for the split)."""
-        features = feature_matrix(frame, source="training frame")
+    def fit(self, frame: pd.DataFrame, *, measurements: pd.DataFrame | None = None) -> Self:
+        """Fit every model on a training frame (see :mod:`models.quantile` for the split).
+
+        ``measurements``: optional rows measured outside the telemetry (same columns, no
+        meaningful arrival time). They join the latency models' training head, never the
+        stopping or calibration tail, weighted to :data:`MEASUREMENT_WEIGHT_SHARE` of the
+        training loss; the throughput model ignores them (they have no replica rates)."""
+        n = len(frame)
+        extra = 0 if measurements is None else len(measurements)
+        rows_frame = frame if not extra else pd.concat([frame, measurements], ignore_index=True)
+        features = feature_matrix(rows_frame, source="training frame")
         order = _arrival_order(frame)
+        measured = np.arange(n, n + extra, dtype=np.int64)
         models: dict[str, QuantileModel] = {}
         rows: dict[str, int] = {}
         for target in TARGETS:
-            observed = _observed(frame, target)
+            observed = _observed(rows_frame, target)
             ok = _valid(observed)
             split = time_split(order[ok[order]], self.config.tail_share)
+            weight = None
+            if extra:
+                usable = measured[ok[measured]]
+                weight = np.ones(n + extra)
+                weight[usable] = _measurement_weight(len(split.train), len(usable))
+                split = dataclasses.replace(split, train=np.concatenate([split.train, usable]))
             rows[target] = int(ok.sum())
             for alpha in QUANTILES:
                 models[_model_name(target, alpha)] = fit_quantile_model(
-                    features, observed, split, target=target, alpha=alpha, config=self.config
+                    features,
+                    observed,
+                    split,
+                    target=target,
+                    alpha=alpha,
+                    config=self.config,
+                    weight=weight,
                 )
         self.models = models
         self.throughput = fit_throughput_model(
@@ -167,6 +201,7 @@ class LatencyPredictor:
         arrival = frame["arrival_time"]
         self.training = {
             "rows": rows,
+            "measured_rows": extra,
             "first_arrival": str(arrival.min()),
             "last_arrival": str(arrival.max()),
             "accelerators": sorted(str(a) for a in frame["accelerator"].unique()),

@@ -117,7 +117,12 @@ def pinball_objective(
         above = score > label
         grad = np.where(above, 1.0 - alpha, -alpha)
         residual = np.maximum(np.abs(label - score), IRLS_MIN_RESIDUAL)
-        return grad, np.where(above, 1.0 - alpha, alpha) / residual
+        hess = np.where(above, 1.0 - alpha, alpha) / residual
+        weight = data.get_weight()  # a custom objective must apply row weights itself
+        if weight is not None:
+            w = np.asarray(weight, dtype=np.float64)
+            return grad * w, hess * w
+        return grad, hess
 
     return gradients
 
@@ -270,16 +275,18 @@ def fit_quantile_model(
     target: Target,
     alpha: float,
     config: QuantileConfig,
+    weight: FloatArray | None = None,
 ) -> QuantileModel:
     """Boost one quantile model on ``split.train``, stop early on ``split.stop`` and calibrate
     on ``split.calibrate``. ``latency`` is the observed target (s), positive and finite on every
-    row the split names."""
+    row the split names. ``weight`` (per row, optional) weighs the training rows' loss."""
     y = _target_values(features, latency, target, config.mode)
     x = features.values
     base = float(np.quantile(y[split.train], alpha))
     train = lgb.Dataset(
         x[split.train],
         y[split.train],
+        weight=None if weight is None else weight[split.train],
         init_score=np.full(len(split.train), base),
         feature_name=list(FEATURES),
     )

@@ -31,6 +31,10 @@ def train_command(
     train_fraction: Annotated[
         float, typer.Option(help="earliest share of requests to train on; the rest is held out")
     ] = 0.7,
+    measurements: Annotated[
+        str | None,
+        typer.Option(help="also train on measured rows: 'splitwise' or a CSV in its columns"),
+    ] = None,
 ) -> None:
     """Train the latency/throughput predictors, log the run to MLflow, register new versions."""
     from rich.console import Console
@@ -45,6 +49,7 @@ def train_command(
             telemetry,
             experiment=experiment,
             train_fraction=train_fraction,
+            measurements=measurements,
             progress=status.update,
         )
     table = Table(title=f"held-out accuracy (run {result.run_id})")

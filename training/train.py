@@ -25,6 +25,7 @@ from models.predictor import LatencyModel, LatencyPredictor, RooflineBaseline, l
 from models.quantile import QuantileConfig
 from placement.errors import InputError
 from training.dataset import build_training_frame
+from training.measurements import load_measurements
 from training.pyfunc import OUTPUTS, PREDICTOR_ARTIFACT, PredictorModel, predict_output
 from training.split import split_by_time
 from training.telemetry.store import read_requests, read_samples
@@ -248,15 +249,19 @@ def train(
     experiment: str = DEFAULT_EXPERIMENT,
     train_fraction: float = 0.7,
     config: QuantileConfig | None = None,
+    measurements: str | None = None,
     progress: Progress | None = None,
 ) -> TrainResult:
     """Train on the first ``train_fraction`` of the store's requests (by arrival), evaluate on
-    the rest, log everything to MLflow (see the module doc) and register new versions."""
+    the rest, log everything to MLflow (see the module doc) and register new versions.
+    ``measurements`` (``splitwise`` or a CSV in its columns) adds measured rows to training
+    (:func:`training.measurements.load_measurements`)."""
     import mlflow
 
     say = progress or (lambda _message: None)
     say(f"reading telemetry from {telemetry_dir}")
     frame = load_frame(telemetry_dir)
+    measured = load_measurements(measurements) if measurements else None
     split = split_by_time(frame, train_fraction)
     client = connect()
     experiment_id = ensure_experiment(client, experiment)
@@ -269,6 +274,8 @@ def train(
                 "train_rows": len(split.train),
                 "heldout_rows": len(split.heldout),
                 "accelerators": ",".join(sorted(frame["accelerator"].astype(str).unique())),
+                "measurements": measurements or "none",
+                "measured_rows": 0 if measured is None else len(measured),
                 **{f"config.{k}": v for k, v in asdict(predictor_config).items()},
             }
         )
@@ -288,7 +295,7 @@ def train(
             }
         )
         say(f"fitting on {len(split.train)} rows (before {split.cut.isoformat()})")
-        predictor = LatencyPredictor(predictor_config).fit(split.train)
+        predictor = LatencyPredictor(predictor_config).fit(split.train, measurements=measured)
         say(f"evaluating on {len(split.heldout)} held-out rows")
         metrics = evaluate(predictor, split.heldout)
         baseline = RooflineBaseline.calibrated(split.train)

@@ -14,6 +14,7 @@ from models.predictor import (
     LatencyPredictor,
     PredictorNotFitted,
     RooflineBaseline,
+    _measurement_weight,
     pinball_loss,
 )
 from placement.errors import InputError
@@ -106,3 +107,30 @@ def test_pinball_loss_weights_under_and_over_prediction_by_the_quantile() -> Non
     observed = np.array([1.0, 1.0])
     assert pinball_loss(observed, np.array([0.0, 0.0]), 0.95) == pytest.approx(0.95)
     assert pinball_loss(observed, np.array([2.0, 2.0]), 0.95) == pytest.approx(0.05)
+
+
+def test_measured_rows_pull_the_predictions_towards_them(
+    split: tuple[pd.DataFrame, pd.DataFrame], predictor: LatencyPredictor
+) -> None:
+    rows = request_rows(1)
+    plain = predictor.predict(rows)
+    # a "real stack" three times slower than the simulator on exactly these rows
+    measured = request_rows(
+        200,
+        ttft_s=3.0 * float(plain["ttft_p50"].iloc[0]),
+        tpot_s=3.0 * float(plain["tpot_p50"].iloc[0]),
+    )
+    informed = LatencyPredictor().fit(split[0], measurements=measured)
+    moved = informed.predict(rows)
+    for target in ("ttft", "tpot"):
+        wanted = 3.0 * float(plain[f"{target}_p50"].iloc[0])
+        before = abs(float(plain[f"{target}_p50"].iloc[0]) - wanted)
+        after = abs(float(moved[f"{target}_p50"].iloc[0]) - wanted)
+        assert after < 0.5 * before, target
+    assert informed.training["measured_rows"] == 200
+
+
+def test_measured_rows_carry_half_the_training_loss() -> None:
+    weight = _measurement_weight(telemetry_rows=9_000, measured_rows=300)
+    assert weight * 300 == pytest.approx(9_000)
+    assert _measurement_weight(telemetry_rows=9_000, measured_rows=0) == 1.0

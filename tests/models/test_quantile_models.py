@@ -122,11 +122,22 @@ def test_conformal_offset_uses_the_finite_sample_rank() -> None:
 
 def test_pinball_gradients_point_towards_the_quantile_with_irls_weights() -> None:
     class Labels:
+        def __init__(self, weight: np.ndarray | None = None) -> None:
+            self.weight = weight
+
         def get_label(self) -> np.ndarray:
             return np.zeros(3)
+
+        def get_weight(self) -> np.ndarray | None:
+            return self.weight
 
     score = np.array([1.0, -1.0, -0.2])
     grad, hess = pinball_objective(0.9)(score, Labels())  # type: ignore[arg-type]
     assert grad.tolist() == pytest.approx([0.1, -0.9, -0.9])
     # Newton step of a lone row = its residual: IRLS weights are (α or 1 − α) / |residual|
     assert (-grad / hess).tolist() == pytest.approx([-1.0, 1.0, 0.2])
+    # row weights scale both, so a lone row's Newton step is unchanged
+    weighted = Labels(np.array([2.0, 1.0, 0.5]))
+    wgrad, whess = pinball_objective(0.9)(score, weighted)  # type: ignore[arg-type]
+    assert wgrad.tolist() == pytest.approx([0.2, -0.9, -0.45])
+    assert (-wgrad / whess).tolist() == pytest.approx([-1.0, 1.0, 0.2])

@@ -45,7 +45,16 @@ def trained(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(TRACKING_URI_ENV, uri)
         outcome = CliRunner().invoke(
-            app, ["train", "--telemetry", str(store), "--experiment", "test"]
+            app,
+            [
+                "train",
+                "--telemetry",
+                str(store),
+                "--experiment",
+                "test",
+                "--measurements",
+                "splitwise",
+            ],
         )
         client = MlflowClient(tracking_uri=uri, registry_uri=uri)
         yield {"outcome": outcome, "client": client, "uri": uri}
@@ -122,5 +131,23 @@ def test_missing_telemetry_folder_exits_2_naming_the_path(
     monkeypatch.setenv(TRACKING_URI_ENV, f"sqlite:///{tmp_path / 'mlflow.db'}")
     missing = tmp_path / "no-such-store"
     outcome = CliRunner().invoke(app, ["train", "--telemetry", str(missing)])
+    assert outcome.exit_code == 2
+    assert str(missing) in outcome.output
+
+
+def test_measured_rows_are_logged_as_parameters(trained: dict[str, Any]) -> None:
+    params = _run(trained["client"]).data.params
+    assert params["measurements"] == "splitwise"
+    assert int(params["measured_rows"]) == 630
+
+
+def test_unreadable_measurements_exit_2_naming_the_file(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TRACKING_URI_ENV, f"sqlite:///{tmp_path / 'mlflow.db'}")
+    missing = tmp_path / "perf.csv"
+    outcome = CliRunner().invoke(
+        app, ["train", "--telemetry", str(store), "--measurements", str(missing)]
+    )
     assert outcome.exit_code == 2
     assert str(missing) in outcome.output
