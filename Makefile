@@ -10,7 +10,7 @@ OUT ?= out
 COMPILED := sim/engine.py sim/prefix_cache.py sim/sequence.py sim/simulator.py sim/gateway.py
 FAST := $(VENV)/.compiled
 
-.PHONY: run test lint install compile bench clean mlflow-ui
+.PHONY: run test lint install compile bench clean mlflow-ui redis-server
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,17 @@ lint: $(FAST)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+test: lint redis-server
 	$(BIN)/pytest -q
+
+## The plan-store tests start a real redis-server; install it on a fresh Debian machine.
+redis-server:
+	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || \
+		(if [ "$$(id -u)" = 0 ]; then apt-get install -y redis-server; \
+		elif command -v sudo >/dev/null; then sudo apt-get install -y redis-server; \
+		else echo "redis-server is missing and this user cannot install it:" \
+			"run 'apt-get install -y redis-server' as root (the Redis plan-store tests need it)"; \
+			exit 1; fi)
 
 ## The MLflow UI on the project's tracking store (training/tracking.py), http://127.0.0.1:5000.
 MLFLOW_URI ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///$(CURDIR)/mlruns/mlflow.db)

@@ -107,3 +107,22 @@ def predict_speed(
     from bench.predict_speed import run_predict_speed
 
     run_predict_speed(rows=rows, repeats=repeats, model_dir=model, out=out)
+
+
+@bench_app.command("route")
+@user_errors
+def route(
+    replicas: Annotated[int, typer.Option(min=1)] = 1_000,
+    groups: Annotated[int, typer.Option(min=1)] = 100_000,
+    queries: Annotated[int, typer.Option(min=1, help="queries per repeat")] = 100_000,
+    repeats: Annotated[int, typer.Option(min=1, help="timed passes (median reported)")] = 5,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+) -> None:
+    """Route path speed: decision p50/p99 in process and batch decisions/s (targets: p99 ≤ 20 µs,
+    ≥ 100k decisions/s at 1,000 replicas and 100k prefix groups)."""
+    from bench.route import run_route_bench
+
+    run_route_bench(
+        replicas=replicas, groups=groups, queries=queries, repeats=repeats, seed=seed, out=out
+    )

@@ -41,6 +41,8 @@ def user_errors(fn: F) -> F:
 def _register() -> None:
     # Each capability registers its commands on import; kept here so `app` is the one entry.
     from bench import commands  # noqa: F401
+    from placement.plan import commands as plan_commands  # noqa: F401
+    from serving import commands as serving_commands  # noqa: F401
     from training import commands as training_commands  # noqa: F401
     from training.telemetry import commands as telemetry_commands  # noqa: F401
 

@@ -90,6 +90,10 @@ class TenantPlan(_Frozen):
     admitted_rps: float = Field(ge=0)  # the rate the plan serves; admission's reference
     guaranteed_share: float = Field(ge=0, le=1)
     cap_share: float = Field(ge=0, le=1)
+    # the same in req/s for the tenant's mix (the solver's floor on non-sheddable traffic and
+    # its cap on all traffic); optional so plans written before them still parse
+    guaranteed_rps: float | None = Field(default=None, ge=0)
+    cap_rps: float | None = Field(default=None, ge=0)
 
 
 class ClassOutcome(_Frozen):

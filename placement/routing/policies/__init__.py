@@ -18,6 +18,7 @@ from placement.routing.policies import (
     power_of_two,
     preble_e2,
     round_robin,
+    route_path,
     sglang_cache_aware,
     uniform_random,
 )
@@ -40,6 +41,7 @@ PEER_POLICIES: dict[str, PolicyFactory] = {
     "llm_d": llm_d.build,
     "dynamo": dynamo.build,
     "preble_e2": preble_e2.build,
+    "placement": route_path.build,
 }
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from placement.errors import InputError
+from placement.plan import Plan
 from placement.routing.policies.chbl import ChblConfig
 from placement.routing.policies.dynamo import DynamoConfig
 from placement.routing.policies.llm_d import LlmdConfig
@@ -31,6 +33,10 @@ class PolicyContext:
     llm_d: LlmdConfig = field(default_factory=LlmdConfig)
     dynamo: DynamoConfig = field(default_factory=DynamoConfig)
     preble: PrebleConfig = field(default_factory=PrebleConfig)
+    # the ``placement`` policy's inputs: a solved plan (None: its no-plan fallback) and a
+    # route profile YAML (None: data/profiles/default.yaml)
+    plan: Plan | None = None
+    route_profile: Path | None = None
 
     def __post_init__(self) -> None:
         if self.block_tokens < 1:

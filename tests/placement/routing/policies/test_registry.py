@@ -18,10 +18,11 @@ PUBLISHED = {
     "llm_d",
     "dynamo",
     "preble_e2",
+    "placement",  # this project's own route path (serving.route), for comparison
 }
 
 
-def test_registry_holds_the_nine_peer_policies():
+def test_registry_holds_the_nine_peer_policies_and_placement():
     assert set(PEER_POLICIES) == PUBLISHED
 
 

@@ -1,0 +1,83 @@
+"""Capacity at SLO for the solver: one table per replica kind, from the promoted predictor or,
+when none is promoted, the roofline prior; the plan records which (``capacity_source``).
+
+A group's traffic is served on replicas that keep its prefix warm, so its capacity is looked up
+at its *uncached* prompt length (mean prompt − prefix tokens); defaults at the full prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from models.capacity import CapacityTable, Slo, build_capacity_table, replica_kind
+from models.predictor import LatencyModel
+
+ROOFLINE_SOURCE = "roofline-prior"
+CHAMPION_SOURCE = "models:/placement-latency@champion"
+
+
+class CapacityLookup(Protocol):
+    """Capacity at SLO of one replica kind (``CapacityTable`` is one)."""
+
+    def lookup(self, mean_input_tokens: float, output_tokens: float, slo_index: int) -> float: ...
+    def slo_index(self, slo: Slo) -> int: ...
+
+
+class CapacitySource(Protocol):
+    """Where capacity at SLO comes from; ``source`` goes into the plan."""
+
+    @property
+    def source(self) -> str: ...
+    def table(self, accelerator: str, model: str, tp: int) -> CapacityLookup: ...
+
+
+@dataclass
+class TableCapacity:
+    """Capacity tables built once per replica kind from a latency model (None: the prior)."""
+
+    latency: LatencyModel | None
+    source: str
+    note: str = ""
+    _tables: dict[tuple[str, str, int], CapacityTable] = field(default_factory=dict)
+
+    def table(self, accelerator: str, model: str, tp: int) -> CapacityLookup:
+        key = (accelerator, model, tp)
+        if key not in self._tables:
+            self._tables[key] = build_capacity_table(
+                replica_kind(accelerator, model, tp), self.latency
+            )
+        return self._tables[key]
+
+
+@dataclass(frozen=True)
+class FixedCapacity:
+    """A fake for tests and what-ifs: the same req/s at every mix and SLO, per accelerator."""
+
+    rates: dict[str, float]
+    source: str = "fixed"
+
+    def table(self, accelerator: str, model: str, tp: int) -> CapacityLookup:
+        return _Fixed(self.rates.get(accelerator, 0.0))
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    rate: float
+
+    def lookup(self, mean_input_tokens: float, output_tokens: float, slo_index: int) -> float:
+        return self.rate
+
+    def slo_index(self, slo: Slo) -> int:
+        return 0
+
+
+def default_capacity() -> TableCapacity:
+    """The champion latency predictor if one is promoted, else the roofline prior; ``note``
+    says why the prior was used."""
+    try:
+        from training.promote import load_champion
+
+        return TableCapacity(load_champion(), CHAMPION_SOURCE)
+    except Exception as exc:  # PredictorUnavailable, or the tracking store failing to open
+        return TableCapacity(None, ROOFLINE_SOURCE, note=f"{type(exc).__name__}: {exc}"[:300])

@@ -1,0 +1,325 @@
+"""Solving: instance → candidates → one program per model pool → solution → plan.
+
+Per pool (pools share no replica and tenant credits are split per pool, so they are
+independent), with the default backend (an LP solver through MathOpt):
+
+1. **Relaxation.** The program with ``y`` relaxed; its optimum is the LP-relaxation bound
+   every reported gap is measured against (over the candidate pairs). Infeasible: retry once
+   with 4× the candidates (pruning can cut a feasible instance), then explain and raise
+   :class:`InfeasiblePlan`. No solution in the time limit: the greedy plan, status ``greedy``.
+   Model invalid: :class:`SolverFailed`.
+2. **Rounding.** Pairs with a share ≥ :data:`MIN_ROUTE_SHARE` keep a warm prefix (``y = 1``),
+   the rest get ``y = 0``; a replica whose warm prefixes overflow its KV budget drops its
+   smallest ones.
+3. **Repair.** The program again with ``y`` fixed: every value is then feasible for the
+   integer model, and its objective against the bound of step 1 is the gap.
+
+``integer_warm=True`` (or the ``cp-sat`` backend) instead solves the mixed-integer program
+with ``y`` binary directly, hinted with the previous plan; the bound is then the tighter of the
+relaxation's and the solver's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.errors import InfeasiblePlan, PlacementError
+from placement.plan.schema import Plan, SolverStatus
+from placement.solver.candidates import TOP_K, Candidates, select_candidates
+from placement.solver.explain import explain_credits, explain_slos, explain_unserved_models
+from placement.solver.greedy import greedy_shares
+from placement.solver.instance import BoolArray, FloatArray, Instance, IntArray
+from placement.solver.lp import LpResult, solve
+from placement.solver.model import PoolModel, Weights, build_pool_model
+from placement.solver.previous import pair_shares, previous_shares
+
+MIN_ROUTE_SHARE = 1e-3
+OPTIMAL_GAP = 1e-4
+RELAXATION_TIME_SHARE = 0.7
+WIDER_CANDIDATES = 4
+
+
+class SolverFailed(PlacementError):
+    """The solver rejected the model (invalid) or failed numerically: a bug, not an input."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolveOptions:
+    backend: str = "mathopt-highs"
+    integer_warm: bool = False
+    top_k: int = TOP_K
+    weights: Weights = Weights()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolSolution:
+    model: int
+    pair_unit: IntArray
+    pair_replica: IntArray
+    x: FloatArray  # per pair: share served there (warm + cold)
+    util: FloatArray  # per pair: utilisation it adds to the replica
+    warm: BoolArray  # per pair: prefix kept warm
+    prev: FloatArray
+    floor: FloatArray
+    cap: FloatArray
+    status: SolverStatus
+    objective: float
+    bound: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Solution:
+    pools: tuple[PoolSolution, ...]
+    status: SolverStatus
+    objective: float
+    bound: float
+    gap: float
+    solve_s: float
+    backend: str
+
+
+def _pool_cands(cands: Candidates, inst: Instance, model: int) -> Candidates:
+    mask = inst.unit_model[cands.unit] == model
+    return Candidates(cands.unit[mask], cands.replica[mask])
+
+
+def _n_main(pm: PoolModel) -> int:
+    """Columns x, c and stay: the part of a solution every program of the pool shares."""
+    return pm.n_pairs + len(pm.cold_pair) + len(pm.stay_pair)
+
+
+def _trivial_bound(inst: Instance, pm: PoolModel) -> float:
+    """Every unit served at its best pair and nothing moved: an upper bound without an LP."""
+    n = pm.n_pairs
+    best = np.zeros(inst.n_units)
+    np.maximum.at(best, pm.pair_unit, pm.lp.obj[:n])
+    return float(best.sum() + pm.lp.obj[n + len(pm.cold_pair) : _n_main(pm)].sum())
+
+
+def _round_warm(inst: Instance, pm: PoolModel, x_warm: FloatArray) -> BoolArray:
+    """``y`` from a relaxed warm share: kept where the share is worth a route, within KV
+    budgets (a replica over budget drops the warm prefixes carrying the least traffic)."""
+    pu, pr = pm.pair_unit, pm.pair_replica
+    is_group = inst.unit_key[pu] >= 0
+    warm = (x_warm >= MIN_ROUTE_SHARE) & is_group
+    used = np.bincount(pr, np.where(warm, inst.unit_prefix[pu], 0.0), inst.n_replicas)
+    for r in np.flatnonzero(used > inst.replica_kv_budget + 1e-6).tolist():
+        pairs = np.flatnonzero((pr == r) & warm)
+        order = pairs[np.argsort(x_warm[pairs] * inst.unit_rate[pu[pairs]])]
+        over = used[r] - inst.replica_kv_budget[r]
+        for p in order.tolist():
+            if over <= 1e-6:
+                break
+            warm[p] = False
+            over -= inst.unit_prefix[pu[p]]
+    return warm
+
+
+def _repair(
+    inst: Instance,
+    pm: PoolModel,
+    relaxed: LpResult,
+    prev: FloatArray,
+    budget_s: float,
+    opts: SolveOptions,
+    cands: Candidates,
+    model: int,
+) -> tuple[FloatArray, BoolArray, SolverStatus]:
+    """Round ``y`` and re-solve with it fixed; the relaxed solution if that fails."""
+    warm = _round_warm(inst, pm, relaxed.x[: pm.n_pairs])
+    fixed = build_pool_model(
+        inst, model, cands, prev_share=prev, weights=opts.weights, warm_support=warm
+    )
+    # sub-0.1% routes go too
+    small = (relaxed.x[: pm.n_pairs] < MIN_ROUTE_SHARE) & (inst.unit_key[pm.pair_unit] < 0)
+    fixed.lp.ub[: pm.n_pairs][small] = 0.0
+    res = solve(fixed.lp, backend=opts.backend, time_limit_s=budget_s)
+    if res.status in ("optimal", "feasible"):
+        return res.x[: _n_main(pm)], warm, res.status
+    # the repair lost feasibility (floors) or time: keep the relaxed solution, all of its
+    # warm pairs warm (over some KV budget)
+    sol = relaxed.x[: _n_main(pm)]
+    return sol, (sol[: pm.n_pairs] > 1e-9) & (inst.unit_key[pm.pair_unit] >= 0), "feasible"
+
+
+def _solve_pool(
+    inst: Instance,
+    model: int,
+    cands: Candidates,
+    prev_all: tuple[IntArray, IntArray, FloatArray],
+    time_limit_s: float,
+    opts: SolveOptions,
+) -> PoolSolution | list[str]:
+    """A pool's solution, or the lines explaining why it is infeasible."""
+    t0 = time.perf_counter()
+    integer = opts.integer_warm or opts.backend == "cp-sat"
+    relax_backend = "mathopt-highs" if opts.backend == "cp-sat" else opts.backend
+    for attempt in range(2):
+        prev = pair_shares(cands.unit, cands.replica, prev_all, inst.n_replicas)
+        pm = build_pool_model(inst, model, cands, prev_share=prev, weights=opts.weights)
+        relaxed = solve(
+            pm.lp,
+            backend=relax_backend,
+            time_limit_s=time_limit_s * (0.3 if integer else RELAXATION_TIME_SHARE),
+        )
+        if relaxed.status != "infeasible" or attempt == 1:
+            break
+        cands = _pool_cands(
+            select_candidates(
+                inst,
+                top_k=opts.top_k * WIDER_CANDIDATES,
+                keep_unit=prev_all[0],
+                keep_replica=prev_all[1],
+            ),
+            inst,
+            model,
+        )
+    if relaxed.status == "infeasible":
+        lines = explain_credits(
+            inst, model, top_k=opts.top_k * WIDER_CANDIDATES
+        )
+        return lines or [
+            f"the {inst.models[model]} pool is infeasible for a reason the capacity-deficit "
+            "program does not show"
+        ]
+    if relaxed.status == "model_invalid":
+        raise SolverFailed(f"the {inst.models[model]} pool's model is invalid: {relaxed.detail}")
+    left = max(time_limit_s - (time.perf_counter() - t0), 0.05)
+    status: SolverStatus
+    n_main = _n_main(pm)
+    if relaxed.status == "no_solution":
+        x = greedy_shares(inst, pm, prev)
+        sol = np.zeros(n_main)
+        sol[: pm.n_pairs] = x
+        sol[pm.n_pairs + len(pm.cold_pair) :] = np.minimum(x, prev)[pm.stay_pair]
+        warm = (x > 0) & (inst.unit_key[pm.pair_unit] >= 0)
+        status = "greedy"
+        bound = relaxed.bound if math.isfinite(relaxed.bound) else _trivial_bound(inst, pm)
+    elif integer:
+        mip = build_pool_model(
+            inst, model, cands, prev_share=prev, weights=opts.weights, integer_warm=True
+        )
+        res = solve(mip.lp, backend=opts.backend, time_limit_s=left)
+        bound = min(relaxed.bound, res.bound)
+        if res.status in ("optimal", "feasible"):
+            sol = res.x[:n_main]
+            warm = np.zeros(mip.n_pairs, dtype=bool)
+            warm[mip.y_pair] = res.x[n_main : n_main + len(mip.y_pair)] > 0.5
+            status = res.status
+        else:
+            sol, warm, status = _repair(inst, pm, relaxed, prev, left, opts, cands, model)
+    else:
+        bound = relaxed.bound
+        sol, warm, status = _repair(inst, pm, relaxed, prev, left, opts, cands, model)
+    objective = float(pm.lp.obj[:n_main] @ sol)
+    if status == "optimal" and bound - objective > OPTIMAL_GAP * max(abs(bound), 1e-9):
+        status = "feasible"  # the repair's optimum, not the integer model's (proven) one
+    full = np.concatenate([sol, np.zeros(pm.lp.n_vars - n_main)])
+    x = pm.served(full)
+    return PoolSolution(
+        model=model,
+        pair_unit=pm.pair_unit,
+        pair_replica=pm.pair_replica,
+        x=x,
+        util=pm.utilisation(full),
+        warm=warm & (full[: pm.n_pairs] > 0),
+        prev=prev,
+        floor=pm.floor,
+        cap=pm.cap,
+        status=status,
+        objective=objective,
+        bound=max(bound, objective),
+    )
+
+
+_STATUS_RANK: dict[SolverStatus, int] = {"optimal": 0, "feasible": 1, "time_limit": 2, "greedy": 3}
+
+
+def solve_instance(
+    inst: Instance,
+    *,
+    previous: Plan | None = None,
+    time_limit_s: float = 10.0,
+    options: SolveOptions = SolveOptions(),
+) -> Solution:
+    """Solve every model pool; raise :class:`InfeasiblePlan` with the reasons if any is."""
+    t0 = time.perf_counter()
+    prev_all = previous_shares(inst, previous)
+    cands = select_candidates(
+        inst, top_k=options.top_k, keep_unit=prev_all[0], keep_replica=prev_all[1]
+    )
+    explanation = explain_unserved_models(inst)
+    pools_with_demand = [
+        m
+        for m in range(len(inst.models))
+        if (inst.unit_model == m).any() and (inst.replica_model[inst.replica_healthy] == m).any()
+    ]
+    sizes = np.asarray([max(1, int((inst.unit_model[cands.unit] == m).sum())) for m in pools_with_demand], dtype=np.float64)
+    pools: list[PoolSolution] = []
+    for m, size in zip(pools_with_demand, sizes, strict=True):
+        elapsed = time.perf_counter() - t0
+        share = float(size / sizes.sum()) if len(sizes) else 1.0
+        budget = max((time_limit_s - elapsed) * share if pools else time_limit_s * share, 0.05)
+        slos = explain_slos(inst, m)
+        if slos:
+            explanation.extend(slos)
+            continue
+        out = _solve_pool(inst, m, _pool_cands(cands, inst, m), prev_all, budget, options)
+        if isinstance(out, list):
+            explanation.extend(out)
+        else:
+            pools.append(out)
+    if explanation:
+        raise InfeasiblePlan("the guaranteed credits and SLOs cannot all hold", explanation=explanation)
+    objective = sum(p.objective for p in pools)
+    bound = sum(p.bound for p in pools)
+    gap = max(bound - objective, 0.0) / max(abs(bound), 1e-9)
+    status: SolverStatus = max(
+        (p.status for p in pools), key=lambda s: _STATUS_RANK.get(s, 0), default="optimal"
+    )
+    backend = options.backend + ("+mip" if options.integer_warm and options.backend != "cp-sat" else "")
+    return Solution(
+        pools=tuple(pools),
+        status=status,
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        solve_s=time.perf_counter() - t0,
+        backend=backend,
+    )
+
+
+def solve_plan(
+    instance: Instance,
+    *,
+    previous: Plan | None = None,
+    time_limit_s: float = 10.0,
+    version: int | None = None,
+    options: SolveOptions = SolveOptions(),
+    created_at: float | None = None,
+) -> Plan:
+    """The plan for ``instance``: solved, extracted, with objective, bound, gap and churn.
+
+    ``version`` defaults to the previous plan's + 1 (1 without one). Raises
+    :class:`InfeasiblePlan` (with the explanation) or :class:`SolverFailed`."""
+    from placement.solver.extract import extract_plan
+
+    solution = solve_instance(
+        instance, previous=previous, time_limit_s=time_limit_s, options=options
+    )
+    v = version if version is not None else (previous.version + 1 if previous else 1)
+    return extract_plan(
+        instance,
+        solution,
+        version=v,
+        previous=previous,
+        time_limit_s=time_limit_s,
+        created_at=time.time() if created_at is None else created_at,
+    )
+
+
+__all__ = ["SolveOptions", "Solution", "SolverFailed", "solve_instance", "solve_plan"]

@@ -1,0 +1,73 @@
+"""Dependencies of the routes, as ``Annotated`` aliases: the runtime and the caller's scopes.
+
+401 when the key is missing or unknown, 403 when it lacks the scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from serving.api.runtime import ServiceRuntime
+from serving.api.security import Principal
+from serving.service import PlacementService
+
+_api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
+_bearer = HTTPBearer(auto_error=False)
+UNAUTHORISED = {"WWW-Authenticate": "Bearer"}
+
+
+def get_runtime(request: Request) -> ServiceRuntime:
+    runtime: ServiceRuntime = request.app.state.runtime
+    return runtime
+
+
+def get_service(request: Request) -> PlacementService:
+    return get_runtime(request).service
+
+
+RuntimeDep = Annotated[ServiceRuntime, Depends(get_runtime)]
+ServiceDep = Annotated[PlacementService, Depends(get_service)]
+
+
+def requires(*scopes: str) -> Callable[..., Principal]:
+    """A dependency admitting callers whose key holds any of ``scopes``."""
+
+    def check(
+        request: Request,
+        api_key: Annotated[str | None, Security(_api_key_header)],
+        bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+    ) -> Principal:
+        token = api_key or (bearer.credentials if bearer is not None else None)
+        principal = get_runtime(request).keys.authenticate(token)
+        if principal is None:
+            detail = "missing API key" if not token else "invalid API key"
+            raise HTTPException(401, detail, headers=UNAUTHORISED)
+        if not principal.scopes.intersection(scopes):
+            raise HTTPException(403, f"this key lacks the scope: {' or '.join(scopes)}")
+        return principal
+
+    return check
+
+
+def requires_fleet_wide(*scopes: str) -> Callable[..., Principal]:
+    """As :func:`requires`, refusing tenant-scoped keys (the answer spans every tenant)."""
+    inner = requires(*scopes)
+
+    # a default, not an Annotated hint: the hint would name a local FastAPI cannot resolve
+    def check(principal: Principal = Depends(inner)) -> Principal:  # noqa: B008
+        if principal.tenant is not None:
+            raise HTTPException(403, "a tenant-scoped key cannot read fleet-wide state")
+        return principal
+
+    return check
+
+
+RouteCaller = Annotated[Principal, Depends(requires("route"))]
+TelemetryCaller = Annotated[Principal, Depends(requires("telemetry", "route"))]
+PlanReader = Annotated[Principal, Depends(requires_fleet_wide("route", "admin"))]
+FleetReader = Annotated[Principal, Depends(requires_fleet_wide("telemetry", "admin"))]
+Admin = Annotated[Principal, Depends(requires_fleet_wide("admin"))]

@@ -1,0 +1,63 @@
+"""Assemble the FastAPI app: routers, middleware, error handlers, background loops."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from serving.api.errors import install_error_handlers
+from serving.api.limits import BodyLimit
+from serving.api.routers import health, metrics, outcomes, plans, replicas, route, whatif
+from serving.api.runtime import ServiceRuntime
+
+CREDITS_SAVE_S = 5.0
+
+
+async def _save_credits(runtime: ServiceRuntime) -> None:
+    # a restart resumes fairness where it stood, give or take this period
+    assert runtime.planner is not None
+    store = runtime.planner.store
+    while True:
+        await asyncio.sleep(CREDITS_SAVE_S)
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(store.save_credits, runtime.service.credit_counters())
+
+
+def create_app(runtime: ServiceRuntime) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        tasks: list[asyncio.Task[None]] = []
+        if runtime.background:
+            if runtime.scraper is not None:
+                tasks.append(asyncio.create_task(runtime.scraper.run()))
+            if runtime.planner is not None:
+                planner = runtime.planner
+                runtime.service.on_fleet_change.append(planner.trigger)
+                tasks.append(asyncio.create_task(planner.run(solve=runtime.settings.planner)))
+                tasks.append(asyncio.create_task(_save_credits(runtime)))
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if runtime.planner is not None:
+                with contextlib.suppress(Exception):
+                    runtime.planner.store.save_credits(runtime.service.credit_counters())
+                runtime.planner.close()
+
+    app = FastAPI(
+        title="Placement service",
+        summary="Which replica of an LLM inference fleet should serve this request?",
+        version="1",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    for module in (route, outcomes, plans, replicas, whatif, health, metrics):
+        app.include_router(module.router)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=runtime.settings.max_body_bytes)
+    return app

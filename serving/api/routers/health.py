@@ -1,0 +1,28 @@
+"""Liveness and readiness. Ready only with a plan, or in the explicit no-plan fallback mode."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from serving.api.deps import ServiceDep
+from serving.api.schemas import Health
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Health, summary="The process is up")
+async def healthz() -> Health:
+    return Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    response_model=Health,
+    responses={503: {"model": Health, "description": "not ready: no plan yet"}},
+    summary="Ready to route",
+)
+async def readyz(service: ServiceDep) -> JSONResponse:
+    ready, detail = service.readiness()
+    body = Health(status="ready" if ready else "not ready", detail=detail)
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)

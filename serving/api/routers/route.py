@@ -1,0 +1,161 @@
+"""``POST /v1/route`` and ``POST /v1/route:batch``: where should this request go?
+
+The single route is the hot endpoint: its body is parsed by pydantic-core straight from the
+bytes (no intermediate dict) and its answer is written as bytes, skipping FastAPI's response
+serialisation. The decision is also given as headers a proxy can use unchanged:
+``x-gateway-destination-endpoint`` lists the chosen replica's address, then the fallbacks'.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from pydantic import ValidationError
+
+from placement.errors import InputError
+from placement.prefix import hash_text
+from serving.api.deps import RouteCaller, RuntimeDep
+from serving.api.schemas import (
+    BatchItem,
+    BatchRouteRequest,
+    BatchRouteResponse,
+    Problem,
+    RouteRequest,
+    RouteResponse,
+)
+from serving.api.security import Principal
+from serving.route.types import NoReplica, RouteQuery
+from serving.service import PlacementService, Refused, Routed
+
+router = APIRouter(prefix="/v1", tags=["route"])
+
+CHARS_PER_TOKEN = 4  # when only the text is given: a rough English average
+DESTINATION = "x-gateway-destination-endpoint"
+REFUSALS: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "missing or invalid API key"},
+    403: {"model": Problem, "description": "key lacks the scope, or routes for another tenant"},
+    413: {"model": Problem, "description": "body too large"},
+    422: {"model": Problem, "description": "invalid request"},
+    429: {"model": Problem, "description": "refused by admission; see Retry-After"},
+    503: {"model": Problem, "description": "no healthy replica serves the model"},
+}
+
+
+def to_query(body: RouteRequest, block_chars: int) -> RouteQuery:
+    if body.prompt is not None:
+        hashes = hash_text(body.prompt, block_chars)
+        tokens = body.input_tokens
+        if tokens is None:
+            tokens = len(body.prompt) // CHARS_PER_TOKEN
+    else:
+        hashes = tuple(body.block_hashes or ())
+        tokens = body.input_tokens or 0
+    return RouteQuery(
+        tenant=body.tenant,
+        model=body.model,
+        request_class=body.request_class,
+        block_hashes=hashes,
+        input_tokens=tokens,
+        max_output_tokens=body.max_output_tokens,
+    )
+
+
+def _check_tenant(principal: Principal, tenant: str) -> None:
+    if not principal.may_act_for(tenant):
+        raise HTTPException(403, f"this key routes only for tenant '{principal.tenant}'")
+
+
+def _answer(service: PlacementService, routed: Routed) -> dict[str, Any]:
+    d = routed.decision
+    fallbacks = [
+        {"replica_id": r, "address": service.replicas[r].address}
+        for r in d.fallbacks
+        if r in service.replicas
+    ]
+    return {
+        "decision_id": routed.decision_id,
+        "replica_id": d.replica_id,
+        "address": d.address,
+        "reason": d.reason,
+        "plan_version": d.plan_version,
+        "predicted_ttft_s": d.predicted_ttft_s,
+        "fallbacks": fallbacks,
+    }
+
+
+def _headers(routed: Routed) -> dict[str, str]:
+    d = routed.decision
+    return {
+        DESTINATION: ",".join(routed.addresses),
+        "x-placement-replica": d.replica_id,
+        "x-placement-reason": d.reason,
+        "x-placement-plan-version": "" if d.plan_version is None else str(d.plan_version),
+        "x-placement-decision-id": routed.decision_id,
+    }
+
+
+@router.post(
+    "/route",
+    response_model=RouteResponse,
+    responses=REFUSALS,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": RouteRequest.model_json_schema()}},
+        }
+    },
+    summary="Place one request",
+)
+async def route(request: Request, runtime: RuntimeDep, principal: RouteCaller) -> Response:
+    try:
+        body = RouteRequest.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise HTTPException(422, _errors(exc)) from None
+    _check_tenant(principal, body.tenant)
+    service = runtime.service
+    routed = service.route(to_query(body, runtime.settings.text_block_chars))
+    return Response(
+        json.dumps(_answer(service, routed)),
+        media_type="application/json",
+        headers=_headers(routed),
+    )
+
+
+def _errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False, include_context=False, include_input=False)
+    ]
+
+
+@router.post(
+    "/route:batch",
+    response_model=BatchRouteResponse,
+    responses={k: v for k, v in REFUSALS.items() if k not in (429, 503)},
+    summary="Place many requests; each result carries its own status",
+)
+async def route_batch(
+    body: BatchRouteRequest, runtime: RuntimeDep, principal: RouteCaller
+) -> BatchRouteResponse:
+    for item in body.requests:
+        _check_tenant(principal, item.tenant)
+    service = runtime.service
+    results = []
+    for item in body.requests:
+        try:
+            routed = service.route(to_query(item, runtime.settings.text_block_chars))
+        except Refused as exc:
+            results.append(BatchItem(status=429, detail=str(exc), retry_after_s=exc.retry_after_s))
+            continue
+        except NoReplica as exc:
+            results.append(BatchItem(status=503, detail=str(exc)))
+            continue
+        except InputError as exc:
+            results.append(BatchItem(status=422, detail=str(exc)))
+            continue
+        results.append(
+            BatchItem(status=200, decision=RouteResponse.model_validate(_answer(service, routed)))
+        )
+    return BatchRouteResponse(results=results)

@@ -1,0 +1,53 @@
+"""``POST /v1/whatif``: solve a scenario off the request path; poll ``GET /v1/jobs/{id}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Path
+
+from serving.api.deps import Admin, RuntimeDep
+from serving.api.schemas import JobOut, Problem, WhatIfRequest
+from serving.jobs import Job
+
+router = APIRouter(prefix="/v1", tags=["what-if"])
+AUTH: dict[int | str, dict[str, Any]] = {401: {"model": Problem}, 403: {"model": Problem}}
+
+
+def _out(job: Job) -> JobOut:
+    return JobOut(
+        id=job.id,
+        kind=job.kind,
+        status=job.status,
+        submitted_at=job.submitted_at,
+        finished_at=job.finished_at,
+        result=job.result,
+        error=job.error,
+    )
+
+
+@router.post(
+    "/whatif",
+    response_model=JobOut,
+    status_code=202,
+    responses={**AUTH, 409: {"model": Problem, "description": "no what-if solver configured"}},
+    summary="Start a what-if solve; returns the job to poll",
+)
+async def start_whatif(body: WhatIfRequest, runtime: RuntimeDep, caller: Admin) -> JobOut:
+    if runtime.whatif is None:
+        raise HTTPException(409, "no what-if solver configured in this process")
+    job = runtime.jobs.submit("whatif", caller.name, runtime.whatif, body.model_dump())
+    return _out(job)
+
+
+@router.get(
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    responses={**AUTH, 404: {"model": Problem}},
+    summary="A job's status and, when done, its result",
+)
+async def job_status(runtime: RuntimeDep, _: Admin, job_id: str = Path(max_length=64)) -> JobOut:
+    job = runtime.jobs.get(job_id)
+    if job is None:
+        raise HTTPException(404, f"no job '{job_id}'")
+    return _out(job)

@@ -1,0 +1,60 @@
+"""Everything a running API holds: settings, keys, the placement service, the planner, jobs.
+
+Built by :func:`serving.api.main.create_app` (or by ``placement serve``) and stored on
+``app.state.runtime``; routes reach it through :mod:`serving.api.deps`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from serving.api.security import KeyRing
+from serving.api.settings import Settings
+from serving.jobs import JobRunner
+from serving.planner import Planner
+from serving.replica_scraper import ReplicaScraper
+from serving.service import PlacementService
+
+WhatIfFn = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(kw_only=True)
+class ServiceRuntime:
+    settings: Settings
+    keys: KeyRing
+    service: PlacementService
+    planner: Planner | None = None
+    scraper: ReplicaScraper | None = None
+    # a scenario → its result; a module-level function (it runs in a worker process)
+    whatif: WhatIfFn | None = None
+    jobs: JobRunner = field(default_factory=lambda: JobRunner(executor=lambda: None))
+    background: bool = True  # run the scraper and the planner loop while serving
+
+
+def build_runtime(
+    settings: Settings,
+    *,
+    service: PlacementService,
+    planner: Planner | None = None,
+    whatif: WhatIfFn | None = None,
+    background: bool = True,
+) -> ServiceRuntime:
+    """The runtime for ``settings``: keys (plus the development key), the scraper, a planner
+    that has resumed the store's last good plan and the persisted credit counters."""
+    keys = KeyRing(settings.all_keys(), dev_key=settings.dev_key)
+    if planner is not None:
+        planner.resume()
+        service.admission.vtc.restore(planner.store.load_credits())
+    jobs = JobRunner(executor=planner.executor if planner is not None else lambda: None)
+    return ServiceRuntime(
+        settings=settings,
+        keys=keys,
+        service=service,
+        planner=planner,
+        scraper=ReplicaScraper(service, interval_s=settings.scrape_interval_s),
+        whatif=whatif,
+        jobs=jobs,
+        background=background,
+    )

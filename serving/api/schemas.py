@@ -1,0 +1,168 @@
+"""Request and response bodies of the HTTP API (pydantic; they are the OpenAPI schemas)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+HASH_LIMIT = 1 << 63
+MAX_BLOCKS = 8192  # 4M tokens of 512-token blocks: beyond any context window
+MAX_BATCH = 256
+MAX_OUTCOMES = 1024
+Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/@+-]+$")]
+BlockHash = Annotated[int, Field(ge=0, lt=HASH_LIMIT)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RouteRequest(_Body):
+    """One request to place. Give the prompt's prefix block hashes (chained, 63-bit, as
+    :mod:`placement.prefix` computes them), or the prompt text to be cut and hashed here."""
+
+    tenant: Name
+    model: Name
+    request_class: str = Field(default="interactive", min_length=1, max_length=64)
+    block_hashes: list[BlockHash] | None = Field(default=None, max_length=MAX_BLOCKS)
+    prompt: str | None = None
+    input_tokens: int | None = Field(
+        default=None, ge=0, le=10_000_000, description="prompt tokens (estimated from the text)"
+    )
+    max_output_tokens: int = Field(default=256, ge=0, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _one_prefix(self) -> RouteRequest:
+        if self.block_hashes is not None and self.prompt is not None:
+            raise ValueError("give block_hashes or prompt, not both")
+        if self.input_tokens is None and self.prompt is None:
+            raise ValueError("input_tokens is required without a prompt")
+        return self
+
+
+class FallbackTarget(BaseModel):
+    replica_id: str
+    address: str
+
+
+class RouteResponse(BaseModel):
+    decision_id: str = Field(description="quote it when reporting the outcome")
+    replica_id: str
+    address: str
+    reason: str = Field(description="plan, or fallback:<why>")
+    plan_version: int | None
+    predicted_ttft_s: float
+    fallbacks: list[FallbackTarget] = Field(description="further replicas, in order")
+
+
+class Problem(BaseModel):
+    """A refusal or an error: the reason in words."""
+
+    detail: Any
+    retry_after_s: int | None = None
+
+
+class BatchRouteRequest(_Body):
+    requests: list[RouteRequest] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class BatchItem(BaseModel):
+    status: int = Field(description="200, or the status the single route would have answered")
+    decision: RouteResponse | None = None
+    detail: str | None = None
+    retry_after_s: int | None = None
+
+
+class BatchRouteResponse(BaseModel):
+    results: list[BatchItem]
+
+
+class Outcome(_Body):
+    """How a routed request went, reported by the router that sent it."""
+
+    decision_id: str = Field(min_length=1, max_length=128)
+    ttft_s: float | None = Field(default=None, ge=0, le=86_400)
+    output_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    error: str | None = Field(default=None, max_length=1024)
+
+
+class OutcomesRequest(_Body):
+    outcomes: list[Outcome] = Field(min_length=1, max_length=MAX_OUTCOMES)
+
+
+class OutcomesResponse(BaseModel):
+    accepted: int
+    unknown: list[str] = Field(description="decisions not in flight here (expired, or elsewhere)")
+
+
+class ReplicaIn(_Body):
+    id: Name
+    address: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:/\[\]-]+$")
+    model: Name
+    accelerator: str = Field(min_length=1, max_length=64)
+    tp: int = Field(default=1, ge=1, le=64)
+    kv_capacity_tokens: int = Field(ge=1, le=1 << 40)
+    metrics_url: str | None = Field(default=None, max_length=512, pattern=r"^https?://\S+$")
+    labels: dict[str, str] = Field(default_factory=dict, max_length=64)
+
+
+class ReplicaOut(BaseModel):
+    id: str
+    address: str
+    model: str
+    accelerator: str
+    tp: int
+    kv_capacity_tokens: int
+    healthy: bool
+    in_flight: int
+    num_requests_running: float
+    num_requests_waiting: float
+    kv_cache_usage_perc: float
+    metrics_url: str
+    scrape_failures: int
+    labels: dict[str, str]
+
+
+class SolveOut(BaseModel):
+    outcome: str
+    reason: str
+    detail: str
+    version: int | None
+    solve_s: float
+
+
+class WhatIfRequest(_Body):
+    """A scenario solved against the current fleet and demand, off the request path."""
+
+    replicas: dict[str, int] = Field(
+        default_factory=dict, max_length=256, description="replica kind → count"
+    )
+    demand_scale: dict[str, float] = Field(
+        default_factory=dict, max_length=1024, description="tenant → demand multiplier"
+    )
+    slo_scale: float = Field(default=1.0, gt=0, le=100, description="× every TTFT/TPOT SLO")
+    time_limit_s: float = Field(default=10.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _sane(self) -> WhatIfRequest:
+        if any(n < 0 or n > 100_000 for n in self.replicas.values()):
+            raise ValueError("replica counts are in [0, 100000]")
+        if any(not 0 <= f <= 1000 for f in self.demand_scale.values()):
+            raise ValueError("demand multipliers are in [0, 1000]")
+        return self
+
+
+class JobOut(BaseModel):
+    id: str
+    kind: str
+    status: Literal["queued", "running", "done", "failed"]
+    submitted_at: float
+    finished_at: float | None
+    result: dict[str, Any] | None
+    error: str | None
+
+
+class Health(BaseModel):
+    status: str
+    detail: str = ""

@@ -1,0 +1,121 @@
+"""The service's settings: one pydantic-settings class read from ``PLACEMENT_*`` variables.
+
+Outside ``development`` the class refuses what is only safe on a laptop: no API keys, the
+generated development key, keys given in clear rather than hashed, a wildcard bind without
+keys. API keys are stored as ``sha256:<hex>`` digests (``placement serve --hash-key`` prints
+one), in ``PLACEMENT_API_KEYS`` (a JSON list) or in a JSON keys file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from placement.errors import InputError
+
+Scope = Literal["route", "telemetry", "admin"]
+SCOPES: tuple[Scope, ...] = ("route", "telemetry", "admin")
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20  # a 1 MiB prompt is far longer than any context window
+DEFAULT_TEXT_BLOCK_CHARS = 2048  # ~512 tokens of English, the simulator's block size
+DEFAULT_SCRAPE_INTERVAL_S = 1.0
+DEFAULT_SOLVE_PERIOD_S = 60.0
+DEFAULT_SOLVE_TIME_LIMIT_S = 10.0
+DEFAULT_LEASE_S = 300.0
+
+
+class ApiKey(BaseModel):
+    """One API key: its digest, its scopes and, for a tenant-scoped key, the one tenant."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    scopes: tuple[Scope, ...] = Field(min_length=1)
+    tenant: str | None = None
+
+
+class Settings(BaseSettings):
+    """Everything ``placement serve`` can be told, from flags or ``PLACEMENT_*`` variables."""
+
+    model_config = SettingsConfigDict(env_prefix="PLACEMENT_", extra="forbid", frozen=True)
+
+    environment: Literal["development", "production"] = "production"
+    api_keys: tuple[ApiKey, ...] = ()
+    api_keys_file: Path | None = None
+    # set only in development, when no key was configured: printed once at startup
+    dev_key: str | None = None
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
+    text_block_chars: int = Field(default=DEFAULT_TEXT_BLOCK_CHARS, ge=16)
+
+    fleet: Path | None = None
+    profile: Path | None = None
+    plan_dir: Path = Path("plans")
+    redis_url: str | None = None
+    no_plan_fallback: bool = False  # ready without a plan, routing greedily
+
+    scrape_interval_s: float = Field(default=DEFAULT_SCRAPE_INTERVAL_S, gt=0)
+    solve_period_s: float = Field(default=DEFAULT_SOLVE_PERIOD_S, gt=0)
+    solve_time_limit_s: float = Field(default=DEFAULT_SOLVE_TIME_LIMIT_S, gt=0)
+    lease_s: float = Field(default=DEFAULT_LEASE_S, gt=0)  # an unreported request's lifetime
+    planner: bool = True  # run the planner loop in this process (else only follow the store)
+
+    @model_validator(mode="after")
+    def _refuse_unsafe(self) -> Settings:
+        if self.environment == "development":
+            return self
+        if self.dev_key is not None:
+            raise ValueError("a generated development key is refused outside development")
+        if not self.api_keys and self.api_keys_file is None:
+            raise ValueError(
+                "no API keys: set PLACEMENT_API_KEYS or PLACEMENT_API_KEYS_FILE "
+                "(or PLACEMENT_ENVIRONMENT=development for a generated key)"
+            )
+        return self
+
+    def all_keys(self) -> tuple[ApiKey, ...]:
+        """The configured keys plus those of the keys file."""
+        keys = list(self.api_keys)
+        if self.api_keys_file is not None:
+            keys.extend(load_keys_file(self.api_keys_file))
+        return tuple(keys)
+
+
+def load_keys_file(path: Path) -> list[ApiKey]:
+    """A JSON list of keys (``name``, ``digest``, ``scopes``, optional ``tenant``)."""
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read keys file: {exc.strerror}", source=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", source=str(path), line=exc.lineno) from None
+    if not isinstance(raw, list):
+        raise InputError("a keys file is a JSON list", source=str(path), expected="[{...}, ...]")
+    keys = []
+    for i, item in enumerate(raw):
+        try:
+            keys.append(ApiKey.model_validate(item))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in (i, *err["loc"]))
+            raise InputError(err["msg"], source=str(path), field=loc) from None
+    return keys
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment with ``overrides`` (CLI flags) on top; an unsafe or
+    malformed setting is an :class:`InputError` naming the variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        field = f"PLACEMENT_{loc.upper()}" if loc else "settings"
+        raise InputError(err["msg"].removeprefix("Value error, "), field=field) from None

@@ -1,0 +1,108 @@
+"""A plan store in Redis, for many service processes on many machines.
+
+Keys under one prefix: ``<prefix>:plan:<version>`` (the plan's JSON, written with ``NX`` so
+a version is never overwritten), ``<prefix>:latest`` (moved forward only, by a Lua script, so
+two writers cannot move it back), ``<prefix>:seq`` (``INCR`` hands out versions) and
+``<prefix>:credits`` (a hash of tenant → counter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+
+from placement.errors import InputError
+from placement.plan import Plan
+from serving.plan_store.base import PlanStoreError
+
+DEFAULT_PREFIX = "placement"
+_MOVE_FORWARD = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) > current then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+"""
+
+
+class RedisPlanStore:
+    def __init__(self, url: str, *, prefix: str = DEFAULT_PREFIX, timeout_s: float = 2.0) -> None:
+        try:
+            self._redis: Any = redis.Redis.from_url(
+                url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+            )
+        except ValueError as exc:
+            raise InputError(str(exc), field="redis_url", expected="redis://host:port/db") from None
+        self._prefix = prefix
+        self._move_forward = self._redis.register_script(_MOVE_FORWARD)
+
+    def _key(self, *parts: object) -> str:
+        return ":".join((self._prefix, *map(str, parts)))
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except redis.RedisError as exc:
+            raise PlanStoreError(f"redis: cannot {what}: {exc}") from None
+
+    def ping(self) -> bool:
+        return bool(self._call("ping", self._redis.ping))
+
+    def next_version(self) -> int:
+        # never below a version already published (e.g. a store seeded by hand)
+        floor = self.latest_version() or 0
+        version = int(self._call("allocate a version", self._redis.incr, self._key("seq")))
+        if version <= floor:
+            version = int(
+                self._call("allocate a version", self._redis.incrby, self._key("seq"), floor)
+            )
+        return version
+
+    def put(self, plan: Plan) -> None:
+        stored = self._call(
+            "publish a plan",
+            self._redis.set,
+            self._key("plan", plan.version),
+            plan.to_json(),
+            nx=True,
+        )
+        if not stored:
+            raise PlanStoreError(f"plan version {plan.version} already exists")
+        self._call(
+            "move the latest pointer",
+            self._move_forward,
+            keys=[self._key("latest")],
+            args=[plan.version],
+        )
+
+    def get(self, version: int) -> Plan | None:
+        text = self._call("read a plan", self._redis.get, self._key("plan", version))
+        if text is None:
+            return None
+        try:
+            return Plan.from_json(text, source=f"redis {self._key('plan', version)}")
+        except InputError as exc:
+            raise PlanStoreError(f"corrupt plan in the store: {exc}") from None
+
+    def latest_version(self) -> int | None:
+        raw = self._call("read the latest pointer", self._redis.get, self._key("latest"))
+        return None if raw is None else int(raw)
+
+    def latest(self) -> Plan | None:
+        version = self.latest_version()
+        return None if version is None else self.get(version)
+
+    def save_credits(self, counters: Mapping[str, float]) -> None:
+        key = self._key("credits")
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.delete(key)
+        if counters:
+            pipe.hset(key, mapping={t: repr(float(c)) for t, c in counters.items()})
+        self._call("save the credit state", pipe.execute)
+
+    def load_credits(self) -> dict[str, float]:
+        raw = self._call("read the credit state", self._redis.hgetall, self._key("credits"))
+        return {k.decode(): float(v) for k, v in raw.items()}

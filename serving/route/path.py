@@ -1,0 +1,352 @@
+"""The in-process route path: plan lookup, greedy fallbacks, lock-free live state.
+
+:class:`PlacementRoutePath` implements :class:`~serving.route.types.RoutePath`.
+
+**Decide** (one read of the current :class:`_Routing` snapshot, then no shared writes but an
+entry's turn counter):
+
+1. the model's pool must exist, else :class:`NoReplica`;
+2. no plan installed → the profile's ``no_plan`` fallback (``fallback:no-plan``);
+3. walk the request's block hashes from the deepest (at most the plan's deepest group) to the
+   shallowest; the first hash that keys a group of the request's model is its entry; else the
+   (tenant, model) default; else the ``unseen_prefix`` fallback (``fallback:unseen-prefix``);
+4. pick a primary by weight (:mod:`serving.route.compiled`); if the profile's filters refuse
+   it, try the entry's other primaries in turn (still ``plan``);
+5. every primary refused: when the weight-chosen one was over its cap and the profile spills,
+   the first admitted secondary (``fallback:spill``); else the ``planned_unavailable`` fallback
+   labelled with the refusing filter's cause (``fallback:unhealthy|stale|over-cap``).
+
+A fallback picker ranks admitted candidates; if it finds none, it is asked again with only the
+health filter applied (stale or loaded beats nothing); if still none, :class:`NoReplica`.
+
+**Live state.** :class:`ReplicaState` attributes are written by single writers (the scraper for
+health and metrics; the hooks here for ``in_flight`` / ``in_flight_prefill_tokens``) and read
+without locks. The hooks key open requests by the identity of their :class:`RouteQuery`, so
+callers pass the same query object to ``on_dispatch``, ``on_first_token`` and ``on_complete``.
+Plan installs and fleet changes build a new snapshot and swap one reference; a decision carries
+the version of the snapshot it read.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from placement.plan import Plan, ReplicaPlan
+from serving.route.compiled import GOLDEN_FRACTION, CompiledPlan, PlanEntry, compile_plan
+from serving.route.decision import make_decision
+from serving.route.fleet import FleetView
+from serving.route.plugins.base import FallbackContext, FallbackPicker, queued_prefill_tokens
+from serving.route.prefix_index import RouterPrefixIndex
+from serving.route.profile import RouteProfile, load_profile
+from serving.route.ttft import QUEUED_PROMPT_TOKENS
+from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery
+
+PLAN = "plan"
+SPILL = "fallback:spill"
+UNSEEN_PREFIX = "fallback:unseen-prefix"
+NO_PLAN = "fallback:no-plan"
+_INF = float("inf")
+PREFIX_SIGNAL = "router prefix index"  # pickers reading it get the prefix holders first
+
+
+@dataclass(frozen=True, slots=True)
+class _Routing:
+    """Everything a decision reads, swapped as one reference."""
+
+    fleet: FleetView
+    plan: CompiledPlan | None
+    cap_in_flight: list[float]
+
+
+class PlacementRoutePath:
+    """The route path over ``replicas`` (live states), configured by ``profile``."""
+
+    def __init__(
+        self, replicas: Sequence[ReplicaState] = (), *, profile: RouteProfile | None = None
+    ) -> None:
+        self.profile = profile if profile is not None else load_profile()
+        p = self.profile
+        self._filters = p.filters
+        self._checks = tuple((f.admits, f.cause) for f in p.filters)  # bound once, not per call
+        self._health = tuple(f for f in p.filters if f.cause == "unhealthy")
+        load_cap = p.load_cap
+        self._cap_of: Callable[[ReplicaPlan], float] = (
+            load_cap.cap_of if load_cap is not None else (lambda _: _INF)
+        )
+        self._spill = p.spill_to_secondary
+        self._reasons = {f.cause: f"fallback:{f.cause}" for f in p.filters}
+        self._reasons.setdefault("unhealthy", "fallback:unhealthy")
+        self._prefixes = RouterPrefixIndex(p.block_tokens) if p.uses_prefix_index else None
+        self._open: dict[int, tuple[str, int]] = {}  # id(query) -> (replica id, prefill tokens)
+        self._writer = threading.Lock()  # serialises installs; never taken by decide()
+        self._plan: Plan | None = None
+        self._routing = self._snapshot(FleetView(replicas, virtual_nodes=p.virtual_nodes), None)
+
+    # ---- control plane ------------------------------------------------------------------
+    def _snapshot(self, fleet: FleetView, plan: Plan | None) -> _Routing:
+        if plan is None:
+            return _Routing(fleet, None, [_INF] * len(fleet))
+        compiled = compile_plan(
+            plan, fleet, cap_of=self._cap_of, max_alternates=self.profile.max_fallbacks
+        )
+        return _Routing(fleet, compiled, compiled.cap_in_flight)
+
+    def set_replicas(self, replicas: Sequence[ReplicaState]) -> None:
+        """Register the fleet (replaces the previous set; recompiles the plan against it)."""
+        with self._writer:
+            fleet = FleetView(replicas, virtual_nodes=self.profile.virtual_nodes)
+            self._routing = self._snapshot(fleet, self._plan)
+
+    def install_plan(self, plan: Plan | None) -> None:
+        with self._writer:
+            routing = self._snapshot(self._routing.fleet, plan)
+            self._plan = plan
+            self._routing = routing
+
+    @property
+    def plan(self) -> Plan | None:
+        return self._plan
+
+    @property
+    def replicas(self) -> list[ReplicaState]:
+        return list(self._routing.fleet.states)
+
+    def replica(self, replica_id: str) -> ReplicaState | None:
+        fleet = self._routing.fleet
+        i = fleet.index_of.get(replica_id)
+        return None if i is None else fleet.states[i]
+
+    # ---- decisions ----------------------------------------------------------------------
+    def decide(self, query: RouteQuery, now: float) -> Decision:
+        routing = self._routing
+        fleet = routing.fleet
+        plan = routing.plan
+        model = query.model
+        if model not in fleet.pools:
+            raise NoReplica(f"no registered replica serves model {model!r}")
+        if plan is None:
+            return self._fallback(routing, query, now, NO_PLAN, self.profile.no_plan, None)
+        entry: PlanEntry | None = None
+        hashes = query.block_hashes
+        groups = plan.groups
+        depth = min(len(hashes), plan.max_depth)
+        while depth:
+            depth -= 1
+            found = groups.get(hashes[depth])
+            if found is not None and found.model == model:
+                entry = found
+                break
+        if entry is None:
+            entry = plan.defaults.get((query.tenant, model))
+            if entry is None:
+                return self._fallback(
+                    routing, query, now, UNSEEN_PREFIX, self.profile.unseen_prefix, None
+                )
+        states = fleet.states
+        caps = routing.cap_in_flight
+        checks = self._checks
+        replicas = entry.replicas
+        n = len(replicas)
+        cause = "unhealthy"  # an entry none of whose replicas is registered
+        if n:
+            turn = entry.turn
+            entry.turn = turn + 1
+            pos = bisect_right(entry.cumulative, (turn * GOLDEN_FRACTION) % 1.0)
+            first_cause = ""
+            for _ in range(n):
+                r = replicas[pos]
+                state = states[r]
+                cap = caps[r]
+                refused = ""
+                for admits, why in checks:
+                    if not admits(state, cap, now):
+                        refused = why
+                        break
+                if not refused:
+                    queued = state.num_requests_waiting * QUEUED_PROMPT_TOKENS
+                    queued = max(queued, state.in_flight_prefill_tokens)
+                    return make_decision(
+                        state.id,
+                        state.address,
+                        PLAN,
+                        plan.version,
+                        fleet.tables[r].ttft(query.input_tokens - entry.prefix_tokens, queued),
+                        entry.alternates[pos],
+                    )
+                if not first_cause:
+                    first_cause = refused
+                pos = pos + 1 if pos + 1 < n else 0
+            cause = first_cause
+        if cause == "over-cap" and self._spill:
+            for pos, r in enumerate(entry.secondary):
+                if self._admitted(states[r], caps[r], now):
+                    return self._decision(
+                        fleet,
+                        plan,
+                        r,
+                        query,
+                        SPILL,
+                        entry.prefix_tokens,
+                        entry.spill_alternates[pos],
+                    )
+        return self._fallback(
+            routing, query, now, self._reasons[cause], self.profile.planned_unavailable, entry
+        )
+
+    def decide_batch(self, queries: Sequence[RouteQuery], now: float) -> list[Decision | NoReplica]:
+        """Decide each query in order (as :meth:`decide` would, one after another); a query
+        nothing can serve yields its :class:`NoReplica` in place of a decision."""
+        out: list[Decision | NoReplica] = []
+        append = out.append
+        decide = self.decide
+        for q in queries:
+            try:
+                append(decide(q, now))
+            except NoReplica as exc:
+                append(exc)
+        return out
+
+    def _admitted(self, state: ReplicaState, cap: float, now: float) -> bool:
+        # explicit loops, not all(<generator>): this runs per candidate on the hot path
+        for admits, _ in self._checks:  # noqa: SIM110
+            if not admits(state, cap, now):
+                return False
+        return True
+
+    def _decision(
+        self,
+        fleet: FleetView,
+        plan: CompiledPlan | None,
+        r: int,
+        query: RouteQuery,
+        reason: str,
+        cached_tokens: int,
+        alternates: tuple[str, ...],
+    ) -> Decision:
+        state = fleet.states[r]
+        ttft = fleet.tables[r].ttft(
+            query.input_tokens - cached_tokens, queued_prefill_tokens(state)
+        )
+        return Decision(
+            replica_id=state.id,
+            address=state.address,
+            reason=reason,
+            plan_version=None if plan is None else plan.version,
+            predicted_ttft_s=ttft,
+            fallbacks=alternates,
+        )
+
+    def _fallback(
+        self,
+        routing: _Routing,
+        query: RouteQuery,
+        now: float,
+        reason: str,
+        picker: FallbackPicker,
+        entry: PlanEntry | None,
+    ) -> Decision:
+        fleet = routing.fleet
+        states = fleet.states
+        caps = routing.cap_in_flight
+        preferred: tuple[int, ...] = ()
+        cached: dict[int, int] = {}
+        if entry is not None:
+            preferred = entry.replicas + entry.secondary
+            if entry.prefix_tokens:
+                cached = dict.fromkeys(preferred, entry.prefix_tokens)
+        if self._prefixes is not None and query.block_hashes and PREFIX_SIGNAL in picker.signals:
+            matches = self._prefixes.match_all(query.block_hashes)
+            if matches:
+                block_tokens = self.profile.block_tokens
+                index_of = fleet.index_of
+                held: list[tuple[int, int]] = []
+                for rid, blocks in matches.items():
+                    i = index_of.get(rid)
+                    if i is not None:
+                        held.append((-blocks, i))
+                        cached[i] = max(cached.get(i, 0), blocks * block_tokens)
+                held.sort()
+                preferred = (*preferred, *(i for _, i in held))
+        checks = self._checks
+
+        def admitted(i: int) -> bool:
+            state = states[i]
+            cap = caps[i]
+            for admits, _ in checks:  # noqa: SIM110
+                if not admits(state, cap, now):
+                    return False
+            return True
+
+        profile = self.profile
+        ctx = FallbackContext(
+            query,
+            fleet,
+            routing.plan,
+            admitted,
+            preferred,
+            cached,
+            profile.candidates,
+            profile.key_blocks,
+        )
+        ranked = picker.rank(ctx)
+        if not ranked:
+            health = self._health
+
+            def up(i: int) -> bool:
+                state = states[i]
+                for f in health:  # noqa: SIM110
+                    if not f.admits(state, _INF, now):
+                        return False
+                return True
+
+            ctx.eligible = up
+            ranked = picker.rank(ctx)
+            if not ranked:
+                raise NoReplica(f"no healthy replica serves model {query.model!r}")
+        chosen = ranked[0]
+        alternates = tuple(states[i].id for i in ranked[1 : 1 + self.profile.max_fallbacks])
+        return self._decision(
+            fleet, routing.plan, chosen, query, reason, cached.get(chosen, 0), alternates
+        )
+
+    # ---- outcome hooks ------------------------------------------------------------------
+    def on_dispatch(self, decision: Decision, query: RouteQuery, now: float) -> None:
+        fleet = self._routing.fleet
+        i = fleet.index_of.get(decision.replica_id)
+        if i is None:
+            return
+        state = fleet.states[i]
+        state.in_flight += 1
+        state.in_flight_prefill_tokens += query.input_tokens
+        fleet.pool_in_flight[fleet.pool_of[i]] += 1
+        self._open[id(query)] = (decision.replica_id, query.input_tokens)
+        if self._prefixes is not None:
+            self._prefixes.insert(
+                decision.replica_id, state.kv_capacity_tokens, query.block_hashes, now
+            )
+
+    def on_first_token(self, replica_id: str, query: RouteQuery, now: float) -> None:
+        key = id(query)
+        record = self._open.get(key)
+        if record is None or record[1] == 0:
+            return
+        state = self.replica(record[0])
+        if state is not None:
+            state.in_flight_prefill_tokens -= record[1]
+        self._open[key] = (record[0], 0)
+
+    def on_complete(self, replica_id: str, query: RouteQuery, now: float, *, ok: bool) -> None:
+        record = self._open.pop(id(query), None)
+        if record is None:
+            return
+        fleet = self._routing.fleet
+        i = fleet.index_of.get(record[0])
+        if i is None:
+            return
+        state = fleet.states[i]
+        state.in_flight -= 1
+        state.in_flight_prefill_tokens -= record[1]
+        fleet.pool_in_flight[fleet.pool_of[i]] -= 1

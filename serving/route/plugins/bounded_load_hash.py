@@ -1,0 +1,71 @@
+"""``bounded-load-hash-picker``: consistent hashing with bounded loads over the model pool
+(Mirrokni, Thorup, Zadimoghaddam, SODA 2018), for prefixes the plan has not seen.
+
+The key is the request's block hash at the profile's ``ring.key_blocks`` depth (its first
+block by default, so every request sharing that block meets the same replicas in the same
+order). Walking the
+pool's ring clockwise from the key, it takes the first eligible replica whose in-flight count
+after placement stays within
+
+    ceil((1 + ε) · (pool in flight + 1) / pool size)
+
+(:func:`placement.routing.policies.chbl.load_bound`, the simulator's ``chbl`` rule). The walk
+probes at most the context's ``limit`` eligible replicas; if none is within the bound there
+(only possible when part of the pool is down), the probed ones are ranked by in-flight count.
+
+Parameters: ``epsilon`` (> 0, default 0.25).
+"""
+
+from __future__ import annotations
+
+from placement.routing.policies.chbl import load_bound
+from serving.route.plugins.base import FallbackContext, ReplicaScorer
+from serving.route.plugins.params import Params
+
+DEFAULT_EPSILON = 0.25
+RANKED = 4  # replicas ranked: the choice and three for a proxy to try next
+
+
+class BoundedLoadHashPicker:
+    name = "bounded-load-hash-picker"
+    signals: tuple[str, ...] = ("in_flight", "pool in-flight total", "block_hashes")
+
+    def __init__(self, *, epsilon: float = DEFAULT_EPSILON) -> None:
+        self.epsilon = epsilon
+
+    def rank(self, ctx: FallbackContext) -> list[int]:
+        fleet = ctx.fleet
+        model = ctx.query.model
+        pool = fleet.pools.get(model)
+        if not pool:
+            return []
+        total = fleet.pool_in_flight[fleet.pool_of[pool[0]]]
+        bound = load_bound(total, 1.0 / len(pool), self.epsilon)
+        states = fleet.states
+        eligible = ctx.eligible
+        within: list[int] = []
+        over: list[int] = []
+        probed = 0
+        for i in ctx.ring_order():
+            if not eligible(i):
+                continue
+            if states[i].in_flight + 1 <= bound:
+                within.append(i)
+                if len(within) >= RANKED:
+                    break
+            else:
+                over.append(i)
+            probed += 1
+            if probed >= ctx.limit:
+                break
+        if within:
+            return within
+        return sorted(over, key=lambda i: states[i].in_flight)
+
+    @classmethod
+    def from_params(
+        cls, params: Params, scorers: tuple[tuple[ReplicaScorer, float], ...]
+    ) -> BoundedLoadHashPicker:
+        made = cls(epsilon=params.number("epsilon", DEFAULT_EPSILON, minimum=0, above=True))
+        params.finish()
+        return made

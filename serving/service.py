@@ -1,0 +1,265 @@
+"""The placement service's domain object: replicas, route path, admission, leases, plan.
+
+The HTTP layer (:mod:`serving.api`) is a thin skin over this; the object itself knows nothing
+of HTTP, so it can be driven from tests and tools directly.
+
+A routed request holds a **lease** until its router reports the outcome; a lease that is never
+reported expires after ``lease_s`` and is released as if it had produced its maximum output,
+so a router that forgets to report cannot hold in-flight budget forever.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from placement.domain.accelerators import get_accelerator
+from placement.domain.requests import Request
+from placement.errors import InputError, PlacementError
+from placement.plan import Plan
+from serving.admission import AdmissionController, class_budgets
+from serving.metrics import ServiceMetrics
+from serving.route.types import Decision, NoReplica, ReplicaState, RoutePath, RouteQuery
+
+# a fleet's in-flight budget per replica when nothing better is known (vLLM's max_num_seqs is
+# 256; keeping a quarter of it keeps queues short enough for interactive SLOs)
+DEFAULT_IN_FLIGHT_PER_REPLICA = 64
+DEFAULT_LEASE_S = 300.0
+MAX_EXPIRED_PER_CALL = 64  # bound the work an unlucky request does sweeping leases
+
+RoutePathFactory = Callable[[dict[str, ReplicaState]], RoutePath]
+
+
+class Refused(PlacementError):
+    """Admission refused the request: HTTP 429 with Retry-After."""
+
+    def __init__(self, reason: str, retry_after_s: int) -> None:
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+        super().__init__(f"refused ({reason}); retry after {retry_after_s} s")
+
+
+class UnknownDecision(PlacementError):
+    """An outcome for a decision this process did not make (or whose lease expired)."""
+
+
+@dataclass(slots=True)
+class Lease:
+    query: RouteQuery
+    replica_id: str
+    expires_at: float
+    first_token: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Routed:
+    decision_id: str
+    decision: Decision
+    addresses: tuple[str, ...]  # the chosen replica's address, then the fallbacks'
+
+
+@dataclass(slots=True, kw_only=True)
+class ReplicaRegistration:
+    """What a replica was registered with, beyond its live state."""
+
+    state: ReplicaState
+    metrics_url: str
+    scrape_failures: int = 0
+    registered_at: float = field(default_factory=time.time)
+
+
+class PlacementService:
+    def __init__(
+        self,
+        *,
+        route_path_factory: RoutePathFactory,
+        admission: AdmissionController | None = None,
+        metrics: ServiceMetrics | None = None,
+        no_plan_fallback: bool = False,
+        lease_s: float = DEFAULT_LEASE_S,
+        in_flight_per_replica: int = DEFAULT_IN_FLIGHT_PER_REPLICA,
+        clock: Callable[[], float] = time.monotonic,
+        demand_window: int = 0,
+    ) -> None:
+        self._factory = route_path_factory
+        self.replicas: dict[str, ReplicaState] = {}
+        self.registrations: dict[str, ReplicaRegistration] = {}
+        self.route_path: RoutePath = route_path_factory(self.replicas)
+        self.admission = admission or AdmissionController(
+            classes=class_budgets(fleet_in_flight=in_flight_per_replica),
+            fleet_in_flight=in_flight_per_replica,
+        )
+        self._per_replica = in_flight_per_replica
+        self.metrics = metrics or ServiceMetrics()
+        self.metrics.track_plan(lambda: None if self.plan is None else self.plan.created_at)
+        self.no_plan_fallback = no_plan_fallback
+        self.plan: Plan | None = None
+        self.lease_s = lease_s
+        self.clock = clock
+        self.leases: OrderedDict[str, Lease] = OrderedDict()
+        self._ids = itertools.count(1)
+        self._id_prefix = f"{os.getpid():x}-{int(time.time()):x}-"
+        # the recent requests the planner solves for (None: no planner in this process)
+        self.demand: deque[Request] | None = (
+            deque(maxlen=demand_window) if demand_window > 0 else None
+        )
+        self._demand_ids = itertools.count(1)
+        self.metrics.in_flight.set_function(lambda: self.admission.in_flight)
+        # listeners told when the replica set changes (the planner re-solves)
+        self.on_fleet_change: list[Callable[[str], None]] = []
+
+    # --- plan -------------------------------------------------------------------------------
+
+    def install_plan(self, plan: Plan | None) -> None:
+        """Swap in ``plan`` for every later decision (one reference assignment)."""
+        self.route_path.install_plan(plan)
+        self.plan = plan
+        self.metrics.plan_version.set(0 if plan is None else plan.version)
+        if plan is not None and plan.tenants:
+            self.admission.vtc.set_credit_weights(
+                {t.tenant: t.guaranteed_share for t in plan.tenants}
+            )
+
+    def readiness(self) -> tuple[bool, str]:
+        if self.plan is not None:
+            return True, f"plan {self.plan.version}"
+        if self.no_plan_fallback:
+            return True, "no plan: routing by greedy fallback (explicit)"
+        return False, "no plan yet"
+
+    # --- replicas ---------------------------------------------------------------------------
+
+    def register_replica(self, state: ReplicaState, *, metrics_url: str | None = None) -> bool:
+        """Add or replace a replica; True when it is new."""
+        get_accelerator(state.accelerator, field="accelerator")
+        new = state.id not in self.replicas
+        if not new:  # keep the router's own counters across a re-registration
+            old = self.replicas[state.id]
+            state.in_flight = old.in_flight
+            state.in_flight_prefill_tokens = old.in_flight_prefill_tokens
+        url = metrics_url or state.address.rstrip("/") + "/metrics"
+        if "://" not in url:
+            url = "http://" + url
+        self.replicas[state.id] = state
+        self.registrations[state.id] = ReplicaRegistration(state=state, metrics_url=url)
+        self._rebuild()
+        self._fleet_changed(f"replica {state.id} registered")
+        return new
+
+    def deregister_replica(self, replica_id: str) -> None:
+        if replica_id not in self.replicas:
+            raise InputError(f"no replica '{replica_id}'", field="replica_id")
+        del self.replicas[replica_id]
+        del self.registrations[replica_id]
+        self._rebuild()
+        self._fleet_changed(f"replica {replica_id} deregistered")
+
+    def mark_health(self, replica_id: str, healthy: bool) -> None:
+        state = self.replicas.get(replica_id)
+        if state is not None and state.healthy != healthy:
+            state.healthy = healthy
+            self._fleet_changed(f"replica {replica_id} {'healthy' if healthy else 'lost'}")
+
+    def _rebuild(self) -> None:
+        # a route path that can take a new replica set keeps its open requests; any other is
+        # rebuilt (it may index the replica set when built)
+        set_replicas = getattr(self.route_path, "set_replicas", None)
+        if set_replicas is not None:
+            set_replicas(list(self.replicas.values()))
+        else:
+            route_path = self._factory(self.replicas)
+            route_path.install_plan(self.plan)
+            self.route_path = route_path
+        self.admission.set_fleet_capacity(max(1, len(self.replicas)) * self._per_replica)
+
+    def _fleet_changed(self, why: str) -> None:
+        for listener in self.on_fleet_change:
+            listener(why)
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def route(self, query: RouteQuery) -> Routed:
+        """Admit and place one request. Raises :class:`Refused` (429), :class:`NoReplica` (503)
+        or :class:`InputError` (an unknown request class)."""
+        started = time.perf_counter()
+        now = self.clock()
+        self._expire(now)
+        verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens)
+        if not verdict.admitted:
+            self.metrics.refusals.labels(verdict.reason).inc()
+            self.metrics.shed.labels(query.tenant, query.request_class).inc()
+            raise Refused(verdict.reason, verdict.retry_after_s)
+        try:
+            decision = self.route_path.decide(query, now)
+        except NoReplica:
+            self.admission.release(query.tenant, query.request_class, 0)
+            self.metrics.refusals.labels("no_replica").inc()
+            raise
+        self.route_path.on_dispatch(decision, query, now)
+        decision_id = self._id_prefix + str(next(self._ids))
+        self.leases[decision_id] = Lease(query, decision.replica_id, now + self.lease_s)
+        addresses = (
+            decision.address,
+            *(self.replicas[r].address for r in decision.fallbacks if r in self.replicas),
+        )
+        if self.demand is not None:
+            self.demand.append(
+                Request(
+                    next(self._demand_ids),
+                    now,
+                    query.input_tokens,
+                    query.max_output_tokens,
+                    tenant=query.tenant,
+                    request_class=query.request_class,
+                    model=query.model,
+                    block_hashes=query.block_hashes,
+                )
+            )
+        self.metrics.decisions.labels(decision.reason).inc()
+        self.metrics.decision_latency.observe(time.perf_counter() - started)
+        return Routed(decision_id=decision_id, decision=decision, addresses=addresses)
+
+    def lease(self, decision_id: str) -> Lease:
+        lease = self.leases.get(decision_id)
+        if lease is None:
+            raise UnknownDecision(f"no decision '{decision_id}' in flight here")
+        return lease
+
+    def first_token(self, decision_id: str) -> None:
+        lease = self.lease(decision_id)
+        if not lease.first_token:
+            lease.first_token = True
+            self.route_path.on_first_token(lease.replica_id, lease.query, self.clock())
+
+    def complete(self, decision_id: str, *, output_tokens: int, ok: bool) -> Lease:
+        """The request finished: release its lease, charge its decode tokens."""
+        lease = self.lease(decision_id)
+        del self.leases[decision_id]
+        self._release(lease, output_tokens, ok=ok)
+        return lease
+
+    def _release(self, lease: Lease, output_tokens: int, *, ok: bool) -> None:
+        now = self.clock()
+        query = lease.query
+        if not lease.first_token:
+            self.route_path.on_first_token(lease.replica_id, query, now)
+        self.route_path.on_complete(lease.replica_id, query, now, ok=ok)
+        self.admission.release(query.tenant, query.request_class, output_tokens)
+
+    def _expire(self, now: float) -> None:
+        # leases share one lifetime, so insertion order is expiry order
+        for _ in range(MAX_EXPIRED_PER_CALL):
+            if not self.leases:
+                return
+            decision_id, lease = next(iter(self.leases.items()))
+            if lease.expires_at > now:
+                return
+            del self.leases[decision_id]
+            self._release(lease, lease.query.max_output_tokens, ok=True)
+
+    def credit_counters(self) -> Mapping[str, float]:
+        return self.admission.vtc.snapshot()

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "api"))
+from api_fakes import make_plan
+
+from serving.plan_store import DirectoryPlanStore, PlanStoreError, open_plan_store
+from serving.plan_store.base import PlanStore
+from serving.plan_store.redis import RedisPlanStore
+
+
+@pytest.fixture(params=["directory", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> PlanStore:
+    if request.param == "directory":
+        return DirectoryPlanStore(tmp_path / "plans")
+    url = request.getfixturevalue("redis_url")
+    prefix = f"t{request.node.nodeid.__hash__() & 0xFFFFFF:x}"
+    return RedisPlanStore(url, prefix=prefix)
+
+
+def test_empty_store(store: PlanStore) -> None:
+    assert store.latest() is None
+    assert store.latest_version() is None
+    assert store.get(1) is None
+    assert store.load_credits() == {}
+
+
+def test_put_get_latest_and_never_overwrite(store: PlanStore) -> None:
+    v1 = store.next_version()
+    v2 = store.next_version()
+    assert v2 > v1
+    store.put(make_plan(v2, objective=2.0))
+    store.put(make_plan(v1, objective=1.0))  # an older version does not move the pointer back
+    assert store.latest_version() == v2
+    latest = store.latest()
+    assert latest is not None and latest.solver.objective == 2.0
+    got = store.get(v1)
+    assert got is not None and got == make_plan(v1, objective=1.0).model_copy(
+        update={"created_at": got.created_at}
+    )
+    with pytest.raises(PlanStoreError, match="already exists"):
+        store.put(make_plan(v2))
+
+
+def test_versions_stay_above_the_latest(store: PlanStore) -> None:
+    store.put(make_plan(40))
+    assert store.next_version() > 40
+
+
+def test_credits_round_trip(store: PlanStore) -> None:
+    store.save_credits({"acme": 12.5, "globex": 0.0})
+    assert store.load_credits() == {"acme": 12.5, "globex": 0.0}
+    store.save_credits({"acme": 1.0})
+    assert store.load_credits() == {"acme": 1.0}
+
+
+def test_two_directory_stores_share_versions(tmp_path: Path) -> None:
+    a, b = DirectoryPlanStore(tmp_path), DirectoryPlanStore(tmp_path)
+    assert {a.next_version(), b.next_version(), a.next_version()} == {1, 2, 3}
+    a.put(make_plan(2))
+    assert b.latest_version() == 2
+
+
+def test_corrupt_plan_file_is_a_store_error(tmp_path: Path) -> None:
+    store = DirectoryPlanStore(tmp_path)
+    (tmp_path / "plan-00000001.json").write_text("{}")
+    with pytest.raises(PlanStoreError, match="corrupt"):
+        store.latest()
+
+
+def test_unreachable_redis_is_a_store_error() -> None:
+    store = open_plan_store(plan_dir="unused", redis_url="redis://127.0.0.1:1/0")
+    with pytest.raises(PlanStoreError, match="redis"):
+        store.latest()

@@ -1,0 +1,136 @@
+"""The plan as a lookup: deepest group, default, weights, atomic swaps, batches."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from conftest import NOW, chain, group, make_path, plan, query, route, states
+
+from placement.plan import DefaultRoute
+from serving.route import Decision, NoReplica, ReplicaState
+
+
+def test_deepest_group_wins(four: list[ReplicaState]) -> None:
+    c = chain(1, 2, 3, 4)
+    p = plan(four, groups=[group(c[:1], route(["r0"])), group(c[:3], route(["r1"]))])
+    path = make_path(four)
+    path.install_plan(p)
+    d = path.decide(query(c), NOW)
+    assert (d.replica_id, d.reason, d.plan_version) == ("r1", "plan", 1)
+    assert path.decide(query(c[:2]), NOW).replica_id == "r0"
+
+
+def test_group_of_another_model_is_skipped() -> None:
+    fleet = states(2) + states(2, model="qwen2.5-32b", prefix="q")
+    c = chain(1, 2)
+    p = plan(
+        fleet,
+        groups=[group(c[:1], route(["r0"])), group(c, route(["q0"]), model="qwen2.5-32b")],
+    )
+    path = make_path(fleet)
+    path.install_plan(p)
+    assert path.decide(query(c), NOW).replica_id == "r0"
+
+
+def test_default_when_no_group_matches(four: list[ReplicaState]) -> None:
+    p = plan(
+        four,
+        groups=[group(chain(9), route(["r0"]))],
+        defaults=[DefaultRoute(tenant="acme", model="llama-3-8b", route=route(["r3"]))],
+    )
+    path = make_path(four)
+    path.install_plan(p)
+    d = path.decide(query(chain(1, 2)), NOW)
+    assert (d.replica_id, d.reason) == ("r3", "plan")
+
+
+def test_weights_are_respected() -> None:
+    fleet = states(3)
+    weights = [0.6, 0.3, 0.1]
+    c = chain(7)
+    path = make_path(fleet)
+    path.install_plan(plan(fleet, groups=[group(c, route(["r0", "r1", "r2"], weights))]))
+    n = 5000
+    counts = Counter(path.decide(query(c), NOW).replica_id for _ in range(n))
+    for rid, w in zip(["r0", "r1", "r2"], weights, strict=True):
+        assert counts[rid] / n == pytest.approx(w, abs=0.01)
+
+
+def test_no_replica_when_no_replica_serves_the_model(four: list[ReplicaState]) -> None:
+    path = make_path(four)
+    path.install_plan(plan(four))
+    with pytest.raises(NoReplica, match="qwen"):
+        path.decide(query(chain(1), model="qwen2.5-32b"), NOW)
+
+
+def test_batch_equals_singles(four: list[ReplicaState]) -> None:
+    c = chain(1, 2, 3)
+    p = plan(
+        four,
+        groups=[group(c[:2], route(["r0", "r1"], [0.5, 0.5]))],
+        defaults=[DefaultRoute(tenant="acme", model="llama-3-8b", route=route(["r2", "r3"]))],
+    )
+    queries = [
+        query(c),
+        query(chain(5)),
+        query(c[:2]),
+        query(model="other"),
+        query(chain(8), tenant="x"),
+    ]
+    queries = queries * 7
+    singles_path = make_path(states(4))
+    batch_path = make_path(states(4))
+    singles_path.install_plan(p)
+    batch_path.install_plan(p)
+    singles: list[Decision | str] = []
+    for q in queries:
+        try:
+            singles.append(singles_path.decide(q, NOW))
+        except NoReplica as exc:
+            singles.append(str(exc))
+    batch = [
+        d if isinstance(d, Decision) else str(d) for d in batch_path.decide_batch(queries, NOW)
+    ]
+    assert batch == singles
+
+
+def test_plan_swap_is_atomic() -> None:
+    """Every decision names the replica of the plan whose version it carries, while plans are
+    swapped underneath from another thread."""
+    fleet = states(2)
+    c = chain(1)
+    plans = {
+        v: plan(fleet, groups=[group(c, route([f"r{v % 2}"]))], version=v) for v in range(1, 41)
+    }
+    path = make_path(fleet)
+    path.install_plan(plans[1])
+    stop = threading.Event()
+
+    def swap() -> None:
+        v = 1
+        while not stop.is_set():
+            v = v % 40 + 1
+            path.install_plan(plans[v])
+
+    t = threading.Thread(target=swap)
+    t.start()
+    try:
+        decisions = [path.decide(query(c), NOW) for _ in range(3000)]
+    finally:
+        stop.set()
+        t.join()
+    versions = {d.plan_version for d in decisions}
+    assert len(versions) > 1
+    for d in decisions:
+        assert d.plan_version is not None
+        assert d.replica_id == f"r{d.plan_version % 2}"
+
+
+def test_replicas_the_fleet_lacks_are_dropped(four: list[ReplicaState]) -> None:
+    c = chain(3)
+    p = plan(four, groups=[group(c, route(["r0", "r1"], [0.5, 0.5]))])
+    path = make_path(four[1:])
+    path.install_plan(p)
+    assert {path.decide(query(c), NOW).replica_id for _ in range(20)} == {"r1"}

@@ -1,0 +1,89 @@
+"""Profile loading: phases, defaults, and errors that name file and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from placement.errors import InputError
+from serving.route import load_profile, profile_from_text
+from serving.route.plugins.bounded_load_hash import BoundedLoadHashPicker
+from serving.route.plugins.freshness_filter import FreshnessFilter
+from serving.route.plugins.least_predicted_ttft import LeastPredictedTtftPicker
+
+
+def test_default_profile_loads() -> None:
+    p = load_profile()
+    assert p.name == "default"
+    assert [f.name for f in p.filters] == ["health-filter", "freshness-filter", "load-cap-filter"]
+    assert isinstance(p.unseen_prefix, BoundedLoadHashPicker)
+    assert p.spill_to_secondary
+
+
+def test_empty_profile_takes_defaults() -> None:
+    p = profile_from_text("", source="empty.yaml")
+    assert p.candidates == 8 and p.key_blocks == 1
+    assert isinstance(p.planned_unavailable, LeastPredictedTtftPicker)
+
+
+def test_profile_configures_plugins() -> None:
+    p = profile_from_text(
+        """
+filters: [{name: freshness-filter, staleness_limit_s: 0.5}]
+fallbacks:
+  unseen_prefix: {picker: bounded-load-hash-picker, epsilon: 0.1}
+  no_plan: least-predicted-ttft-picker
+""",
+        source="p.yaml",
+    )
+    (f,) = p.filters
+    assert isinstance(f, FreshnessFilter) and f.staleness_limit_s == 0.5
+    assert isinstance(p.unseen_prefix, BoundedLoadHashPicker) and p.unseen_prefix.epsilon == 0.1
+    assert isinstance(p.no_plan, LeastPredictedTtftPicker)
+    assert p.load_cap is None
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("filters: [no-such-filter]", "filters[0].name"),
+        (
+            "filters: [{name: freshness-filter, staleness_limit_s: -1}]",
+            "filters[0].staleness_limit_s",
+        ),
+        ("filters: [{name: load-cap-filter, residence: 3}]", "filters[0].residence"),
+        ("scorers: [{name: queue-scorer, weight: -2}]", "scorers[0].weight"),
+        ("scorers: [{name: queue-scorer}, {name: queue-scorer}]", "scorers[1].name"),
+        ("fallbacks: {unseen_prefix: {picker: magic}}", "fallbacks.unseen_prefix.picker"),
+        (
+            "fallbacks: {unseen_prefix: {picker: bounded-load-hash-picker, epsilon: 0}}",
+            "fallbacks.unseen_prefix.epsilon",
+        ),
+        ("fallbacks: {panic: max-score-picker}", "fallbacks.panic"),
+        ("fallbacks: {spill_to_secondary: maybe}", "fallbacks.spill_to_secondary"),
+        ("scorers: []", "fallbacks.no_plan"),
+        ("candidates: 0", "candidates"),
+        ("ring: {key_blocks: 0}", "ring.key_blocks"),
+        ("colour: blue", "colour"),
+    ],
+)
+def test_errors_name_the_field(text: str, field: str) -> None:
+    with pytest.raises(InputError) as info:
+        profile_from_text(text, source="bad.yaml")
+    assert info.value.field == field
+    assert info.value.source == "bad.yaml"
+    assert "bad.yaml" in str(info.value) and field in str(info.value)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    f = tmp_path / "broken.yaml"
+    f.write_text("name: x\nfilters: [health-filter\n")
+    with pytest.raises(InputError) as info:
+        load_profile(f)
+    assert info.value.source == str(f) and info.value.line is not None
+
+
+def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read"):
+        load_profile(tmp_path / "nope.yaml")
