@@ -126,3 +126,24 @@ def route(
     run_route_bench(
         replicas=replicas, groups=groups, queries=queries, repeats=repeats, seed=seed, out=out
     )
+
+
+@bench_app.command("solver")
+@user_errors
+def solver(
+    out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+    sizes: Annotated[str, typer.Option(help="replica counts, comma list")] = "50,500,1000,2000",
+    time_limit: Annotated[float, typer.Option(min=0.1, help="solver time limit, s")] = 10.0,
+    backend: Annotated[str, typer.Option()] = "mathopt-glop",
+    compare: Annotated[bool, typer.Option(help="also compare backends on 50 replicas")] = True,
+) -> None:
+    """Solver scale: synthetic fleets (10 groups per replica, 200 tenants), cold and re-solve."""
+    from bench.solver import run_solver_bench
+
+    run_solver_bench(
+        sizes=tuple(int(s) for s in sizes.split(",") if s.strip()),
+        time_limit_s=time_limit,
+        backend=backend,
+        compare=compare,
+        out=out,
+    )

@@ -4,6 +4,7 @@ the achieved rate and the p99 latency as the client sees it (connection to answe
 
 from __future__ import annotations
 
+import asyncio
 import json
 import multiprocessing as mp
 import os
@@ -20,7 +21,7 @@ from serving.route import PlacementRoutePath, RouteQuery
 
 RATE_RPS = 2000.0
 DURATION_S = 5.0
-CONNECTIONS = 4
+CONNECTIONS = 32  # enough that a burst finds an idle connection at 2,000 req/s
 BENCH_KEY = "bench-key-0123456789"
 
 
@@ -74,43 +75,79 @@ def _request(body: bytes) -> bytes:
     return head.encode() + body
 
 
-def _read_response(sock: socket.socket, buf: bytearray) -> int:
-    while b"\r\n\r\n" not in buf:
-        buf += sock.recv(65536)
-    head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+async def _exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> int:
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
     length = 0
     for line in head.split(b"\r\n"):
         if line.lower().startswith(b"content-length:"):
             length = int(line.split(b":")[1])
-    while len(rest) < length:
-        rest += sock.recv(65536)
-    buf[:] = rest[length:]
+    await reader.readexactly(length)
     return int(head.split(b" ")[1])
 
 
-def _load(port: int, bodies: list[bytes], rate: float, duration: float, out: Any) -> None:
-    """Open-loop at ``rate`` over one keep-alive connection per worker slot (round robin)."""
-    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(CONNECTIONS)]
-    for s in socks:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    bufs = [bytearray() for _ in socks]
+async def _open_loop(
+    port: int, bodies: list[bytes], rate: float, duration: float
+) -> tuple[list[float], int, float]:
+    """Send request i at ``start + i / rate`` on the first idle keep-alive connection; a
+    request that finds every connection busy waits, and the wait counts in its latency."""
+    idle: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    for _ in range(CONNECTIONS):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        idle.put_nowait((reader, writer))
+    requests = [_request(b) for b in bodies]
     lat: list[float] = []
     errors = 0
-    n = int(rate * duration)
-    start = time.perf_counter() + 0.2
-    for i in range(n):
-        due = start + i / rate
-        while (now := time.perf_counter()) < due:
-            if due - now > 0.001:
-                time.sleep(due - now - 0.0005)
-        k = i % CONNECTIONS
-        socks[k].sendall(_request(bodies[i % len(bodies)]))
-        status = _read_response(socks[k], bufs[k])
+
+    async def one(i: int, due: float) -> None:
+        nonlocal errors
+        conn = await idle.get()
+        status = await _exchange(*conn, requests[i % len(requests)])
+        idle.put_nowait(conn)
         # latency from when the request was due: a late send counts against the server
         lat.append(time.perf_counter() - due)
         errors += status != 200
+
+    n = int(rate * duration)
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter() + 0.1
+    tasks = []
+    for i in range(n):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(loop.create_task(one(i, due)))
+    await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - start
-    out.put((lat, errors, elapsed))
+    while not idle.empty():
+        idle.get_nowait()[1].close()
+    return lat, errors, elapsed
+
+
+def _load(port: int, bodies: list[bytes], rate: float, duration: float, out: Any) -> None:
+    """The load-generating process: an open-loop client on uvloop."""
+    import uvloop
+
+    out.put(uvloop.run(_open_loop(port, bodies, rate, duration)))
+
+
+def _wait_for_server(server: subprocess.Popen[bytes], port: int, timeout_s: float = 120.0) -> None:
+    """Until the server accepts connections (installing a 100k-group plan takes seconds)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited with status {server.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"the server did not listen on port {port} within {timeout_s:.0f} s")
 
 
 def measure(
@@ -135,12 +172,7 @@ def measure(
             env={**os.environ, "PLACEMENT_ENVIRONMENT": "production"},
         )
         try:
-            for _ in range(300):
-                try:
-                    socket.create_connection(("127.0.0.1", port)).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            _wait_for_server(server, port)
             bodies = [
                 json.dumps(
                     {

@@ -161,7 +161,7 @@ def run_solver_bench(
     *,
     sizes: tuple[int, ...] = (*SIZES, TARGET),
     time_limit_s: float = 10.0,
-    backend: str = "mathopt-highs",
+    backend: str = "mathopt-glop",
     compare: bool = True,
     out: Path | None = None,
 ) -> dict[str, Any]:
@@ -177,7 +177,19 @@ def run_solver_bench(
     print_table(
         "solver scale",
         runs,
-        ["phase", "replicas", "groups", "tenants", "solve_s", "wall_s", "objective", "bound", "gap", "churn", "status"],
+        [
+            "phase",
+            "replicas",
+            "groups",
+            "tenants",
+            "solve_s",
+            "wall_s",
+            "objective",
+            "bound",
+            "gap",
+            "churn",
+            "status",
+        ],
     )
     payload: dict[str, Any] = {"runs": runs, "time_limit_s": time_limit_s}
     if compare:
@@ -207,15 +219,21 @@ def compare_backends(
             plan, wall = _timed(inst, time_limit_s=time_limit_s, options=opts)
             walls.append(wall)
         assert plan is not None
-        rows.append({
-            "backend": label,
-            "replicas": replicas,
-            "groups": int((inst.unit_key >= 0).sum()),
-            "wall_s": round(statistics.median(walls), 3),
-            "objective": plan.solver.objective,
-            "bound": plan.solver.bound,
-            "gap": plan.solver.gap,
-            "status": plan.solver.status,
-        })
-    print_table("backends", rows, ["backend", "replicas", "groups", "wall_s", "objective", "bound", "gap", "status"])
+        rows.append(
+            {
+                "backend": label,
+                "replicas": replicas,
+                "groups": int((inst.unit_key >= 0).sum()),
+                "wall_s": round(statistics.median(walls), 3),
+                "objective": plan.solver.objective,
+                "bound": plan.solver.bound,
+                "gap": plan.solver.gap,
+                "status": plan.solver.status,
+            }
+        )
+    print_table(
+        "backends",
+        rows,
+        ["backend", "replicas", "groups", "wall_s", "objective", "bound", "gap", "status"],
+    )
     return rows

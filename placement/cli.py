@@ -42,6 +42,7 @@ def _register() -> None:
     # Each capability registers its commands on import; kept here so `app` is the one entry.
     from bench import commands  # noqa: F401
     from placement.plan import commands as plan_commands  # noqa: F401
+    from placement.whatif import commands as whatif_commands  # noqa: F401
     from serving import commands as serving_commands  # noqa: F401
     from training import commands as training_commands  # noqa: F401
     from training.telemetry import commands as telemetry_commands  # noqa: F401

@@ -12,7 +12,9 @@ from rich.table import Table
 from placement.cli import app, user_errors
 from placement.errors import InputError
 
-plan_app = typer.Typer(help="Solve, inspect, compare and validate placement plans.", no_args_is_help=True)
+plan_app = typer.Typer(
+    help="Solve, inspect, compare and validate placement plans.", no_args_is_help=True
+)
 app.add_typer(plan_app, name="plan")
 _console = Console()
 
@@ -33,10 +35,16 @@ def solve(
     fleet: Annotated[Path, typer.Option(help="fleet YAML")],
     workload: Annotated[str, typer.Option(help="workload name (mooncake, synthetic, mixed, …)")],
     out: Annotated[Path, typer.Option(help="plan directory (plan-<version>.json + latest)")],
-    window_s: Annotated[float | None, typer.Option(help="seconds of the workload to plan for")] = 300.0,
-    previous: Annotated[Path | None, typer.Option(help="previous plan file or plan directory")] = None,
+    window_s: Annotated[
+        float | None, typer.Option(help="seconds of the workload to plan for")
+    ] = 300.0,
+    previous: Annotated[
+        Path | None, typer.Option(help="previous plan file or plan directory")
+    ] = None,
     time_limit: Annotated[float, typer.Option(min=0.1, help="solver time limit, s")] = 10.0,
-    backend: Annotated[str, typer.Option(help="mathopt-highs, mathopt-glop, mathopt-pdlp, cp-sat")] = "mathopt-highs",
+    backend: Annotated[
+        str, typer.Option(help="mathopt-highs, mathopt-glop, mathopt-pdlp, cp-sat")
+    ] = "mathopt-highs",
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     """Solve a plan for a window of a workload on a fleet and publish it to --out."""
@@ -49,7 +57,9 @@ def solve(
     from sim.workloads.registry import load_workload
 
     if backend not in BACKENDS:
-        raise InputError(f"unknown backend {backend!r}", field="--backend", expected=", ".join(BACKENDS))
+        raise InputError(
+            f"unknown backend {backend!r}", field="--backend", expected=", ".join(BACKENDS)
+        )
     spec = load_fleet(fleet)
     wl = load_workload(workload, seed=seed, duration_s=window_s)
     prev = _previous(previous)
@@ -58,10 +68,21 @@ def solve(
     latest = store.latest()
     version = max((p.version for p in (prev, latest) if p is not None), default=0) + 1
     with _console.status("building the instance (capacity tables, prefix groups)…"):
-        inst = build_instance(spec, wl.requests, wl.tenants, wl.classes, window_s=window_s, block_tokens=wl.block_tokens)
+        inst = build_instance(
+            spec,
+            wl.requests,
+            wl.tenants,
+            wl.classes,
+            window_s=window_s,
+            block_tokens=wl.block_tokens,
+        )
     with _console.status(f"solving ({inst.n_units} demand units, {inst.n_replicas} replicas)…"):
         plan = solve_plan(
-            inst, previous=prev, time_limit_s=time_limit, version=version, options=SolveOptions(backend=backend)
+            inst,
+            previous=prev,
+            time_limit_s=time_limit,
+            version=version,
+            options=SolveOptions(backend=backend),
         )
     validate(plan, fleet=spec)
     store.put(plan)
@@ -80,13 +101,37 @@ def _print_plan(plan: object) -> None:
         f"{s.solve_s:.2f} s, churn {s.churn:.1%}; {len(plan.groups)} groups, "
         f"{len(plan.defaults)} defaults"
     )
-    reps = Table("replica", "accelerator", "model", "planned req/s", "cap req/s", "warm tokens", title="replicas")
+    reps = Table(
+        "replica",
+        "accelerator",
+        "model",
+        "planned req/s",
+        "cap req/s",
+        "warm tokens",
+        title="replicas",
+    )
     for r in plan.replicas:
-        reps.add_row(r.id, r.accelerator, r.model, f"{r.planned_rps:.2f}", f"{r.load_cap_rps:.2f}", f"{r.warm_prefix_tokens:,}")
+        reps.add_row(
+            r.id,
+            r.accelerator,
+            r.model,
+            f"{r.planned_rps:.2f}",
+            f"{r.load_cap_rps:.2f}",
+            f"{r.warm_prefix_tokens:,}",
+        )
     _console.print(reps)
-    out = Table("tenant", "class", "demand req/s", "served req/s", "shed", "attainment", title="outcomes")
+    out = Table(
+        "tenant", "class", "demand req/s", "served req/s", "shed", "attainment", title="outcomes"
+    )
     for o in plan.outcomes:
-        out.add_row(o.tenant, o.request_class, f"{o.demand_rps:.2f}", f"{o.served_rps:.2f}", f"{o.shed_share:.1%}", f"{o.predicted_attainment:.1%}")
+        out.add_row(
+            o.tenant,
+            o.request_class,
+            f"{o.demand_rps:.2f}",
+            f"{o.served_rps:.2f}",
+            f"{o.shed_share:.1%}",
+            f"{o.predicted_attainment:.1%}",
+        )
     _console.print(out)
 
 

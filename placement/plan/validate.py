@@ -32,17 +32,18 @@ def _route_problems(
         if existing is not None and rid not in existing:
             out.append(f"coverage: {where} routes to {rid}, which the fleet does not have")
         elif rid not in replica_model:
-            out.append(f"coverage: {where} routes to {rid}, which is not a healthy replica of the plan")
+            out.append(
+                f"coverage: {where} routes to {rid}, which is not a healthy replica of the plan"
+            )
         elif replica_model[rid] != model:
             out.append(
-                f"coverage: {where} routes {model} traffic to {rid}, which serves {replica_model[rid]}"
+                f"coverage: {where} routes {model} traffic to {rid}, "
+                f"which serves {replica_model[rid]}"
             )
     return out
 
 
-def problems(
-    plan: Plan, *, fleet: Fleet | None = None, unhealthy: Iterable[str] = ()
-) -> list[str]:
+def problems(plan: Plan, *, fleet: Fleet | None = None, unhealthy: Iterable[str] = ()) -> list[str]:
     """Every capacity, coverage and credit violation of ``plan`` (empty: valid)."""
     out: list[str] = []
     dead = set(unhealthy)
@@ -63,13 +64,17 @@ def problems(
     defaults = {(d.tenant, d.model) for d in plan.defaults}
     for d in plan.defaults:
         out += _route_problems(
-            f"default of tenant '{d.tenant}' for {d.model}", d.route, d.model, replica_model, existing
+            f"default of tenant '{d.tenant}' for {d.model}",
+            d.route,
+            d.model,
+            replica_model,
+            existing,
         )
     served_models = set(replica_model.values())
     needed = {(g.tenant, g.model) for g in plan.groups}
-    for t, m in sorted(needed - defaults):
-        out.append(f"coverage: tenant '{t}' has groups on {m} but no default route for it")
-    tenants_with_default = {t for t, m in defaults if m in served_models}
+    for tenant, model in sorted(needed - defaults):
+        out.append(f"coverage: tenant '{tenant}' has groups on {model} but no default route")
+    tenants_with_default = {tenant for tenant, model in defaults if model in served_models}
     for t in plan.tenants:
         if t.demand_rps > 0 and t.tenant not in tenants_with_default and served_models:
             out.append(f"coverage: tenant '{t.tenant}' has demand but no default route")

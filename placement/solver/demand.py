@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from placement.errors import InputError
-from placement.solver.prefix_groups import GroupRule, assign_groups, find_groups
+from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule, assign_groups, find_groups
 
 DEFAULT_KEY = -1  # group key of a default unit (real keys are ≥ 0)
 
@@ -78,7 +78,7 @@ def aggregate_demand(
     window_s: float,
     block_tokens: int,
     default_model: str | None = None,
-    rule: GroupRule = GroupRule(),
+    rule: GroupRule = DEFAULT_RULE,
 ) -> list[DemandUnit]:
     """Demand units of a window. A request without a model takes ``default_model`` (the fleet's
     model when it serves one); without either it is an :class:`InputError`."""

@@ -114,7 +114,9 @@ def explain_slos(inst: Instance, model: int) -> list[str]:
     unreachable = d[(inst.capacity[d][:, kinds] <= 0).all(axis=1)]
     lines = []
     for t, c in sorted({(int(inst.unit_tenant[u]), int(inst.unit_class[u])) for u in unreachable}):
-        sel = unreachable[(inst.unit_tenant[unreachable] == t) & (inst.unit_class[unreachable] == c)]
+        sel = unreachable[
+            (inst.unit_tenant[unreachable] == t) & (inst.unit_class[unreachable] == c)
+        ]
         slo = inst.class_slo[c]
         accs = ", ".join(sorted({inst.kind_accelerator[k] for k in kinds.tolist()}))
         lines.append(

@@ -45,9 +45,9 @@ def _route(weights: dict[int, float], inst: Instance, spare_order: list[int]) ->
     s = sum(w for _, w in items)
     reps = tuple(inst.replica_ids[r] for r, _ in items)
     ws = tuple(w / s for _, w in items)
-    secondary = tuple(
-        inst.replica_ids[r] for r in spare_order if inst.replica_ids[r] not in reps
-    )[:SECONDARY_REPLICAS]
+    secondary = tuple(inst.replica_ids[r] for r in spare_order if inst.replica_ids[r] not in reps)[
+        :SECONDARY_REPLICAS
+    ]
     return Route(replicas=reps, weights=ws, secondary=secondary)
 
 
@@ -90,7 +90,9 @@ def extract_plan(
         util += np.bincount(p.pair_replica, p.util, n_r)
         planned += np.bincount(p.pair_replica, rate, n_r)
         served += np.bincount(p.pair_unit, p.x, inst.n_units)
-        warm_prefix = np.where(p.warm & (inst.unit_key[p.pair_unit] >= 0), inst.unit_prefix[p.pair_unit], 0)
+        warm_prefix = np.where(
+            p.warm & (inst.unit_key[p.pair_unit] >= 0), inst.unit_prefix[p.pair_unit], 0
+        )
         warm_tokens += np.bincount(p.pair_replica, warm_prefix, n_r)
         floors += p.floor
         caps += p.cap
@@ -140,7 +142,9 @@ def extract_plan(
         )
 
     defaults = []
-    demanded = sorted({(int(t), int(m)) for t, m in zip(inst.unit_tenant, inst.unit_model, strict=True)})
+    demanded = sorted(
+        {(int(t), int(m)) for t, m in zip(inst.unit_tenant, inst.unit_model, strict=True)}
+    )
     for t, m in demanded:
         if not spare.get(m):
             continue  # no healthy replica serves the model: nothing to route to

@@ -29,7 +29,7 @@ from placement.domain.requests import DEFAULT_CLASSES, RequestClass, Tenant
 from placement.errors import InputError
 from placement.solver.capacity import CapacitySource, default_capacity
 from placement.solver.demand import RequestLike, aggregate_demand, window_span
-from placement.solver.prefix_groups import GroupRule
+from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -78,7 +78,9 @@ class Instance:
     unit_output: FloatArray
     unit_prefix: FloatArray  # tokens a warm replica skips (0 for defaults)
     capacity: FloatArray  # [d, k] req/s, prefix warm (uncached prompt)
-    capacity_cold: FloatArray  # [d, k] req/s, prefix not warm (whole prompt; = capacity for defaults)
+    capacity_cold: (
+        FloatArray  # [d, k] req/s, prefix not warm (whole prompt; = capacity for defaults)
+    )
 
     @property
     def n_replicas(self) -> int:
@@ -144,7 +146,7 @@ def build_instance(
     capacity: CapacitySource | None = None,
     block_tokens: int = 512,
     unhealthy: Iterable[str] = (),
-    rule: GroupRule = GroupRule(),
+    rule: GroupRule = DEFAULT_RULE,
     warm_kv_share: float = WARM_KV_SHARE,
 ) -> Instance:
     """Aggregate a window of requests against a fleet into an :class:`Instance`.
@@ -209,7 +211,9 @@ def build_instance(
                     else cap[di, ki]
                 )
 
-    tenant_of = {name: tenants.get(name, Tenant(name=name, credit_share=0.0)) for name in tenant_names}
+    tenant_of = {
+        name: tenants.get(name, Tenant(name=name, credit_share=0.0)) for name in tenant_names
+    }
     return Instance(
         fleet=fleet.name,
         capacity_source=source.source,

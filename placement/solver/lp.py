@@ -145,7 +145,6 @@ def _solve_mathopt(lp: LinearProgram, solver_name: str, time_limit_s: float) -> 
         callback_pb2,
         model_parameters_pb2,
         parameters_pb2,
-        solution_pb2,
     )
     from ortools.math_opt.core.python import solver
     from ortools.math_opt.python import parameters as mp
@@ -168,7 +167,7 @@ def _solve_mathopt(lp: LinearProgram, solver_name: str, time_limit_s: float) -> 
         params.pdlp.termination_criteria.simple_optimality_criteria.eps_optimal_relative = 1e-6
     model_params = model_parameters_pb2.ModelSolveParametersProto()
     if lp.hint is not None and lp.integer.any():
-        hint = solution_pb2.SolutionHintProto()
+        hint = model_parameters_pb2.SolutionHintProto()
         hint.variable_values.ids.extend(range(lp.n_vars))
         hint.variable_values.values.extend(lp.hint.tolist())
         model_params.solution_hints.append(hint)
@@ -276,9 +275,7 @@ def _solve_cpsat(lp: LinearProgram, time_limit_s: float) -> LpResult:
         return LpResult("no_solution", np.zeros(0), math.nan, math.inf, elapsed)
     xi = np.asarray([cp.value(v) for v in xs], dtype=np.float64)
     x = np.where(lp.integer, xi, lp.lb + xi * scale)
-    bound = cp.best_objective_bound / obj_scale + float(
-        lp.obj @ np.where(lp.integer, 0.0, lp.lb)
-    )
+    bound = cp.best_objective_bound / obj_scale + float(lp.obj @ np.where(lp.integer, 0.0, lp.lb))
     status: LpStatus = "optimal" if code == cp_model.OPTIMAL else "feasible"
     objective = float(lp.obj @ x)
     return LpResult(status, x, objective, max(bound, objective), elapsed)

@@ -89,6 +89,9 @@ class PoolModel:
         return out
 
 
+DEFAULT_WEIGHTS = Weights()
+
+
 def unit_value(inst: Instance) -> FloatArray:
     """``w``: tenant weight × 2^−priority per unit."""
     w: FloatArray = inst.tenant_weight[inst.unit_tenant] * np.exp2(
@@ -113,7 +116,7 @@ def build_pool_model(
     cands: Candidates,
     *,
     prev_share: FloatArray | None = None,
-    weights: Weights = Weights(),
+    weights: Weights = DEFAULT_WEIGHTS,
     integer_warm: bool = False,
     warm_support: BoolArray | None = None,
     elastic_floors: bool = False,

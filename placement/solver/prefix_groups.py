@@ -98,12 +98,15 @@ def _build_tries(requests: Iterable[BlockHashed]) -> dict[tuple[str, str], _Trie
     return tries
 
 
+DEFAULT_RULE = GroupRule()
+
+
 def find_groups(
     requests: Sequence[BlockHashed],
     *,
     window_s: float,
     block_tokens: int,
-    rule: GroupRule = GroupRule(),
+    rule: GroupRule = DEFAULT_RULE,
 ) -> list[PrefixGroup]:
     """The prefix groups of a window of requests (see the module docstring for the rule)."""
     window = max(window_s, 1e-9)

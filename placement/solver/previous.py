@@ -34,7 +34,9 @@ def previous_shares(inst: Instance, plan: Plan | None) -> tuple[IntArray, IntArr
         )
         if route is None:
             continue
-        pairs = [(index[r], w) for r, w in zip(route.replicas, route.weights, strict=True) if r in index]
+        pairs = [
+            (index[r], w) for r, w in zip(route.replicas, route.weights, strict=True) if r in index
+        ]
         total = sum(w for _, w in pairs)
         for r, w in pairs:
             units.append(d)
@@ -48,7 +50,10 @@ def previous_shares(inst: Instance, plan: Plan | None) -> tuple[IntArray, IntArr
 
 
 def pair_shares(
-    pair_unit: IntArray, pair_replica: IntArray, prev: tuple[IntArray, IntArray, FloatArray], n_r: int
+    pair_unit: IntArray,
+    pair_replica: IntArray,
+    prev: tuple[IntArray, IntArray, FloatArray],
+    n_r: int,
 ) -> FloatArray:
     """The previous share of each candidate pair (0 where the previous plan had none)."""
     pu, pr, ps = prev

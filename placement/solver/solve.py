@@ -34,7 +34,7 @@ from placement.solver.explain import explain_credits, explain_slos, explain_unse
 from placement.solver.greedy import greedy_shares
 from placement.solver.instance import BoolArray, FloatArray, Instance, IntArray
 from placement.solver.lp import LpResult, solve
-from placement.solver.model import PoolModel, Weights, build_pool_model
+from placement.solver.model import DEFAULT_WEIGHTS, PoolModel, Weights, build_pool_model
 from placement.solver.previous import pair_shares, previous_shares
 
 MIN_ROUTE_SHARE = 1e-3
@@ -49,10 +49,10 @@ class SolverFailed(PlacementError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SolveOptions:
-    backend: str = "mathopt-highs"
+    backend: str = "mathopt-glop"
     integer_warm: bool = False
     top_k: int = TOP_K
-    weights: Weights = Weights()
+    weights: Weights = DEFAULT_WEIGHTS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,13 +130,32 @@ def _repair(
     model: int,
 ) -> tuple[FloatArray, BoolArray, SolverStatus]:
     """Round ``y`` and re-solve with it fixed; the relaxed solution if that fails."""
-    warm = _round_warm(inst, pm, relaxed.x[: pm.n_pairs])
+    x_rel = relaxed.x[: pm.n_pairs]
+    is_group = inst.unit_key[pm.pair_unit] >= 0
+    warm = _round_warm(inst, pm, x_rel)
+    small = (x_rel > 0) & (x_rel < MIN_ROUTE_SHARE)
+    changed = (is_group & (x_rel > 0) & ~warm) | small
+    if not changed.any():
+        # the relaxed optimum is already integral in y (no split below the route threshold,
+        # no KV budget overrun): it is optimal for the integer model too
+        return (
+            relaxed.x[: _n_main(pm)],
+            warm,
+            "optimal" if relaxed.status == "optimal" else "feasible",
+        )
     fixed = build_pool_model(
         inst, model, cands, prev_share=prev, weights=opts.weights, warm_support=warm
     )
-    # sub-0.1% routes go too
-    small = (relaxed.x[: pm.n_pairs] < MIN_ROUTE_SHARE) & (inst.unit_key[pm.pair_unit] < 0)
-    fixed.lp.ub[: pm.n_pairs][small] = 0.0
+    fixed.lp.ub[: pm.n_pairs][small & ~is_group] = 0.0
+    # only the units rounding touched are re-optimised; the others keep their relaxed values
+    touched = np.zeros(inst.n_units, dtype=bool)
+    touched[pm.pair_unit[changed]] = True
+    n_main = _n_main(pm)
+    pair_of_col = np.concatenate([np.arange(pm.n_pairs), pm.cold_pair, pm.stay_pair])
+    frozen = np.flatnonzero(~touched[pm.pair_unit[pair_of_col]])
+    value = relaxed.x[:n_main][frozen]
+    fixed.lp.lb[frozen] = value
+    fixed.lp.ub[frozen] = value
     res = solve(fixed.lp, backend=opts.backend, time_limit_s=budget_s)
     if res.status in ("optimal", "feasible"):
         return res.x[: _n_main(pm)], warm, res.status
@@ -157,7 +176,7 @@ def _solve_pool(
     """A pool's solution, or the lines explaining why it is infeasible."""
     t0 = time.perf_counter()
     integer = opts.integer_warm or opts.backend == "cp-sat"
-    relax_backend = "mathopt-highs" if opts.backend == "cp-sat" else opts.backend
+    relax_backend = "mathopt-glop" if opts.backend == "cp-sat" else opts.backend
     for attempt in range(2):
         prev = pair_shares(cands.unit, cands.replica, prev_all, inst.n_replicas)
         pm = build_pool_model(inst, model, cands, prev_share=prev, weights=opts.weights)
@@ -179,9 +198,7 @@ def _solve_pool(
             model,
         )
     if relaxed.status == "infeasible":
-        lines = explain_credits(
-            inst, model, top_k=opts.top_k * WIDER_CANDIDATES
-        )
+        lines = explain_credits(inst, model, top_k=opts.top_k * WIDER_CANDIDATES)
         return lines or [
             f"the {inst.models[model]} pool is infeasible for a reason the capacity-deficit "
             "program does not show"
@@ -216,9 +233,11 @@ def _solve_pool(
         bound = relaxed.bound
         sol, warm, status = _repair(inst, pm, relaxed, prev, left, opts, cands, model)
     objective = float(pm.lp.obj[:n_main] @ sol)
+    if not math.isfinite(bound):
+        bound = _trivial_bound(inst, pm)  # a time-limited relaxation proved no bound
     if status == "optimal" and bound - objective > OPTIMAL_GAP * max(abs(bound), 1e-9):
         status = "feasible"  # the repair's optimum, not the integer model's (proven) one
-    full = np.concatenate([sol, np.zeros(pm.lp.n_vars - n_main)])
+    full = np.maximum(np.concatenate([sol, np.zeros(pm.lp.n_vars - n_main)]), 0.0)
     x = pm.served(full)
     return PoolSolution(
         model=model,
@@ -258,7 +277,10 @@ def solve_instance(
         for m in range(len(inst.models))
         if (inst.unit_model == m).any() and (inst.replica_model[inst.replica_healthy] == m).any()
     ]
-    sizes = np.asarray([max(1, int((inst.unit_model[cands.unit] == m).sum())) for m in pools_with_demand], dtype=np.float64)
+    sizes = np.asarray(
+        [max(1, int((inst.unit_model[cands.unit] == m).sum())) for m in pools_with_demand],
+        dtype=np.float64,
+    )
     pools: list[PoolSolution] = []
     for m, size in zip(pools_with_demand, sizes, strict=True):
         elapsed = time.perf_counter() - t0
@@ -274,14 +296,18 @@ def solve_instance(
         else:
             pools.append(out)
     if explanation:
-        raise InfeasiblePlan("the guaranteed credits and SLOs cannot all hold", explanation=explanation)
+        raise InfeasiblePlan(
+            "the guaranteed credits and SLOs cannot all hold", explanation=explanation
+        )
     objective = sum(p.objective for p in pools)
     bound = sum(p.bound for p in pools)
     gap = max(bound - objective, 0.0) / max(abs(bound), 1e-9)
     status: SolverStatus = max(
         (p.status for p in pools), key=lambda s: _STATUS_RANK.get(s, 0), default="optimal"
     )
-    backend = options.backend + ("+mip" if options.integer_warm and options.backend != "cp-sat" else "")
+    backend = options.backend + (
+        "+mip" if options.integer_warm and options.backend != "cp-sat" else ""
+    )
     return Solution(
         pools=tuple(pools),
         status=status,
@@ -322,4 +348,4 @@ def solve_plan(
     )
 
 
-__all__ = ["SolveOptions", "Solution", "SolverFailed", "solve_instance", "solve_plan"]
+__all__ = ["Solution", "SolveOptions", "SolverFailed", "solve_instance", "solve_plan"]

@@ -36,9 +36,7 @@ def _fleet_models(doc: Mapping[str, Any]) -> set[str]:
     return {str(g.get("model")) for g in doc.get("replicas", []) if isinstance(g, dict)}
 
 
-def _remove(
-    groups: list[dict[str, Any]], changes: Changes, *, source: str, where: str
-) -> None:
+def _remove(groups: list[dict[str, Any]], changes: Changes, *, source: str, where: str) -> None:
     for i, rm in enumerate(changes.remove_replicas):
         field = f"{where}.remove_replicas.{i}"
         if rm.kind is not None:
@@ -53,9 +51,7 @@ def _remove(
         else:
             assert rm.accelerator is not None
             kind = get_accelerator(rm.accelerator, source=source, field=f"{field}.accelerator").kind
-            chosen = [
-                g for g in groups if get_accelerator(str(g.get("accelerator"))).kind == kind
-            ]
+            chosen = [g for g in groups if get_accelerator(str(g.get("accelerator"))).kind == kind]
         have = sum(int(g.get("count", 0)) for g in chosen)
         if rm.count > have:
             raise InputError(
@@ -91,11 +87,13 @@ def _add(
         if add.count == 0:
             continue
 
-        def same(g: dict[str, Any], acc_kind: str = acc.kind, m: str = model) -> bool:
+        def same(
+            g: dict[str, Any], acc_kind: str = acc.kind, m: str = model, tp: int = add.tp
+        ) -> bool:
             return (
                 get_accelerator(str(g.get("accelerator"))).kind == acc_kind
                 and g.get("model") == m
-                and int(g.get("tp", 1)) == add.tp
+                and int(g.get("tp", 1)) == tp
             )
 
         if add.kind is not None:
@@ -120,7 +118,13 @@ def _add(
         while name in taken:
             name, n = f"{base}-{n}", n + 1
         groups.append(
-            {"kind": name, "accelerator": acc.kind, "count": add.count, "model": model, "tp": add.tp}
+            {
+                "kind": name,
+                "accelerator": acc.kind,
+                "count": add.count,
+                "model": model,
+                "tp": add.tp,
+            }
         )
 
 
@@ -266,7 +270,11 @@ def scale_demand(requests: Sequence[Request], demand: DemandChange, *, seed: int
     jitter = rng.random(len(requests))
     out: list[Request] = []
     for r, u, j in zip(requests, keep_draw.tolist(), jitter.tolist(), strict=True):
-        m = demand.all * demand.tenants.get(r.tenant, 1.0) * demand.classes.get(r.request_class, 1.0)
+        m = (
+            demand.all
+            * demand.tenants.get(r.tenant, 1.0)
+            * demand.classes.get(r.request_class, 1.0)
+        )
         whole = math.floor(m)
         copies = whole + (1 if u < m - whole else 0)
         for k in range(copies):

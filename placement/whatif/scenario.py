@@ -9,6 +9,7 @@ base:
   seed: 0
   capacity: auto                   # auto (champion, else prior) | prior | champion
   tenants: {azure-conv: {credit_share: 0.3}}
+  demand: {all: 2.0}               # every case's demand multiplied by this first
 accelerators:                      # new kinds from datasheet figures, for this scenario only
   - {kind: X200, dense_bf16_tflops: 1800, hbm_gb: 192, hbm_tbps: 6.0, cost_per_hour: 6.0}
 cases:
@@ -106,6 +107,19 @@ class DemandChange(_Strict):
                     raise ValueError(f"{where}.{name}: multiplier {m} outside [0, 100]")
         return self
 
+    def times(self, other: DemandChange) -> DemandChange:
+        """Both multipliers applied (a case's on top of the base's)."""
+
+        def product(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+            return {k: a.get(k, 1.0) * b.get(k, 1.0) for k in sorted(set(a) | set(b))}
+
+        # a product may pass the per-field limit; both factors were checked
+        return DemandChange.model_construct(
+            all=self.all * other.all,
+            tenants=product(self.tenants, other.tenants),
+            classes=product(self.classes, other.classes),
+        )
+
     @property
     def is_identity(self) -> bool:
         return (
@@ -174,6 +188,7 @@ class Base(_Strict):
     fixed_capacity: dict[str, float] | None = None  # req/s per accelerator (tests, sketches)
     time_limit_s: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0, le=600)
     tenants: dict[str, TenantChange] = Field(default_factory=dict)
+    demand: DemandChange = DemandChange()  # applied to every case (multiplies the case's)
     simulate: bool = True
 
 
@@ -211,6 +226,7 @@ class Scenario(_Strict):
     fixed_capacity: dict[str, float] | None
     time_limit_s: float
     base_tenants: dict[str, TenantChange]
+    base_demand: DemandChange
     simulate: bool
     accelerators: tuple[AcceleratorSpec, ...]
     cases: tuple[Case, ...]  # the base case first
@@ -306,9 +322,7 @@ def _sweep_cases(sweep: Sweep, source: str) -> list[Case]:
             raise _validation_error(exc, source, f"{where}({sweep.vary}) template") from None
         label = f"{value:g}"
         cases.append(
-            Case(
-                name=f"{sweep.name}={label}", changes=changes, where=where, swept_value=value
-            )
+            Case(name=f"{sweep.name}={label}", changes=changes, where=where, swept_value=value)
         )
     return cases
 
@@ -327,9 +341,7 @@ def _fleet_doc(fleet: str | dict[str, Any], folder: Path, source: str) -> dict[s
         if named.exists():
             path = named
         else:
-            raise InputError(
-                f"fleet file {fleet!r} not found", source=source, field="base.fleet"
-            )
+            raise InputError(f"fleet file {fleet!r} not found", source=source, field="base.fleet")
     raw = _read_yaml(path)
     if not isinstance(raw, dict):
         raise InputError("a fleet must be a mapping", source=str(path))
@@ -341,11 +353,11 @@ def build_scenario(raw: Any, *, source: str = "<scenario>", folder: Path | None 
     :func:`validate_scenario`)."""
     doc = _doc(raw, source)
     cases = [Case(name=BASE_CASE, changes=Changes(), where="base")]
-    for i, c in enumerate(doc.cases):
+    for i, spec in enumerate(doc.cases):
         cases.append(
             Case(
-                name=c.name,
-                changes=Changes.model_validate(c.model_dump(exclude={"name"})),
+                name=spec.name,
+                changes=Changes.model_validate(spec.model_dump(exclude={"name"})),
                 where=f"cases.{i}",
             )
         )
@@ -377,6 +389,7 @@ def build_scenario(raw: Any, *, source: str = "<scenario>", folder: Path | None 
         fixed_capacity=b.fixed_capacity,
         time_limit_s=b.time_limit_s,
         base_tenants=b.tenants,
+        base_demand=b.demand,
         simulate=b.simulate,
         accelerators=doc.accelerators,
         cases=tuple(cases),

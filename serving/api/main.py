@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 
 from serving.api.errors import install_error_handlers
+from serving.api.fast_route import FastRoute
 from serving.api.limits import BodyLimit
 from serving.api.routers import health, metrics, outcomes, plans, replicas, route, whatif
 from serving.api.runtime import ServiceRuntime
@@ -60,4 +61,6 @@ def create_app(runtime: ServiceRuntime) -> FastAPI:
         app.include_router(module.router)
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=runtime.settings.max_body_bytes)
+    # outermost: the hot endpoint skips the framework (same answers; see fast_route)
+    app.add_middleware(FastRoute, runtime=runtime)
     return app

@@ -230,13 +230,13 @@ class PlacementRoutePath:
         ttft = fleet.tables[r].ttft(
             query.input_tokens - cached_tokens, queued_prefill_tokens(state)
         )
-        return Decision(
-            replica_id=state.id,
-            address=state.address,
-            reason=reason,
-            plan_version=None if plan is None else plan.version,
-            predicted_ttft_s=ttft,
-            fallbacks=alternates,
+        return make_decision(
+            state.id,
+            state.address,
+            reason,
+            None if plan is None else plan.version,
+            ttft,
+            alternates,
         )
 
     def _fallback(
@@ -307,7 +307,7 @@ class PlacementRoutePath:
             if not ranked:
                 raise NoReplica(f"no healthy replica serves model {query.model!r}")
         chosen = ranked[0]
-        alternates = tuple(states[i].id for i in ranked[1 : 1 + self.profile.max_fallbacks])
+        alternates = tuple([states[i].id for i in ranked[1 : 1 + self.profile.max_fallbacks]])
         return self._decision(
             fleet, routing.plan, chosen, query, reason, cached.get(chosen, 0), alternates
         )

@@ -1,6 +1,6 @@
 """A consistent-hashing ring over one model pool, built once per fleet change.
 
-Each replica owns ``virtual_nodes`` points on a 64-bit ring (a hash of ``id#v``). A key walks
+Each replica owns ``virtual_nodes`` points on a 2^30 ring (a hash of ``id#v``). A key walks
 clockwise from its position; :meth:`HashRing.successors` yields the distinct replica indices
 met on the way, so the same key meets the same replicas in the same order, and removing a
 replica only moves its own keys (to the next owner clockwise).
@@ -12,19 +12,20 @@ import bisect
 import hashlib
 from collections.abc import Iterator, Sequence
 
-_MASK64 = (1 << 64) - 1
+RING_BITS = 30  # positions fit one CPython digit, so the bisection compares machine words
 
 
 def point_of(text: str) -> int:
     """Ring position of a virtual node's name."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> (64 - RING_BITS)
 
 
 def key_of(block_hash: int) -> int:
     """Ring position of a 63-bit prefix block hash. Block hashes are already the output of a
     mixing function (:mod:`placement.prefix`), uniform and unrelated to the points' BLAKE2b,
-    so a shift onto the 64-bit ring is enough (and costs nothing on the hot path)."""
-    return (block_hash << 1) & _MASK64
+    so their top bits are enough (and cost nothing on the hot path)."""
+    return (block_hash >> (63 - RING_BITS)) & ((1 << RING_BITS) - 1)
 
 
 PREFERENCE_DEPTH = 8  # distinct owners precomputed after each point

@@ -12,6 +12,7 @@ after placement stays within
 (:func:`placement.routing.policies.chbl.load_bound`, the simulator's ``chbl`` rule). The walk
 probes at most the context's ``limit`` eligible replicas; if none is within the bound there
 (only possible when part of the pool is down), the probed ones are ranked by in-flight count.
+After the choice come the next healthy replicas clockwise, for a proxy to retry.
 
 Parameters: ``epsilon`` (> 0, default 0.25).
 """
@@ -43,23 +44,24 @@ class BoundedLoadHashPicker:
         bound = load_bound(total, 1.0 / len(pool), self.epsilon)
         states = fleet.states
         eligible = ctx.eligible
-        within: list[int] = []
         over: list[int] = []
-        probed = 0
-        for i in ctx.ring_order():
+        order = ctx.ring_order()
+        for i in order:
             if not eligible(i):
                 continue
             if states[i].in_flight + 1 <= bound:
-                within.append(i)
-                if len(within) >= RANKED:
-                    break
-            else:
-                over.append(i)
-            probed += 1
-            if probed >= ctx.limit:
+                # the next replicas clockwise that are up are where a proxy retries: checking
+                # health alone keeps the alternates cheap on this hot path
+                ranked = [i]
+                for j in order:
+                    if states[j].healthy:
+                        ranked.append(j)
+                        if len(ranked) >= RANKED:
+                            break
+                return ranked
+            over.append(i)
+            if len(over) >= ctx.limit:
                 break
-        if within:
-            return within
         return sorted(over, key=lambda i: states[i].in_flight)
 
     @classmethod

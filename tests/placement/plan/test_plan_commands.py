@@ -2,17 +2,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from test_plan_validate import _plan
 from typer.testing import CliRunner
 
 from placement.cli import app
-from test_plan_validate import _plan
 
 runner = CliRunner()
 
 
 def test_unknown_fleet_file_exits_2_naming_it(tmp_path: Path) -> None:
-    res = runner.invoke(app, ["plan", "solve", "--fleet", str(tmp_path / "nope.yaml"),
-                              "--workload", "synthetic", "--out", str(tmp_path / "out")])
+    res = runner.invoke(
+        app,
+        [
+            "plan",
+            "solve",
+            "--fleet",
+            str(tmp_path / "nope.yaml"),
+            "--workload",
+            "synthetic",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert res.exit_code == 2
     assert "nope.yaml" in res.output and "cannot read fleet file" in res.output
 

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import pytest
+from test_plan_validate import _plan
 
 from placement.plan.diff import diff_plans
-from test_plan_validate import _plan
 
 
 def test_identical_plans_move_nothing() -> None:
@@ -12,11 +12,13 @@ def test_identical_plans_move_nothing() -> None:
 
 
 def test_moved_group_added_group_and_cap_change() -> None:
-    new = _plan(**{
-        "version": 2,
-        "groups.0.route": {"replicas": ["h100-0", "h100-1"], "weights": [0.5, 0.5]},
-        "replicas.1.load_cap_rps": 12.0,
-    })
+    new = _plan(
+        **{
+            "version": 2,
+            "groups.0.route": {"replicas": ["h100-0", "h100-1"], "weights": [0.5, 0.5]},
+            "replicas.1.load_cap_rps": 12.0,
+        }
+    )
     d = diff_plans(_plan(), new)
     # the group (2 req/s) moved half; the default (8 req/s) stayed: 1 of 10 req/s moved
     assert d.groups_moved == [(5, pytest.approx(0.5))]

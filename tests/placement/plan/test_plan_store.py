@@ -3,11 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_plan_validate import _plan
 
 from placement.errors import InputError
 from placement.plan.schema import Plan
 from placement.plan.store import DirectoryPlanStore, PlanStore, read_plan
-from test_plan_validate import _plan
 
 
 def _v(version: int) -> Plan:

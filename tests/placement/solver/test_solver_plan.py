@@ -10,8 +10,8 @@ from placement.plan.diff import diff_plans
 from placement.plan.validate import problems
 from placement.prefix import chain_block_ids
 from placement.solver import FixedCapacity, SolveOptions, build_instance, solve_plan
-from placement.solver.greedy import greedy_shares
 from placement.solver.candidates import select_candidates
+from placement.solver.greedy import greedy_shares
 from placement.solver.model import build_pool_model
 
 CAP = FixedCapacity({"H100-SXM": 10.0, "L40S": 4.0})
@@ -24,14 +24,34 @@ def _fleet(h100: int = 2, l40s: int = 0) -> Fleet:
     return fleet_from_dict({"name": "test", "replicas": groups})
 
 
-def _requests(tenant: str, rate: float, cls: str, window: float = 10.0, prefix: int | None = None,
-              start: int = 0) -> list[Request]:
+def _requests(
+    tenant: str,
+    rate: float,
+    cls: str,
+    window: float = 10.0,
+    prefix: int | None = None,
+    start: int = 0,
+) -> list[Request]:
     n = round(rate * window)
     out = []
     for i in range(n):
-        blocks = [prefix, prefix + 1, 9_000_000 + start + i] if prefix is not None else [start + i + 7_000_000]
-        out.append(Request(start + i, window * i / n, 1200, 100, tenant=tenant, request_class=cls,
-                           model="llama-3-8b", block_hashes=chain_block_ids(blocks)))
+        blocks = (
+            [prefix, prefix + 1, 9_000_000 + start + i]
+            if prefix is not None
+            else [start + i + 7_000_000]
+        )
+        out.append(
+            Request(
+                start + i,
+                window * i / n,
+                1200,
+                100,
+                tenant=tenant,
+                request_class=cls,
+                model="llama-3-8b",
+                block_hashes=chain_block_ids(blocks),
+            )
+        )
     return out
 
 
@@ -60,7 +80,9 @@ def test_cheaper_capacity_per_request_is_preferred() -> None:
     reqs = _requests("a", 4, "interactive")
     inst = build_instance(_fleet(1, 1), reqs, {"a": Tenant(name="a")}, window_s=10.0, capacity=CAP)
     plan = solve_plan(inst, time_limit_s=5.0)
-    per_rps = {r.kind: r.cost_per_hour / CAP.rates[r.accelerator.kind] for r in _fleet(1, 1).replicas}
+    per_rps = {
+        r.kind: r.cost_per_hour / CAP.rates[r.accelerator.kind] for r in _fleet(1, 1).replicas
+    }
     best = min(per_rps, key=per_rps.__getitem__)
     planned = {r.kind: r.planned_rps for r in plan.replicas}
     assert planned[best] == pytest.approx(4.0, abs=1e-6)
@@ -80,8 +102,13 @@ def test_infeasible_credits_name_the_tenant_deficit_and_fix() -> None:
 
 def test_unreachable_slo_is_explained() -> None:
     reqs = _requests("a", 2, "interactive")
-    inst = build_instance(_fleet(), reqs, {"a": Tenant(name="a", credit_share=1.0)}, window_s=10.0,
-                          capacity=FixedCapacity({"H100-SXM": 0.0}))
+    inst = build_instance(
+        _fleet(),
+        reqs,
+        {"a": Tenant(name="a", credit_share=1.0)},
+        window_s=10.0,
+        capacity=FixedCapacity({"H100-SXM": 0.0}),
+    )
     with pytest.raises(InfeasiblePlan, match="class 'interactive' SLO"):
         solve_plan(inst, time_limit_s=5.0)
 
@@ -100,7 +127,13 @@ def test_warm_start_reduces_churn() -> None:
     rng = np.random.default_rng(0)
     reqs = []
     for k in range(30):
-        reqs += _requests(f"t{k % 5}", float(rng.uniform(0.5, 2.0)), "interactive", prefix=100 * k + 1, start=1000 * k)
+        reqs += _requests(
+            f"t{k % 5}",
+            float(rng.uniform(0.5, 2.0)),
+            "interactive",
+            prefix=100 * k + 1,
+            start=1000 * k,
+        )
     tenants = {f"t{i}": Tenant(name=f"t{i}", credit_share=0.1) for i in range(5)}
     fleet = _fleet(4, 2)
     inst = build_instance(fleet, reqs, tenants, window_s=10.0, capacity=CAP)

@@ -7,8 +7,15 @@ from placement.solver.prefix_groups import GroupRule, assign_groups, find_groups
 
 
 def _req(i: int, blocks: list[int], tenant: str = "a") -> Request:
-    return Request(i, float(i), len(blocks) * 512 + 100, 50, tenant=tenant, model="m",
-                   block_hashes=chain_block_ids(blocks))
+    return Request(
+        i,
+        float(i),
+        len(blocks) * 512 + 100,
+        50,
+        tenant=tenant,
+        model="m",
+        block_hashes=chain_block_ids(blocks),
+    )
 
 
 def test_chain_carrying_most_traffic_is_grouped_at_its_deepest_node() -> None:

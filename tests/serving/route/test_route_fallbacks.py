@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import NOW, TEST_PROFILE, chain, group, make_path, plan, query, route, states
+from route_builders import NOW, TEST_PROFILE, chain, group, make_path, plan, query, route, states
 
 from placement.plan import DefaultRoute, Plan
 from serving.route import NoReplica, ReplicaState, RouteQuery

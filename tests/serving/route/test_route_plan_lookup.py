@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 
 import pytest
-from conftest import NOW, chain, group, make_path, plan, query, route, states
+from route_builders import NOW, chain, group, make_path, plan, query, route, states
 
 from placement.plan import DefaultRoute
 from serving.route import Decision, NoReplica, ReplicaState

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import NOW, states
+from route_builders import NOW, states
 
 from placement.plan import ReplicaPlan
 from serving.route.plugins.freshness_filter import FreshnessFilter

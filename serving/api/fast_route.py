@@ -1,0 +1,120 @@
+"""``POST /v1/route`` answered straight on ASGI, ahead of FastAPI's routing.
+
+The hot endpoint spends most of its time in the framework, not in the decision: request
+object, dependency resolution, exception middleware. This middleware answers exactly that
+method and path itself — same authentication (:class:`~serving.api.security.KeyRing`), same
+body model and validation, same answers and headers as the FastAPI route in
+:mod:`serving.api.routers.route`, which stays the documented (OpenAPI) definition and serves
+when the middleware is not installed. Everything else passes through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from placement.errors import InputError, PlacementError
+from serving.api.routers.route import _answer, _errors, _headers, to_query
+from serving.api.runtime import ServiceRuntime
+from serving.api.schemas import RouteRequest
+from serving.api.security import token_from_headers
+from serving.route.types import NoReplica
+from serving.service import Refused
+
+ROUTE_PATH = "/v1/route"
+_JSON = (b"content-type", b"application/json")
+
+
+class _Refusal(Exception):
+    def __init__(
+        self,
+        status: int,
+        detail: Any,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.status = status
+        self.body = {"detail": detail, **(extra or {})}
+        self.headers = headers or {}
+
+
+class FastRoute:
+    """ASGI middleware answering ``POST /v1/route`` (see the module doc)."""
+
+    def __init__(self, app: ASGIApp, *, runtime: ServiceRuntime) -> None:
+        self.app = app
+        self.runtime = runtime
+        self.max_bytes = runtime.settings.max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != ROUTE_PATH or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        try:
+            status, body, headers = await self._route(scope, receive)
+        except _Refusal as refusal:
+            status, body, headers = refusal.status, refusal.body, refusal.headers
+        payload = json.dumps(body).encode()
+        raw = [_JSON, (b"content-length", str(len(payload)).encode())]
+        raw += [(k.encode(), v.encode()) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": payload})
+
+    async def _route(self, scope: Scope, receive: Receive) -> tuple[int, Any, dict[str, str]]:
+        authorization = x_api_key = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+            elif name == b"x-api-key":
+                x_api_key = value.decode("latin-1")
+            elif name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                raise _Refusal(413, f"request body over {self.max_bytes} bytes")
+        token = token_from_headers(authorization, x_api_key)
+        principal = self.runtime.keys.authenticate(token)
+        if principal is None:
+            detail = "missing API key" if not token else "invalid API key"
+            raise _Refusal(401, detail, {"WWW-Authenticate": "Bearer"})
+        if "route" not in principal.scopes:
+            raise _Refusal(403, "this key lacks the scope: route")
+        raw = await self._body(receive)
+        try:
+            request = RouteRequest.model_validate_json(raw)
+        except ValidationError as exc:
+            raise _Refusal(422, _errors(exc)) from None
+        if not principal.may_act_for(request.tenant):
+            raise _Refusal(403, f"this key routes only for tenant '{principal.tenant}'")
+        service = self.runtime.service
+        try:
+            routed = service.route(to_query(request, self.runtime.settings.text_block_chars))
+        except Refused as exc:
+            raise _Refusal(
+                429,
+                str(exc),
+                {"Retry-After": str(exc.retry_after_s)},
+                {"retry_after_s": exc.retry_after_s},
+            ) from None
+        except NoReplica as exc:
+            raise _Refusal(503, str(exc) or "no replica can serve") from None
+        except InputError as exc:
+            raise _Refusal(422, str(exc)) from None
+        except PlacementError as exc:
+            raise _Refusal(400, str(exc)) from None
+        return 200, _answer(service, routed), _headers(routed)
+
+    async def _body(self, receive: Receive) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Refusal(400, "client disconnected")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise _Refusal(413, f"request body over {self.max_bytes} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)

@@ -1,0 +1,87 @@
+"""Running cases: rows per case, churn against the base plan, infeasible cases reported as
+rows, and the same answers from a real Dask LocalCluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placement.plan.schema import Plan
+from placement.whatif.run import run_scenario
+from placement.whatif.scenario import load_scenario
+
+
+def test_cases_run_in_order_with_plans_and_churn(doc: dict[str, Any], write: Any) -> None:
+    doc["cases"] = [
+        {"name": "more", "add_replicas": [{"accelerator": "H100-SXM", "count": 2}]},
+        {"name": "busier", "demand": {"all": 3.0}},
+    ]
+    res = run_scenario(load_scenario(write(doc)), sync=True).cases
+    assert [r.case for r in res] == ["base", "more", "busier"]
+    base, more, busier = res
+    assert base.churn is None and more.churn is not None
+    assert more.cost_per_hour == base.cost_per_hour + 2 * 4.0
+    assert busier.demand_rps > 2.5 * base.demand_rps
+    for r in res:
+        assert r.solved and r.attainment is not None
+        plan = Plan.from_json(r.plan_json or "")
+        assert len(plan.replicas) == r.replicas
+        assert set(r.attainment_by_class) <= {"interactive", "batch"}
+        assert len(r.attainment_by_tenant) == 8
+
+
+def test_more_demand_than_capacity_is_shed(doc: dict[str, Any], write: Any) -> None:
+    doc["cases"] = [{"name": "flood", "demand": {"all": 8.0}}]
+    base, flood = run_scenario(load_scenario(write(doc)), sync=True).cases
+    assert (base.shed_share or 0.0) < 0.01
+    assert (flood.shed_share or 0.0) > 0.3
+    assert (flood.attainment or 1.0) < (base.attainment or 0.0)
+
+
+def test_an_infeasible_case_is_a_row_not_a_crash(doc: dict[str, Any], write: Any) -> None:
+    # L40S capacity 0: no replica can hold the SLO once the H100s are gone
+    doc["base"]["fixed_capacity"]["L40S"] = 0.0
+    doc["cases"] = [
+        {"name": "no-h100", "remove_replicas": [{"accelerator": "H100-SXM", "count": 2}]},
+        {"name": "ok", "add_replicas": [{"accelerator": "H100-SXM", "count": 1}]},
+    ]
+    base, bad, ok = run_scenario(load_scenario(write(doc)), sync=True).cases
+    assert bad.status == "infeasible"
+    assert bad.explanation and not bad.solved and bad.attainment is None
+    assert bad.replicas == 2 and bad.cost_per_hour == 2 * 1.2
+    assert base.solved and ok.solved
+
+
+def test_a_local_cluster_gives_the_same_rows(doc: dict[str, Any], write: Any) -> None:
+    from distributed import Client, LocalCluster
+
+    doc["accelerators"] = [
+        {"kind": "X1", "dense_bf16_tflops": 1500, "hbm_gb": 141, "hbm_tbps": 5, "cost_per_hour": 3}
+    ]
+    doc["base"]["fixed_capacity"]["X1"] = 20.0
+    doc["cases"] = [{"name": "x", "add_replicas": [{"accelerator": "X1", "count": 1}]}]
+    scenario = load_scenario(write(doc))
+    local = run_scenario(scenario, sync=True).cases
+    done: list[str] = []
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        remote = run_scenario(scenario, client=client, progress=done.append).cases
+    assert sorted(done) == ["base", "x"]
+    assert [r.case for r in remote] == ["base", "x"]
+    for a, b in zip(local, remote, strict=True):
+        assert (a.status, a.fleet, a.cost_per_hour) == (b.status, b.fleet, b.cost_per_hour)
+        assert abs((a.attainment or 0) - (b.attainment or 0)) < 1e-6
+
+
+def test_the_plan_runs_in_the_simulator_beside_its_prediction(
+    doc: dict[str, Any], write: Any
+) -> None:
+    (base,) = run_scenario(load_scenario(write(doc)), sync=True, simulate=True).cases
+    sim = base.simulated
+    assert sim is not None, "the placement routing policy is missing"
+    assert 0.0 <= sim["attainment"] <= 1.0
+    assert set(sim["attainment_by_class"]) == {"interactive", "batch"}
+    assert sim["requests"] == round(base.demand_rps * 10)
