@@ -10,7 +10,7 @@ OUT ?= out
 COMPILED := sim/engine.py sim/prefix_cache.py sim/sequence.py sim/simulator.py sim/gateway.py
 FAST := $(VENV)/.compiled
 
-.PHONY: run test lint install compile bench clean mlflow-ui redis-server
+.PHONY: run test lint install compile bench bench-routing clean mlflow-ui redis-server
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,13 @@ install: $(FAST)
 
 compile: $(FAST)
 
-## The main job on embedded defaults: the goodput benchmark on a slice of the Mooncake trace.
+## The main job on embedded defaults: the placement service on a demo fleet (8 × H100 emulated
+## replicas serving vLLM /metrics on 127.0.0.1), http://127.0.0.1:8000/docs; Ctrl-C stops it.
 run: $(FAST)
+	$(BIN)/placement serve --demo
+
+## The goodput benchmark against the peer policies on a slice of the Mooncake trace.
+bench-routing: $(FAST)
 	$(BIN)/placement bench routing --workload mooncake --fleet data/fleets/h100x8.yaml \
 		--policies all --loads 0.5,1.0,1.5 --duration 300 --out $(OUT)/routing.json
 
@@ -45,8 +50,10 @@ test: lint redis-server
 ## The plan-store tests start a real redis-server; install it on a fresh Debian machine.
 redis-server:
 	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || \
-		(if [ "$$(id -u)" = 0 ]; then apt-get install -y redis-server; \
-		elif command -v sudo >/dev/null; then sudo apt-get install -y redis-server; \
+		(if [ "$$(id -u)" = 0 ]; then apt-get install -y -q redis-server \
+			|| (apt-get update -q && apt-get install -y -q redis-server); \
+		elif command -v sudo >/dev/null; then sudo apt-get install -y -q redis-server \
+			|| (sudo apt-get update -q && sudo apt-get install -y -q redis-server); \
 		else echo "redis-server is missing and this user cannot install it:" \
 			"run 'apt-get install -y redis-server' as root (the Redis plan-store tests need it)"; \
 			exit 1; fi)

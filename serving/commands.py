@@ -8,6 +8,9 @@ from typing import Annotated
 import typer
 
 from placement.cli import app, user_errors
+from placement.paths import repo_root
+
+DEMO_FLEET = repo_root() / "data" / "fleets" / "h100x8.yaml"
 
 
 @app.command("serve")
@@ -29,6 +32,13 @@ def serve(
     hash_key: Annotated[
         str | None, typer.Option("--hash-key", help="print the digest to configure for a key")
     ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="development on a demo fleet: emulated replicas serve vLLM /metrics locally",
+        ),
+    ] = False,
 ) -> None:
     """Serve the placement API (OpenAPI docs at /docs). Settings also from PLACEMENT_* vars."""
     from serving.api.security import generate_key
@@ -40,6 +50,10 @@ def serve(
         return
     if plan_dir is not None and redis is not None:
         raise typer.BadParameter("give --plan-dir or --redis, not both")
+    if demo:
+        dev = True
+        fleet = fleet or DEMO_FLEET
+        no_plan_fallback = True
     flags = {
         "fleet": fleet,
         "profile": profile,
@@ -55,10 +69,41 @@ def serve(
         key = generate_key()
         settings = settings.model_copy(update={"dev_key": key})
         typer.secho(f"development key (all scopes): {key}", fg=typer.colors.YELLOW, err=True)
-    serve_settings(settings, workers=workers)
+        _print_example(settings.host, settings.port, key)
+    addresses = _start_emulator(settings.fleet) if demo else None
+    serve_settings(settings, workers=workers, addresses=addresses)
 
 
-def serve_settings(settings: object, *, workers: int = 1) -> None:
+def _print_example(host: str, port: int, key: str) -> None:
+    typer.secho(
+        f"docs: http://{host}:{port}/docs\n"
+        f"try:  curl -s -X POST http://{host}:{port}/v1/route -H 'Authorization: Bearer {key}' "
+        '-H \'Content-Type: application/json\' -d \'{"tenant": "acme", "model": '
+        '"llama-3-8b", "request_class": "interactive", "prompt": "You are a helpful '
+        'assistant. Summarise the following text …", "max_output_tokens": 128}\'',
+        err=True,
+    )
+
+
+def _start_emulator(fleet_file: Path | None) -> dict[str, str]:
+    """Emulated replicas (``sim.emulator``) for the demo fleet; their addresses by replica id."""
+    from placement.domain.fleet import load_fleet
+    from sim.emulator import ReplicaEmulator
+
+    if fleet_file is None:
+        raise typer.BadParameter("--demo needs a fleet")
+    fleet = load_fleet(fleet_file)
+    emulator = ReplicaEmulator(fleet.replicas).start()
+    typer.secho(
+        f"emulating {len(fleet.replicas)} replicas of {fleet.name} on 127.0.0.1:{emulator.port}",
+        err=True,
+    )
+    return {r.id: emulator.address(r.id) for r in fleet.replicas}
+
+
+def serve_settings(
+    settings: object, *, workers: int = 1, addresses: dict[str, str] | None = None
+) -> None:
     import uvicorn
 
     from serving.api.settings import Settings
@@ -68,7 +113,7 @@ def serve_settings(settings: object, *, workers: int = 1) -> None:
     if workers > 1:
         raise typer.BadParameter("several workers: run several processes sharing --redis")
     uvicorn.run(
-        build_app(settings),
+        build_app(settings, addresses=addresses),
         host=settings.host,
         port=settings.port,
         loop="uvloop",

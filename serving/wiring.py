@@ -3,7 +3,7 @@ the fleet file, the plan store, the planner (solver in a worker process), the ap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI
@@ -31,12 +31,14 @@ def solve_in_worker(
     return solve_plan(instance, previous=previous, time_limit_s=time_limit_s, version=version)
 
 
-def fleet_states(fleet: Fleet) -> list[ReplicaState]:
-    """Replicas of a fleet file; the address is the ``address`` label (else ``<id>:8000``)."""
+def fleet_states(fleet: Fleet, addresses: Mapping[str, str] | None = None) -> list[ReplicaState]:
+    """Replicas of a fleet file; the address is ``addresses[id]``, else the ``address`` label,
+    else ``<id>:8000``."""
+    given = addresses or {}
     return [
         ReplicaState(
             id=r.id,
-            address=r.labels.get("address", f"{r.id}:{DEFAULT_PORT}"),
+            address=given.get(r.id) or r.labels.get("address", f"{r.id}:{DEFAULT_PORT}"),
             model=r.model.name,
             accelerator=r.accelerator.kind,
             tp=r.tp,
@@ -47,7 +49,7 @@ def fleet_states(fleet: Fleet) -> list[ReplicaState]:
     ]
 
 
-def build_app(settings: Settings) -> FastAPI:
+def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None) -> FastAPI:
     profile = load_profile(settings.profile) if settings.profile else load_profile()
 
     def route_path(replicas: dict[str, ReplicaState]) -> PlacementRoutePath:
@@ -60,7 +62,7 @@ def build_app(settings: Settings) -> FastAPI:
         lease_s=settings.lease_s,
         demand_window=DEMAND_WINDOW if fleet is not None else 0,
     )
-    for state in fleet_states(fleet) if fleet is not None else ():
+    for state in fleet_states(fleet, addresses) if fleet is not None else ():
         service.register_replica(state)
     store = open_plan_store(plan_dir=settings.plan_dir, redis_url=settings.redis_url)
     planner = None
