@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from placement.domain.requests import Request
 from placement.routing.base import Pipeline, ReplicaView
 from placement.routing.filters import HealthFilter, ModelFilter
+from placement.routing.normalise import lower_is_better
 from placement.routing.pickers import MaxScorePicker
-from placement.routing.policies._normalise import lower_is_better
 
 if TYPE_CHECKING:
     from placement.routing.policies.context import PolicyContext

@@ -24,8 +24,8 @@ from placement.domain.requests import Request
 from placement.errors import InputError
 from placement.routing.base import Pipeline, ReplicaView
 from placement.routing.filters import HealthFilter, ModelFilter
+from placement.routing.normalise import lower_is_better
 from placement.routing.pickers import MaxScorePicker
-from placement.routing.policies._normalise import lower_is_better
 from placement.routing.prefix_index import PrefixIndex, kv_capacity_blocks
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ Min-max normalised over the candidates. Parameters: none.
 
 from __future__ import annotations
 
+from placement.routing.normalise import lower_is_better
 from serving.route.plugins.base import FallbackContext
-from serving.route.plugins.normalise import lower_is_better
 from serving.route.plugins.params import Params
 
 
