@@ -5,9 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from placement.cli import app
+from placement.paths import shared_data
+
+pytestmark = pytest.mark.skipif(
+    not (shared_data() / "traces/mooncake").exists(), reason="shared data missing"
+)
 
 
 def test_quick_bench_writes_rows_for_every_split(tmp_path: Path) -> None:

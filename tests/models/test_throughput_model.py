@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from model_rows import request_rows
 
 from models.features import feature_matrix
 from models.predictor import LatencyPredictor
 from models.roofline_prior import prior_generation_rate
 from models.throughput import THROUGHPUT_FEATURES, throughput_features
+from sim.costmodel.profiles import profiles_root
 
 
 def test_throughput_never_falls_as_more_sequences_run(predictor: LatencyPredictor) -> None:
@@ -19,6 +21,10 @@ def test_throughput_never_falls_as_more_sequences_run(predictor: LatencyPredicto
     assert np.all(np.diff(rate) >= 0)
 
 
+@pytest.mark.skipif(
+    not profiles_root().is_dir(),
+    reason="without measured profiles the simulator's telemetry is the roofline's own",
+)
 def test_throughput_is_closer_to_the_telemetry_than_the_prior(
     predictor: LatencyPredictor, split: tuple[pd.DataFrame, pd.DataFrame]
 ) -> None:

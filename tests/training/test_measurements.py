@@ -7,9 +7,13 @@ from pathlib import Path
 import pytest
 
 from placement.errors import InputError
+from placement.paths import shared_data
 from training.measurements import load_measurements, splitwise_frame
 
 
+@pytest.mark.skipif(
+    not (shared_data() / "profiles/splitwise").exists(), reason="shared data missing"
+)
 def test_splitwise_rows_are_idle_llama2_70b_replicas_in_seconds() -> None:
     frame = splitwise_frame()
     # 105 rows per (hardware, TP) for TP 2/4/8 on A100 and H100 (power-capped rows excluded)

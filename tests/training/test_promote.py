@@ -11,9 +11,14 @@ from test_train import make_store
 
 from models.predictor import LatencyPredictor
 from placement.errors import InputError, PredictorUnavailable
+from placement.paths import shared_data
 from training.promote import compare, load_champion, promote
 from training.tracking import CHAMPION, LATENCY_MODEL, THROUGHPUT_MODEL, TRACKING_URI_ENV
 from training.train import train
+
+pytestmark = pytest.mark.skipif(
+    not (shared_data() / "traces/mooncake").exists(), reason="shared data missing"
+)
 
 
 @pytest.fixture(scope="module")
