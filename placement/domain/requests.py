@@ -93,6 +93,23 @@ class Request:
         self.backlog_requests = 0  # requests in flight there
         self.backlog_prefill_tokens = 0  # prompt tokens there still waiting for a first token
 
+    def unserved(
+        self, *, arrival_s: float | None = None, block_hashes: tuple[int, ...] | None = None
+    ) -> Request:
+        """The same request, not yet served (no outcome), optionally re-timed or with other
+        block hashes."""
+        return Request(
+            self.id,
+            self.arrival_s if arrival_s is None else arrival_s,
+            self.input_tokens,
+            self.output_tokens,
+            tenant=self.tenant,
+            request_class=self.request_class,
+            model=self.model,
+            block_hashes=self.block_hashes if block_hashes is None else block_hashes,
+            block_tokens=self.block_tokens,
+        )
+
     def __repr__(self) -> str:
         return (
             f"Request(id={self.id}, arrival_s={self.arrival_s:.3f}, in={self.input_tokens}, "

@@ -18,8 +18,9 @@ from __future__ import annotations
 import bisect
 import math
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from itertools import islice
+from typing import TypeVar
 
 from placement.routing.base import ReplicaView
 
@@ -135,6 +136,36 @@ class ReplicaPrefixCache:
         return iter(self._blocks.items())
 
 
+K = TypeVar("K", bound=Hashable)
+
+
+def deepest_matches(holders: Mapping[int, set[K]], block_hashes: Sequence[int]) -> dict[K, int]:
+    """Longest prefix of ``block_hashes``, in blocks, per holder with at least its first block,
+    from an inverted index (block hash → who holds it): one walk down the chain, intersecting
+    the holder sets level by level."""
+    out: dict[K, int] = {}
+    if not block_hashes:
+        return out
+    first = holders.get(block_hashes[0])
+    if not first:
+        return out
+    alive = set(first)
+    depth = 1
+    for h in block_hashes[1:]:
+        level = holders.get(h)
+        deeper = alive & level if level else set()
+        if len(deeper) < len(alive):
+            for key in alive - deeper:
+                out[key] = depth
+        alive = deeper
+        if not alive:
+            return out
+        depth += 1
+    for key in alive:
+        out[key] = depth
+    return out
+
+
 class PrefixIndex:
     """One :class:`ReplicaPrefixCache` per replica (keyed by ``ReplicaView.index``).
 
@@ -179,27 +210,7 @@ class PrefixIndex:
         One walk down the chain, intersecting the holder sets level by level.
         """
         self._expire(now)
-        out: dict[int, int] = {}
-        if not block_hashes:
-            return out
-        first = self._holders.get(block_hashes[0])
-        if not first:
-            return out
-        alive = set(first)
-        depth = 1
-        for h in block_hashes[1:]:
-            holders = self._holders.get(h)
-            deeper = alive & holders if holders else set()
-            if len(deeper) < len(alive):
-                for idx in alive - deeper:
-                    out[idx] = depth
-            alive = deeper
-            if not alive:
-                return out
-            depth += 1
-        for idx in alive:
-            out[idx] = depth
-        return out
+        return deepest_matches(self._holders, block_hashes)
 
     def insert(self, replica: ReplicaView, block_hashes: Sequence[int], now: float = 0.0) -> None:
         """Record that a request with this chain was sent to ``replica`` at ``now``."""

@@ -248,23 +248,13 @@ def _duplicate(r: Request, arrival_s: float, copy_index: int) -> Request:
     if hashes:
         last = hash((hashes[-1], copy_index, "whatif-copy")) & _HASH_MASK
         hashes = (*hashes[:-1], last)
-    return Request(
-        r.id,
-        arrival_s,
-        r.input_tokens,
-        r.output_tokens,
-        tenant=r.tenant,
-        request_class=r.request_class,
-        model=r.model,
-        block_hashes=hashes,
-        block_tokens=r.block_tokens,
-    )
+    return r.unserved(arrival_s=arrival_s, block_hashes=hashes)
 
 
 def scale_demand(requests: Sequence[Request], demand: DemandChange, *, seed: int) -> list[Request]:
     """Requests thinned or duplicated by their multipliers, in arrival order, re-numbered."""
     if demand.is_identity:
-        return [_copy(r) for r in requests]
+        return [r.unserved() for r in requests]
     rng = np.random.default_rng([seed, _DEMAND_SEED])
     keep_draw = rng.random(len(requests))
     jitter = rng.random(len(requests))
@@ -280,22 +270,8 @@ def scale_demand(requests: Sequence[Request], demand: DemandChange, *, seed: int
         for k in range(copies):
             # copies spread over the jitter window by the golden ratio, never on top of each other
             offset = ((j + 0.618 * (k - 1)) % 1.0) * DUPLICATE_JITTER_S + 1e-6 * k
-            out.append(_copy(r) if k == 0 else _duplicate(r, r.arrival_s + offset, k))
+            out.append(r.unserved() if k == 0 else _duplicate(r, r.arrival_s + offset, k))
     out.sort(key=lambda q: q.arrival_s)
     for i, q in enumerate(out):
         q.id = i
     return out
-
-
-def _copy(r: Request) -> Request:
-    return Request(
-        r.id,
-        r.arrival_s,
-        r.input_tokens,
-        r.output_tokens,
-        tenant=r.tenant,
-        request_class=r.request_class,
-        model=r.model,
-        block_hashes=r.block_hashes,
-        block_tokens=r.block_tokens,
-    )

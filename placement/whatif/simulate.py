@@ -13,24 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from placement.domain.requests import Request
 from placement.errors import InputError
 from placement.plan.schema import Plan
 from placement.whatif.inputs import CaseInputs
-
-
-def _fresh(r: Request) -> Request:
-    return Request(
-        r.id,
-        r.arrival_s,
-        r.input_tokens,
-        r.output_tokens,
-        tenant=r.tenant,
-        request_class=r.request_class,
-        model=r.model,
-        block_hashes=r.block_hashes,
-        block_tokens=r.block_tokens,
-    )
 
 
 def simulate_plan(inputs: CaseInputs, plan: Plan, *, seed: int) -> dict[str, Any] | None:
@@ -49,7 +34,7 @@ def simulate_plan(inputs: CaseInputs, plan: Plan, *, seed: int) -> dict[str, Any
         return None
     workload = Workload(
         name="whatif",
-        requests=[_fresh(r) for r in inputs.requests],  # the simulator fills in outcomes
+        requests=[r.unserved() for r in inputs.requests],  # the simulator fills in outcomes
         tenants=dict(inputs.tenants),
         classes=dict(inputs.classes),
         block_tokens=inputs.block_tokens,

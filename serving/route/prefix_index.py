@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from placement.routing.prefix_index import ReplicaPrefixCache
+from placement.routing.prefix_index import ReplicaPrefixCache, deepest_matches
 
 
 class RouterPrefixIndex:
@@ -22,26 +22,7 @@ class RouterPrefixIndex:
 
     def match_all(self, block_hashes: Sequence[int]) -> dict[str, int]:
         """Longest recorded prefix in blocks per replica id holding at least its first block."""
-        out: dict[str, int] = {}
-        if not block_hashes:
-            return out
-        first = self._holders.get(block_hashes[0])
-        if not first:
-            return out
-        alive = set(first)
-        depth = 1
-        for h in block_hashes[1:]:
-            holders = self._holders.get(h)
-            deeper = alive & holders if holders else set()
-            for rid in alive - deeper:
-                out[rid] = depth
-            alive = deeper
-            if not alive:
-                return out
-            depth += 1
-        for rid in alive:
-            out[rid] = depth
-        return out
+        return deepest_matches(self._holders, block_hashes)
 
     def insert(
         self, replica_id: str, kv_capacity_tokens: int, block_hashes: Sequence[int], now: float

@@ -33,7 +33,7 @@ class Workload:
         """The same requests arriving ``rate`` times as fast (fresh Request objects)."""
         if rate <= 0:
             raise ValueError("rate must be positive")
-        reqs = [_copy(r, r.arrival_s / rate) for r in self.requests]
+        reqs = [r.unserved(arrival_s=r.arrival_s / rate) for r in self.requests]
         return Workload(
             name=self.name,
             requests=reqs,
@@ -45,7 +45,9 @@ class Workload:
     def window(self, start_s: float, end_s: float) -> Workload:
         """Requests arriving in [start_s, end_s), re-timed to start at 0 (fresh objects)."""
         reqs = [
-            _copy(r, r.arrival_s - start_s) for r in self.requests if start_s <= r.arrival_s < end_s
+            r.unserved(arrival_s=r.arrival_s - start_s)
+            for r in self.requests
+            if start_s <= r.arrival_s < end_s
         ]
         return Workload(
             name=self.name,
@@ -62,17 +64,3 @@ class Workload:
         t0 = self.requests[0].arrival_s
         cut = t0 + fraction * self.duration_s
         return self.window(t0, cut), self.window(cut, float("inf"))
-
-
-def _copy(r: Request, arrival_s: float) -> Request:
-    return Request(
-        r.id,
-        arrival_s,
-        r.input_tokens,
-        r.output_tokens,
-        tenant=r.tenant,
-        request_class=r.request_class,
-        model=r.model,
-        block_hashes=r.block_hashes,
-        block_tokens=r.block_tokens,
-    )
