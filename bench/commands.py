@@ -147,3 +147,44 @@ def solver(
         compare=compare,
         out=out,
     )
+
+
+@bench_app.command("loop")
+@user_errors
+def loop(
+    out: Annotated[Path, typer.Option(help="JSON output (PNGs beside it)")] = Path("out/loop.json"),
+    workloads: Annotated[str, typer.Option(help="comma list")] = "mooncake,mixed,synthetic",
+    fleets: Annotated[str, typer.Option(help="comma list of fleet YAMLs")] = (
+        "data/fleets/h100x8.yaml,data/fleets/hetero.yaml"
+    ),
+    loads: Annotated[str, typer.Option(help="offered load, × nominal capacity")] = (
+        "0.5,1.0,1.25,1.5,2.0"
+    ),
+    peers: Annotated[str, typer.Option(help="'all' or a comma list")] = "all",
+    duration: Annotated[
+        float | None, typer.Option(help="seconds of each trace (default: per workload)")
+    ] = None,
+    period: Annotated[float, typer.Option(min=1.0, help="re-solve period, simulated s")] = 60.0,
+    learn: Annotated[bool, typer.Option(help="train predictors (else the roofline prior)")] = True,
+    store: Annotated[
+        Path | None, typer.Option(help="telemetry stores (default: beside --out)")
+    ] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """The closed loop (train → solve → route → re-solve) against every peer, per workload and
+    fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
+    from bench.loop.cases import build_cases
+    from bench.loop.report import run_loop_bench
+    from bench.routing import parse_loads, parse_policies
+
+    cases = build_cases(
+        workloads=workloads,
+        fleets=fleets,
+        loads=parse_loads(loads),
+        peers=tuple(p for p in parse_policies(peers) if p != "placement"),
+        duration_s=duration,
+        period_s=period,
+        learn=learn,
+        seed=seed,
+    )
+    run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))

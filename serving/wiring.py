@@ -84,4 +84,4 @@ def _instance(fleet: Fleet, service: PlacementService) -> Any:
 
     requests: Sequence[Any] = list(service.demand or ())
     unhealthy = [r for r, s in service.replicas.items() if not s.healthy]
-    return build_instance(fleet, requests, {}, unhealthy=unhealthy)
+    return build_instance(fleet, requests, {}, unhealthy=unhealthy, shed_unreachable=True)

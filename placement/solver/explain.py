@@ -102,7 +102,10 @@ def explain_unserved_models(inst: Instance) -> list[str]:
 
 def explain_slos(inst: Instance, model: int) -> list[str]:
     """Non-sheddable demand of tenants with a guarantee whose class SLO no replica kind of the
-    pool can hold (it could only be shed, which its class forbids)."""
+    pool can hold (it could only be shed, which its class forbids); none when the instance
+    sheds such demand (:attr:`Instance.shed_unreachable`)."""
+    if inst.shed_unreachable:
+        return []
     kinds = np.unique(inst.replica_kind[inst.replica_healthy & (inst.replica_model == model)])
     if len(kinds) == 0:
         return []

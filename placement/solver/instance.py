@@ -81,6 +81,11 @@ class Instance:
     capacity_cold: (
         FloatArray  # [d, k] req/s, prefix not warm (whole prompt; = capacity for defaults)
     )
+    # demand no healthy replica kind can serve at its SLO even unloaded: False (default) makes
+    # a guarantee over it infeasible and explained; True sheds it as best effort (it counts
+    # as shed in the plan's outcomes and in no tenant's floor) — a closed loop must always
+    # get a plan, and no capacity of the fleet's kinds would fix such demand
+    shed_unreachable: bool = False
 
     @property
     def n_replicas(self) -> int:
@@ -115,6 +120,14 @@ class Instance:
         out: FloatArray = (self.capacity[d] * counts[self.unit_model[d]]).sum(axis=1)
         return out
 
+    def unreachable(self, d: IntArray) -> BoolArray:
+        """Units no healthy replica kind of their pool serves at SLO, even unloaded."""
+        healthy = self.replica_healthy
+        serves = np.zeros((len(self.models), len(self.kind_accelerator)), dtype=np.bool_)
+        serves[self.replica_model[healthy], self.replica_kind[healthy]] = True
+        reachable = ((self.capacity[d] > 0) & serves[self.unit_model[d]]).any(axis=1)
+        return np.logical_not(reachable)
+
     def tenant_credits(self, model: int) -> tuple[FloatArray, FloatArray]:
         """Per tenant, the floor and cap (req/s) in one model pool (see the module docstring)."""
         n_t = len(self.tenants)
@@ -122,7 +135,10 @@ class Instance:
         rate = self.unit_rate[d]
         t = self.unit_tenant[d]
         demand = np.bincount(t, rate, n_t)
-        nonshed = np.bincount(t, rate * ~self.class_sheddable[self.unit_class[d]], n_t)
+        guarded = ~self.class_sheddable[self.unit_class[d]]
+        if self.shed_unreachable:
+            guarded &= ~self.unreachable(d)
+        nonshed = np.bincount(t, rate * guarded, n_t)
         # C_m(t) for t's own mix: the rate-weighted harmonic blend of its units' capacities
         pool_cap = self.pool_capacity(d)
         load = np.bincount(t, np.where(pool_cap > 0, rate / np.maximum(pool_cap, 1e-12), 0), n_t)
@@ -148,11 +164,13 @@ def build_instance(
     unhealthy: Iterable[str] = (),
     rule: GroupRule = DEFAULT_RULE,
     warm_kv_share: float = WARM_KV_SHARE,
+    shed_unreachable: bool = False,
 ) -> Instance:
     """Aggregate a window of requests against a fleet into an :class:`Instance`.
 
     ``window_s`` defaults to the span of the arrivals; ``capacity`` to the promoted predictor
-    or the roofline prior (one table per replica kind). Tenants the requests name but
+    or the roofline prior (one table per replica kind); ``shed_unreachable`` see
+    :attr:`Instance.shed_unreachable`. Tenants the requests name but
     ``tenants`` lacks get no guarantee and no cap (credit 0, cap 1).
     """
     reqs: Sequence[RequestLike] = list(requests)
@@ -250,4 +268,5 @@ def build_instance(
         unit_prefix=np.asarray([float(u.prefix_tokens) for u in units], dtype=np.float64),
         capacity=cap,
         capacity_cold=cold,
+        shed_unreachable=shed_unreachable,
     )

@@ -77,6 +77,7 @@ class PlacementRoutePath:
             load_cap.cap_of if load_cap is not None else (lambda _: _INF)
         )
         self._spill = p.spill_to_secondary
+        self._scored = p.plan_picker == "scored"
         self._reasons = {f.cause: f"fallback:{f.cause}" for f in p.filters}
         self._reasons.setdefault("unhealthy", "fallback:unhealthy")
         self._prefixes = RouterPrefixIndex(p.block_tokens) if p.uses_prefix_index else None
@@ -145,6 +146,8 @@ class PlacementRoutePath:
                 return self._fallback(
                     routing, query, now, UNSEEN_PREFIX, self.profile.unseen_prefix, None
                 )
+        if self._scored:
+            return self._fallback(routing, query, now, PLAN, self.profile.no_plan, entry)
         states = fleet.states
         caps = routing.cap_in_flight
         checks = self._checks

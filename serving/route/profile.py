@@ -48,12 +48,14 @@ from serving.route.plugins.load_cap_filter import LoadCapFilter
 from serving.route.plugins.max_score import MaxScorePicker
 
 FALLBACK_SITUATIONS = ("unseen_prefix", "planned_unavailable", "no_plan")
+PLAN_PICKERS = ("weighted", "scored")
 
 DEFAULTS: dict[str, Any] = {
     "name": "unnamed",
     "block_tokens": 512,
     "candidates": 8,
     "max_fallbacks": 3,
+    "plan_picker": "weighted",
     "ring": {"key_blocks": 1, "virtual_nodes": 64},
     "filters": ["health-filter", "freshness-filter", "load-cap-filter"],
     "scorers": [
@@ -88,6 +90,10 @@ class RouteProfile:
     filters: tuple[ReplicaFilter, ...]
     scorers: tuple[tuple[ReplicaScorer, float], ...]
     spill_to_secondary: bool
+    # how a request the plan covers picks among the fleet: "weighted" (the plan's weights, a
+    # lookup) or "scored" (the no-plan scorers, the planned replicas credited with the group's
+    # prefix: the plan steers, live load decides)
+    plan_picker: str
     unseen_prefix: FallbackPicker
     planned_unavailable: FallbackPicker
     no_plan: FallbackPicker
@@ -226,6 +232,14 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
             field="fallbacks.spill_to_secondary",
             expected="true or false",
         )
+    plan_picker = raw["plan_picker"]
+    if plan_picker not in PLAN_PICKERS:
+        raise InputError(
+            f"got {plan_picker!r}",
+            source=source,
+            field="plan_picker",
+            expected=" or ".join(PLAN_PICKERS),
+        )
     frozen_scorers = tuple(scorers)
     pickers: dict[str, FallbackPicker] = {}
     for situation in FALLBACK_SITUATIONS:
@@ -249,6 +263,7 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         filters=tuple(filters),
         scorers=frozen_scorers,
         spill_to_secondary=spill,
+        plan_picker=plan_picker,
         unseen_prefix=pickers["unseen_prefix"],
         planned_unavailable=pickers["planned_unavailable"],
         no_plan=pickers["no_plan"],

@@ -23,7 +23,7 @@ from placement.routing.policies import (
     uniform_random,
 )
 from placement.routing.policies.chbl import ChblConfig
-from placement.routing.policies.context import PolicyContext
+from placement.routing.policies.context import GateSettings, PolicyContext
 from placement.routing.policies.dynamo import DynamoConfig
 from placement.routing.policies.llm_d import LlmdConfig
 from placement.routing.policies.preble_e2 import PrebleConfig
@@ -64,6 +64,7 @@ __all__ = [
     "PEER_POLICIES",
     "ChblConfig",
     "DynamoConfig",
+    "GateSettings",
     "LlmdConfig",
     "PolicyContext",
     "PolicyFactory",

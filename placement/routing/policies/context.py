@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from placement.domain.requests import DEFAULT_CLASSES, RequestClass
 from placement.errors import InputError
 from placement.plan import Plan
 from placement.routing.policies.chbl import ChblConfig
@@ -14,6 +16,15 @@ from placement.routing.policies.preble_e2 import PrebleConfig
 from placement.routing.policies.sglang_cache_aware import SglangConfig
 
 DEFAULT_BLOCK_TOKENS = 512  # the Mooncake trace's prefix block size
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateSettings:
+    """The ``placement`` policy's admission gate (:class:`serving.admission.slo_gate.SloGate`)."""
+
+    headroom: float = 1.0
+    credit_cut: float = 0.5
+    shed_factor: float = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +48,11 @@ class PolicyContext:
     # route profile YAML (None: data/profiles/default.yaml)
     plan: Plan | None = None
     route_profile: Path | None = None
+    # admission before routing (None: every request is routed), the classes it judges by and
+    # the tenants' credit shares it starts from (a plan's guaranteed shares replace them)
+    slo_gate: GateSettings | None = None
+    classes: Mapping[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
+    credits: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.block_tokens < 1:

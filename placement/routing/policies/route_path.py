@@ -7,7 +7,11 @@ decision; scraped metrics when a new scrape has landed), turns each :class:`Requ
 hooks so the route path keeps its own in-flight counts and prefix index.
 
 With no plan (``PolicyContext.plan`` None) every decision takes the profile's no-plan fallback,
-the greedy cache-and-load score; a closed-loop benchmark passes a solved plan in the context.
+the greedy cache-and-load score; a closed-loop benchmark passes a solved plan in the context
+and swaps in re-solved ones with :meth:`PlacementPolicy.install_plan`. With
+``PolicyContext.slo_gate`` set, admission runs before dispatch as in the service
+(:class:`serving.admission.slo_gate.SloGate`): a refused request is returned as -1 (the
+simulator counts it refused, the client would get a 429) and counted in ``shed``.
 A request with no model name goes to the pool of the fleet's first replica. Replica views carry
 no tensor-parallel degree, so the predicted-TTFT table assumes TP 1 (a kind that does not fit
 one GPU gets the generic table).
@@ -23,19 +27,29 @@ from placement.domain.requests import Request
 from placement.routing.base import ReplicaView
 
 if TYPE_CHECKING:
+    from placement.plan import Plan
     from placement.routing.policies.context import PolicyContext
+    from serving.admission.slo_gate import SloGate
     from serving.route import PlacementRoutePath, ReplicaState, RouteQuery
 
 
 class PlacementPolicy:
     name = "placement"
 
-    def __init__(self, path: PlacementRoutePath) -> None:
+    def __init__(self, path: PlacementRoutePath, gate: SloGate | None = None) -> None:
         self.path = path
+        self.gate = gate
+        self.shed = 0
         self._states: list[ReplicaState] = []
         self._index: dict[str, int] = {}
         self._queries: dict[int, RouteQuery] = {}
         self._default_model = ""
+
+    def install_plan(self, plan: Plan | None) -> None:
+        """Swap in ``plan`` (its tenants' guaranteed shares weigh the gate's credit counters)."""
+        self.path.install_plan(plan)
+        if self.gate is not None and plan is not None and plan.tenants:
+            self.gate.set_credits({t.tenant: t.guaranteed_share for t in plan.tenants})
 
     def _register(self, replicas: Sequence[ReplicaView]) -> None:
         from serving.route import ReplicaState
@@ -83,6 +97,12 @@ class PlacementPolicy:
             decision = self.path.decide(query, now)
         except NoReplica:
             return -1
+        gate = self.gate
+        if gate is not None:
+            if not gate.admit(req.tenant, req.request_class, decision.predicted_ttft_s):
+                self.shed += 1
+                return -1
+            gate.started(req.tenant, req.input_tokens)
         self.path.on_dispatch(decision, query, now)
         self._queries[req.id] = query
         return self._index[decision.replica_id]
@@ -96,14 +116,27 @@ class PlacementPolicy:
         query = self._queries.pop(req.id, None)
         if query is not None:
             self.path.on_complete(replica.id, query, now, ok=not req.error)
+            if self.gate is not None:
+                self.gate.finished(req.tenant, 0 if req.error else req.output_tokens)
 
 
 def build(ctx: PolicyContext) -> PlacementPolicy:
     """The route path with ``ctx.route_profile`` (default profile when None), its prefix
-    block size set to ``ctx.block_tokens``, and ``ctx.plan`` installed."""
+    block size set to ``ctx.block_tokens``, ``ctx.plan`` installed, and the SLO gate when
+    ``ctx.slo_gate`` is set."""
+    from serving.admission.slo_gate import SloGate
     from serving.route import PlacementRoutePath, load_profile
 
     profile = dataclasses.replace(load_profile(ctx.route_profile), block_tokens=ctx.block_tokens)
-    path = PlacementRoutePath(profile=profile)
-    path.install_plan(ctx.plan)
-    return PlacementPolicy(path)
+    gate = None
+    if ctx.slo_gate is not None:
+        gate = SloGate(
+            ctx.classes,
+            headroom=ctx.slo_gate.headroom,
+            credit_cut=ctx.slo_gate.credit_cut,
+            shed_factor=ctx.slo_gate.shed_factor,
+        )
+        gate.set_credits(ctx.credits)
+    policy = PlacementPolicy(PlacementRoutePath(profile=profile), gate)
+    policy.install_plan(ctx.plan)
+    return policy

@@ -1,0 +1,1 @@
+"""The closed-loop benchmark: train, solve, route, re-solve, in the simulator."""

@@ -1,0 +1,269 @@
+"""The fluid upper bound on goodput at SLO: the yardstick the closed-loop benchmark reports its
+"share of bound" against.
+
+No router and no solver can do better than this on a window of requests: it is the LP
+relaxation of placement with a *perfect* prefix cache (every block ever seen stays warm on every
+replica) and *perfect* knowledge of the window's demand, slice by slice.
+
+1. Perfect cache. In arrival order, a request's cached tokens are ``block_tokens`` × its leading
+   block hashes already seen (at most ``input − 1``, since the last token is always computed).
+2. Demand. The window is cut into slices by arrival; in each slice requests are bucketed by
+   (model, class, uncached prompt, output) on a geometric grid (factor 2), and a bucket asks for
+   its count / slice length req/s at its mean uncached prompt and mean output.
+3. Capacity. A replica kind (accelerator, model, tp) has ``cap[d, k]`` req/s of capacity at the
+   SLO of bucket ``d``'s class if it served ``d`` alone, 0 when it serves another model.
+4. Fluid LP, per slice. ``s[d, k] ≥ 0`` req/s of ``d`` served on kind ``k``;
+   ``Σ_k s[d, k] ≤ rate[d]`` and ``Σ_d s[d, k] / cap[d, k] ≤ healthy replicas of k`` (time
+   sharing: each unit of ``d`` uses ``1 / cap`` of a replica). Maximise ``Σ s``.
+
+All slices go into one block-diagonal LP (they share no variable), solved once with HiGHS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.optimize import linprog
+from scipy.sparse import csr_matrix
+
+from models.capacity import Slo
+from placement.domain.fleet import Fleet
+from placement.domain.requests import Request, RequestClass
+from placement.errors import InputError, PlacementError
+from placement.solver.capacity import CapacitySource
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+DEFAULT_SLICE_S = 30.0
+# bucket edges are powers of two: a bucket's mean is within a factor 2 of each member's length,
+# close enough for capacity tables whose own grid is geometric
+BUCKET_RATIO = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FluidBound:
+    """The bound and what it is measured against, all in req/s over the window."""
+
+    goodput_rps: float  # requests/s that can meet their SLO, over the window
+    offered_rps: float  # all requests / window
+    reachable_rps: float  # requests whose SLO some healthy replica kind holds even unloaded
+    slices: int
+    slice_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    accelerator: str
+    model: str
+    tp: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Cells:
+    """Demand per (slice, model, class, uncached bucket, output bucket)."""
+
+    slice_index: IntArray
+    model: list[str]
+    request_class: list[str]
+    count: FloatArray
+    mean_uncached: FloatArray
+    mean_output: FloatArray
+
+
+def fluid_bound(
+    requests: Sequence[Request],
+    fleet: Fleet,
+    classes: Mapping[str, RequestClass],
+    capacity: CapacitySource,
+    *,
+    block_tokens: int,
+    slice_s: float = DEFAULT_SLICE_S,
+    window_s: float | None = None,
+    unhealthy: Collection[str] = (),
+) -> FluidBound:
+    """The fluid upper bound on goodput at SLO of ``requests`` on the healthy part of ``fleet``.
+
+    The window starts at the first arrival and lasts ``window_s`` (default: the span of the
+    arrivals, at least one slice); arrivals after its end count in its last slice. A request
+    with no model takes the fleet's model when the fleet serves exactly one; otherwise no kind
+    serves it and it is unreachable.
+    """
+    _validate(requests, fleet, classes, block_tokens, slice_s, window_s, unhealthy)
+    if not requests:
+        return FluidBound(
+            goodput_rps=0.0, offered_rps=0.0, reachable_rps=0.0, slices=0, slice_s=slice_s
+        )
+    ordered = sorted(requests, key=lambda r: r.arrival_s)
+    arrival = np.fromiter((r.arrival_s for r in ordered), np.float64, len(ordered))
+    start = float(arrival[0])
+    window = window_s if window_s is not None else max(float(arrival[-1]) - start, slice_s)
+    n_slices = max(1, int(np.ceil(window / slice_s - 1e-9)))
+    slice_len = np.full(n_slices, slice_s)
+    slice_len[-1] = window - slice_s * (n_slices - 1)
+    slice_of = np.minimum(((arrival - start) // slice_s).astype(np.int64), n_slices - 1)
+
+    only_model = next(iter(fleet.models)) if len(fleet.models) == 1 else ""
+    cells = _cells(ordered, _perfect_cache_uncached(ordered, block_tokens), slice_of, only_model)
+    kinds, replicas = _healthy_kinds(fleet, set(unhealthy))
+    cap = _capacity_matrix(cells, kinds, classes, capacity)
+
+    reachable_cells = cap.max(axis=1, initial=0.0) > 0
+    reachable = int(cells.count[reachable_cells].sum())
+    served = _solve(cells, cap, replicas, slice_len, n_slices)
+    return FluidBound(
+        goodput_rps=served / window,
+        offered_rps=len(ordered) / window,
+        reachable_rps=reachable / window,
+        slices=n_slices,
+        slice_s=slice_s,
+    )
+
+
+def _validate(
+    requests: Sequence[Request],
+    fleet: Fleet,
+    classes: Mapping[str, RequestClass],
+    block_tokens: int,
+    slice_s: float,
+    window_s: float | None,
+    unhealthy: Collection[str],
+) -> None:
+    if not slice_s > 0:
+        raise InputError(f"slice_s={slice_s}", field="slice_s", expected="a positive duration")
+    if block_tokens < 1:
+        raise InputError(
+            f"block_tokens={block_tokens}", field="block_tokens", expected="at least 1"
+        )
+    if window_s is not None and not window_s > 0:
+        raise InputError(f"window_s={window_s}", field="window_s", expected="a positive duration")
+    unknown = set(unhealthy) - {r.id for r in fleet.replicas}
+    if unknown:
+        raise InputError(
+            f"unknown replica {sorted(unknown)[0]!r}", field="unhealthy", expected="fleet ids"
+        )
+    missing = {r.request_class for r in requests} - set(classes)
+    if missing:
+        raise InputError(
+            f"unknown request class {sorted(missing)[0]!r}",
+            field="request_class",
+            expected="one of " + ", ".join(sorted(classes)),
+        )
+
+
+def _perfect_cache_uncached(ordered: Sequence[Request], block_tokens: int) -> FloatArray:
+    """Uncached prompt tokens of each request (in arrival order) under a cache that keeps every
+    block it has ever seen."""
+    seen: set[int] = set()
+    uncached = np.empty(len(ordered), dtype=np.float64)
+    for i, r in enumerate(ordered):
+        hits = 0
+        for h in r.block_hashes:
+            if h not in seen:
+                break
+            hits += 1
+        cached = min(hits * block_tokens, max(r.input_tokens - 1, 0))
+        uncached[i] = r.input_tokens - cached
+        seen.update(r.block_hashes)
+    return uncached
+
+
+def _geometric_bucket(tokens: FloatArray) -> IntArray:
+    exponent = np.log(np.maximum(tokens, 1.0)) / np.log(BUCKET_RATIO)
+    bucket: IntArray = np.floor(exponent).astype(np.int64)
+    return bucket
+
+
+def _cells(
+    ordered: Sequence[Request], uncached: FloatArray, slice_of: IntArray, only_model: str
+) -> _Cells:
+    models, model_index = np.unique(
+        np.asarray([r.model or only_model for r in ordered], dtype=str),
+        return_inverse=True,
+    )
+    names, class_index = np.unique(
+        np.asarray([r.request_class for r in ordered], dtype=str), return_inverse=True
+    )
+    output = np.fromiter((r.output_tokens for r in ordered), np.float64, len(ordered))
+    keys = np.stack(
+        [
+            slice_of,
+            model_index.ravel(),
+            class_index.ravel(),
+            _geometric_bucket(uncached),
+            _geometric_bucket(output),
+        ],
+        axis=1,
+    )
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    count = np.bincount(inverse).astype(np.float64)
+    return _Cells(
+        slice_index=unique[:, 0],
+        model=[str(m) for m in models[unique[:, 1]]],
+        request_class=[str(c) for c in names[unique[:, 2]]],
+        count=count,
+        mean_uncached=np.bincount(inverse, weights=uncached) / count,
+        mean_output=np.bincount(inverse, weights=output) / count,
+    )
+
+
+def _healthy_kinds(fleet: Fleet, unhealthy: set[str]) -> tuple[list[_Kind], FloatArray]:
+    """Replica kinds with at least one healthy replica, and how many each has."""
+    counts: dict[_Kind, int] = {}
+    for r in fleet.replicas:
+        if r.id not in unhealthy:
+            kind = _Kind(r.accelerator.kind, r.model.name, r.tp)
+            counts[kind] = counts.get(kind, 0) + 1
+    return list(counts), np.asarray(list(counts.values()), dtype=np.float64)
+
+
+def _capacity_matrix(
+    cells: _Cells,
+    kinds: list[_Kind],
+    classes: Mapping[str, RequestClass],
+    capacity: CapacitySource,
+) -> FloatArray:
+    """``cap[d, k]``: req/s one replica of kind ``k`` serves of cell ``d`` alone at its SLO."""
+    cap = np.zeros((len(cells.count), len(kinds)))
+    for k, kind in enumerate(kinds):
+        table = capacity.table(kind.accelerator, kind.model, kind.tp)
+        slo_index: dict[str, int] = {}
+        for d, (model, name) in enumerate(zip(cells.model, cells.request_class, strict=True)):
+            if model != kind.model:
+                continue
+            if name not in slo_index:
+                c = classes[name]
+                slo_index[name] = table.slo_index(Slo(c.ttft_slo_s, c.tpot_slo_s))
+            cap[d, k] = table.lookup(
+                float(cells.mean_uncached[d]), float(cells.mean_output[d]), slo_index[name]
+            )
+    return cap
+
+
+def _solve(
+    cells: _Cells, cap: FloatArray, replicas: FloatArray, slice_len: FloatArray, n_slices: int
+) -> float:
+    """Requests served over the window by the fluid LP of every slice (one block-diagonal LP)."""
+    cell, kind = np.nonzero(cap > 0)
+    if len(cell) == 0:
+        return 0.0
+    n_cells, n_kinds = cap.shape
+    n_vars = len(cell)
+    var = np.arange(n_vars)
+    # rows 0 … n_cells−1: a cell's demand; then one row per (slice, kind): replicas' time
+    rows = np.concatenate([cell, n_cells + cells.slice_index[cell] * n_kinds + kind])
+    cols = np.concatenate([var, var])
+    data = np.concatenate([np.ones(n_vars), 1.0 / cap[cell, kind]])
+    a_ub = csr_matrix((data, (rows, cols)), shape=(n_cells + n_slices * n_kinds, n_vars))
+    rate = cells.count / slice_len[cells.slice_index]
+    b_ub = np.concatenate([rate, np.tile(replicas, n_slices)])
+    # weighting by slice length makes the objective requests served, not req/s
+    weight = slice_len[cells.slice_index[cell]]
+    result = linprog(-weight, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    if result.status != 0:
+        raise PlacementError(f"the fluid bound LP did not solve: {result.message}")
+    return float(-result.fun)

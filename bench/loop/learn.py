@@ -1,0 +1,76 @@
+"""Step one of the loop: telemetry from the tuning window → trained predictors → capacity at SLO.
+
+The tuning window is run through the incumbent router (least outstanding requests) at a few
+loads, as a fleet in production would have been, sampling every replica each second. Its
+request records and samples go to a telemetry store; :func:`training.train.train` fits the
+latency quantile models on them, logs the run to MLflow and registers a new version of
+``placement-latency``; the registered version is loaded back from the registry (not the
+in-memory object) so the loop plans with exactly what a data scientist would promote. The
+project's champion alias is left alone: the benchmark never promotes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from placement.domain.fleet import Fleet
+from placement.solver.capacity import ROOFLINE_SOURCE, TableCapacity
+from sim.telemetry import DEFAULT_START, simulate_for_telemetry, telemetry_frames
+from sim.workloads.base import Workload
+
+TRAINING_LOADS = (0.6, 1.0, 1.4)
+LOOP_EXPERIMENT = "placement-loop"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Learned:
+    capacity: TableCapacity
+    model_uri: str
+    heldout_metrics: dict[str, float]
+    telemetry_rows: int
+
+
+def roofline_capacity() -> TableCapacity:
+    """The ablation without learned predictors: capacity at SLO from the roofline prior."""
+    return TableCapacity(None, ROOFLINE_SOURCE)
+
+
+def learn_capacity(
+    tune: Workload,
+    fleet: Fleet,
+    store: Path,
+    *,
+    loads: Sequence[float] = TRAINING_LOADS,
+    seed: int = 0,
+    experiment: str = LOOP_EXPERIMENT,
+    say: Callable[[str], None] = lambda _m: None,
+) -> Learned:
+    """Simulate ``tune`` at ``loads`` into the telemetry store ``store``, train, register, and
+    return capacity at SLO from the registered model."""
+    import mlflow
+
+    from training.pyfunc import unwrap
+    from training.telemetry.store import write_telemetry
+    from training.train import train
+
+    rows = 0
+    for i, load in enumerate(loads):
+        say(f"telemetry: {tune.name} on {fleet.name} at load {load}")
+        result = simulate_for_telemetry(tune, fleet, load=load, seed=seed)
+        # each load's run is dated a day apart, so the store's time split stays per run order
+        requests, samples = telemetry_frames(result, start=DEFAULT_START + timedelta(days=i))
+        write_telemetry(store, requests, samples)
+        rows += len(requests)
+    say(f"training on {rows} request records (MLflow experiment {experiment!r})")
+    trained = train(store, experiment=experiment)
+    uri = f"models:/placement-latency/{trained.latency_version}"
+    predictor = unwrap(mlflow.pyfunc.load_model(uri))
+    return Learned(
+        capacity=TableCapacity(predictor, uri),
+        model_uri=uri,
+        heldout_metrics=dict(trained.metrics),
+        telemetry_rows=rows,
+    )

@@ -1,0 +1,105 @@
+"""Step two of the loop: a window of requests → a solved plan, as the planner would make it.
+
+Everything the solve depends on besides the window is fixed per run in :class:`Planning`: the
+fleet, tenants' credits, classes' SLOs, capacity at SLO (learned or the roofline prior), the
+prefix-group rule and the solver's weights; the ablations change one of them. Demand the fleet
+cannot serve at SLO even unloaded is shed as best effort (``shed_unreachable``), and an
+infeasible window keeps the previous plan, as the service's planner does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from placement.domain.fleet import Fleet
+from placement.domain.requests import Request, RequestClass, Tenant
+from placement.errors import InfeasiblePlan
+from placement.plan import Plan
+from placement.solver.capacity import CapacitySource
+from placement.solver.instance import build_instance
+from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
+from placement.solver.solve import SolveOptions, solve_plan
+
+NO_GROUPS = GroupRule(max_groups=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolveRecord:
+    at_s: float
+    reason: str
+    status: str  # the solver's status, or "infeasible" (the previous plan stays)
+    solve_s: float
+    churn: float
+    version: int | None
+
+
+@dataclass(kw_only=True)
+class Planning:
+    fleet: Fleet
+    tenants: Mapping[str, Tenant]
+    classes: Mapping[str, RequestClass]
+    capacity: CapacitySource
+    block_tokens: int
+    rule: GroupRule = DEFAULT_RULE
+    options: SolveOptions = field(default_factory=SolveOptions)
+    time_limit_s: float = 10.0
+    records: list[SolveRecord] = field(default_factory=list)
+
+    def solve(
+        self,
+        requests: Sequence[Request],
+        *,
+        window_s: float,
+        at_s: float = 0.0,
+        reason: str = "initial",
+        unhealthy: Collection[str] = (),
+        previous: Plan | None = None,
+    ) -> Plan | None:
+        """The plan for ``requests`` seen over ``window_s`` (None if the solver finds the
+        window infeasible; the record says so)."""
+        started = time.perf_counter()
+        instance = build_instance(
+            self.fleet,
+            requests,
+            self.tenants,
+            self.classes,
+            window_s=window_s,
+            capacity=self.capacity,
+            block_tokens=self.block_tokens,
+            unhealthy=unhealthy,
+            rule=self.rule,
+            shed_unreachable=True,
+        )
+        try:
+            plan = solve_plan(
+                instance,
+                previous=previous,
+                time_limit_s=self.time_limit_s,
+                options=self.options,
+                created_at=at_s,
+            )
+        except InfeasiblePlan:
+            self.records.append(
+                SolveRecord(
+                    at_s=at_s,
+                    reason=reason,
+                    status="infeasible",
+                    solve_s=time.perf_counter() - started,
+                    churn=0.0,
+                    version=None,
+                )
+            )
+            return None
+        self.records.append(
+            SolveRecord(
+                at_s=at_s,
+                reason=reason,
+                status=plan.solver.status,
+                solve_s=time.perf_counter() - started,
+                churn=plan.solver.churn,
+                version=plan.version,
+            )
+        )
+        return plan

@@ -1,0 +1,81 @@
+"""The planner loop inside the simulator: re-solve from the requests just routed, swap in.
+
+Wraps the ``placement`` policy (the service's route path). Every ``period_s`` of simulated
+time, and at once when a replica is seen going down, the requests that arrived in the last
+``window_s`` are solved into a new plan (warm-started from the current one, so the churn
+penalty applies) and installed before the next decision. A solve is instantaneous in simulated
+time; its wall time is recorded. Demand is read from the requests the router has seen, as the
+service's planner reads its own recent requests; their output lengths come from the trace.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from bench.loop.plans import Planning
+from placement.domain.requests import Request
+from placement.plan import Plan
+from placement.routing.base import ReplicaView
+from placement.routing.policies.route_path import PlacementPolicy
+
+
+class Replanning:
+    name = "placement"
+
+    def __init__(
+        self,
+        policy: PlacementPolicy,
+        planning: Planning,
+        *,
+        period_s: float | None,
+        window_s: float | None = None,
+        plan: Plan | None = None,
+    ) -> None:
+        self.policy = policy
+        self.planning = planning
+        self.period_s = period_s
+        self.window_s = window_s if window_s is not None else (period_s or 0.0)
+        self.plan = plan
+        self._recent: deque[Request] = deque()
+        self._next_s = period_s if period_s is not None else float("inf")
+        self._down: frozenset[str] = frozenset()
+        policy.install_plan(plan)
+
+    def route(self, req: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        recent = self._recent
+        recent.append(req)
+        horizon = now - self.window_s
+        while recent and recent[0].arrival_s < horizon:
+            recent.popleft()
+        down = frozenset(v.id for v in replicas if not v.healthy)
+        if down != self._down:
+            self._down = down
+            self._resolve(now, "replica down" if down else "replica back")
+        elif now >= self._next_s:
+            self._resolve(now, "period")
+        return self.policy.route(req, replicas, now)
+
+    def _resolve(self, now: float, reason: str) -> None:
+        if self.period_s is not None:
+            self._next_s = now + self.period_s
+        if not self._recent:
+            return
+        span = max(now - self._recent[0].arrival_s, 1.0)
+        plan = self.planning.solve(
+            list(self._recent),
+            window_s=span,
+            at_s=now,
+            reason=reason,
+            unhealthy=self._down,
+            previous=self.plan,
+        )
+        if plan is not None:
+            self.plan = plan
+            self.policy.install_plan(plan)
+
+    def on_first_token(self, req: Request, replica: ReplicaView, now: float) -> None:
+        self.policy.on_first_token(req, replica, now)
+
+    def on_complete(self, req: Request, replica: ReplicaView, now: float) -> None:
+        self.policy.on_complete(req, replica, now)

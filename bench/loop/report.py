@@ -1,0 +1,83 @@
+"""``placement bench loop``: every case, then one JSON, a table per case and a PNG per case."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+
+from bench.loop.run import Case, run_case
+from bench.plots import plot_goodput_curves
+from bench.report import print_table, write_json
+
+SUMMARY_COLUMNS = (
+    "workload",
+    "fleet",
+    "best_peer",
+    "ratio_load",
+    "ratio_vs_best_peer",
+    "share_of_bound",
+    "jain_overload",
+    "fairness_cost",
+    "lost_requests",
+    "gate_headroom",
+)
+RUN_COLUMNS = ("policy", "load", "goodput_rps", "slo_attainment", "prefix_hit_rate", "shed")
+# targets from the issue: (figure, comparison, threshold)
+TARGETS = (
+    ("ratio_vs_best_peer", ">=", 1.5),
+    ("share_of_bound", ">=", 0.90),
+    ("jain_overload", ">=", 0.95),
+    ("fairness_cost", "<=", 0.05),
+    ("lost_requests", "<=", 0),
+)
+
+
+def verdicts(summary: dict[str, Any]) -> dict[str, bool | None]:
+    """Each target met (True), missed (False) or not measurable here (None)."""
+    out: dict[str, bool | None] = {}
+    for key, op, limit in TARGETS:
+        value = summary.get(key)
+        out[key] = None if value is None else (value >= limit if op == ">=" else value <= limit)
+    return out
+
+
+def run_loop_bench(cases: Sequence[Case], *, out: Path, store: Path) -> dict[str, Any]:
+    summaries: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    solves: list[dict[str, Any]] = []
+    plots: list[str] = []
+    with Progress(transient=True) as progress:
+        task = progress.add_task("closed loop", total=len(cases))
+        for case in cases:
+            key = f"{case.workload.name}-{case.fleet.name}"
+
+            def say(message: str, key: str = key) -> None:
+                progress.update(task, description=f"{key}: {message}"[:100])
+
+            result = run_case(case, store / key, say)
+            summary = result["summary"]
+            summary["targets_met"] = verdicts(summary)
+            summaries.append(summary)
+            runs += result["runs"]
+            solves += result["solves"]
+            swept = [r for r in result["runs"] if r["policy"] in (*case.peers, "placement")]
+            plot = out.with_name(f"{out.stem}-{key}.png")
+            plot_goodput_curves(
+                swept,
+                plot,
+                title=f"closed loop: {case.workload.name} on {case.fleet.name} (reported tail)",
+            )
+            plots.append(str(plot))
+            print_table(
+                f"{key}: reported tail",
+                swept + [r for r in result["runs"] if r not in swept],
+                RUN_COLUMNS,
+            )
+            progress.advance(task)
+    print_table("closed loop against the best peer", summaries, SUMMARY_COLUMNS)
+    payload = {"summary": summaries, "runs": runs, "solves": solves, "plots": plots}
+    write_json(out, payload)
+    return payload

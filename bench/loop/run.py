@@ -1,0 +1,419 @@
+"""The closed loop against the peers, one workload on one fleet (a *case*).
+
+For a case: the trace is split by time into a tuning head (``tune_share``) and a reported
+tail. Everything learned or chosen comes from the head: the predictors (trained on its
+telemetry, :mod:`bench.loop.learn`), the first plan (solved on its demand at each load), and the
+admission gate's headroom (picked on the head from a small grid). The tail is then routed at
+every load by each peer and by ours — the service's route path with the plan, re-solved every
+``period_s`` from the requests it has just routed (:mod:`bench.loop.replan`), behind the SLO
+gate — and by the ablations, at the load where the best peer's attainment first falls below
+90%. Loads are × the fleet's nominal capacity for the head's request mix (:mod:`sim.capacity`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.loop.bound import fluid_bound
+from bench.loop.engine_capacity import EngineCapacity
+from bench.loop.fairness import jain_overload
+from bench.loop.gated import Gated
+from bench.loop.learn import learn_capacity, roofline_capacity
+from bench.loop.plans import NO_GROUPS, Planning
+from bench.loop.replan import Replanning
+from placement.domain.fleet import Fleet
+from placement.paths import repo_root
+from placement.plan import Plan
+from placement.routing.base import RoutingPolicy
+from placement.routing.policies import GateSettings, PolicyContext, make_policy
+from placement.routing.policies.route_path import PlacementPolicy
+from placement.solver.capacity import CapacitySource
+from placement.solver.model import Weights
+from placement.solver.solve import SolveOptions
+from serving.admission.slo_gate import SloGate
+from sim.capacity import fleet_capacity, rate_multiplier
+from sim.costmodel.factory import cost_model_for_replica
+from sim.faults import Fault
+from sim.metrics import request_table, summarise
+from sim.simulator import SimConfig, SimResult, Simulator
+from sim.workloads.base import Workload
+
+ATTAINMENT_KNEE = 0.9
+HEADROOM_GRID = (0.75, 1.0, 1.5)
+OURS = "placement"
+LOOP_PROFILE = repo_root() / "data" / "profiles" / "scored.yaml"
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Variant:
+    """Our loop with one part changed (the ablations)."""
+
+    name: str
+    learned: bool = True
+    groups: bool = True
+    churn: bool = True
+    plan: bool = True
+    gate: bool = True
+    credits: bool = True
+    scored: bool = True  # data/profiles/scored.yaml (False: the default weighted lookup)
+
+
+FULL = Variant(name=OURS)
+ABLATIONS = (
+    Variant(name="ours:roofline_only", learned=False),
+    Variant(name="ours:no_prefix_groups", groups=False),
+    Variant(name="ours:no_churn_penalty", churn=False),
+    Variant(name="ours:fallbacks_only", plan=False),
+    Variant(name="ours:no_admission", gate=False),
+    Variant(name="ours:weighted_lookup", scored=False),
+)
+LOCALITY_ONLY = Variant(name="ours:locality_only", credits=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    workload: Workload
+    fleet: Fleet
+    peers: tuple[str, ...]
+    loads: tuple[float, ...]
+    tune_share: float = 0.6
+    period_s: float = 60.0
+    overload: float = 2.0
+    failure_load: float = 1.0
+    seed: int = 0
+    learn: bool = True  # False: the roofline prior stands in for the trained predictors
+
+
+@dataclass(kw_only=True)
+class CaseContext:
+    """What the head of the trace taught: capacity, nominal scale, the gate's headroom."""
+
+    case: Case
+    tune: Workload
+    report: Workload
+    weights: list[float]
+    capacity: CapacitySource
+    model_uri: str
+    headroom: float = 1.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def nominal_rps(self) -> float:
+        return float(sum(self.weights))
+
+    def at_load(self, w: Workload, load: float) -> Workload:
+        return w.scaled(rate_multiplier(load, w, self.nominal_rps))
+
+
+def _simulate(
+    ctx: CaseContext, policy: RoutingPolicy, wl: Workload, faults: tuple[Fault, ...] = ()
+) -> SimResult:
+    top = max(ctx.weights)
+    return Simulator(
+        ctx.case.fleet,
+        policy,
+        wl,
+        cost_model=cost_model_for_replica,
+        config=SimConfig(faults=faults),
+        weights=[w / top for w in ctx.weights],
+    ).run()
+
+
+def _row(result: SimResult, wl: Workload, **extra: Any) -> dict[str, Any]:
+    row = summarise(result, wl).as_row()
+    table = request_table(result.requests, wl.classes)
+    lost = sum(1 for r in result.requests if r.error.startswith("lost")) + int(
+        (~table.completed & ~table.failed).sum()
+    )
+    row.update(lost_requests=lost, shed=result.refused, wall_s=result.wall_s, **extra)
+    return row
+
+
+def _credits(wl: Workload) -> dict[str, float]:
+    return {name: t.credit_share for name, t in wl.tenants.items()}
+
+
+def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
+    wl = ctx.tune
+    return PolicyContext(
+        seed=ctx.case.seed,
+        block_tokens=wl.block_tokens,
+        slo_gate=(
+            GateSettings(headroom=headroom, credit_cut=0.5 if v.credits else 0.0)
+            if v.gate
+            else None
+        ),
+        classes=wl.classes,
+        credits=_credits(wl) if v.credits else {},
+        route_profile=LOOP_PROFILE if v.scored else None,
+    )
+
+
+def ours(
+    ctx: CaseContext,
+    load: float,
+    v: Variant = FULL,
+    *,
+    on: Workload | None = None,
+    headroom: float | None = None,
+    faults: tuple[Fault, ...] = (),
+) -> tuple[SimResult, Workload, Planning]:
+    """Our loop at ``load`` on the report window (or ``on``): first plan from the head's demand,
+    re-solved every period from what was routed."""
+    target = ctx.at_load(on if on is not None else ctx.report, load)
+    head = ctx.at_load(ctx.tune, load)
+    planning = Planning(
+        fleet=ctx.case.fleet,
+        tenants=ctx.tune.tenants if v.credits else {},
+        classes=ctx.tune.classes,
+        capacity=ctx.capacity if v.learned else roofline_capacity(),
+        block_tokens=ctx.tune.block_tokens,
+        rule=planning_rule(v),
+        options=SolveOptions(weights=Weights(churn=0.0)) if not v.churn else SolveOptions(),
+    )
+    policy = make_policy(OURS, _policy_ctx(ctx, v, headroom or ctx.headroom))
+    assert isinstance(policy, PlacementPolicy)
+    routing: RoutingPolicy = policy
+    if v.plan:
+        first: Plan | None = planning.solve(head.requests, window_s=max(head.duration_s, 1.0))
+        routing = Replanning(policy, planning, period_s=ctx.case.period_s, plan=first)
+    return _simulate(ctx, routing, target, faults), target, planning
+
+
+def planning_rule(v: Variant) -> Any:
+    from placement.solver.prefix_groups import DEFAULT_RULE
+
+    return DEFAULT_RULE if v.groups else NO_GROUPS
+
+
+def peer(
+    ctx: CaseContext, name: str, load: float, *, gated: bool = False, faults: tuple[Fault, ...] = ()
+) -> tuple[SimResult, Workload]:
+    target = ctx.at_load(ctx.report, load)
+    policy: RoutingPolicy = make_policy(
+        name, PolicyContext(seed=ctx.case.seed, block_tokens=target.block_tokens)
+    )
+    if gated:
+        gate = SloGate(target.classes, headroom=ctx.headroom)
+        gate.set_credits(_credits(target))
+        policy = Gated(policy, gate)
+    return _simulate(ctx, policy, target, faults), target
+
+
+def prepare(case: Case, store: Path, say: Say) -> CaseContext:
+    """Split, scale, learn, and pick the gate's headroom — all on the head."""
+    tune, report = case.workload.split(case.tune_share)
+    weights = fleet_capacity(case.fleet, tune, cost_model_for_replica)
+    if case.learn:
+        learned = learn_capacity(tune, case.fleet, store, seed=case.seed, say=say)
+        capacity: CapacitySource = learned.capacity
+        uri = learned.model_uri
+    else:
+        capacity, uri = roofline_capacity(), "roofline-prior"
+    ctx = CaseContext(
+        case=case, tune=tune, report=report, weights=weights, capacity=capacity, model_uri=uri
+    )
+    best = (-1.0, 1.0)
+    for h in HEADROOM_GRID:
+        score = 0.0
+        for load in (1.0, case.overload):
+            say(f"tuning the gate on the head: headroom {h} at load {load}")
+            result, wl, _ = ours(ctx, load, on=tune, headroom=h)
+            score += summarise(result, wl).goodput_rps
+        if score > best[0]:
+            best = (score, h)
+    ctx.headroom = best[1]
+    ctx.notes.append(f"gate headroom {ctx.headroom} (tuned on the head over {HEADROOM_GRID})")
+    return ctx
+
+
+def knee(rows: Sequence[dict[str, Any]]) -> float:
+    """The highest load (linearly interpolated) at which attainment is still ≥ 90%."""
+    pts = sorted((float(r["load"]), float(r["slo_attainment"])) for r in rows)
+    last = 0.0
+    for (l0, a0), (l1, a1) in itertools.pairwise(pts):
+        if a0 >= ATTAINMENT_KNEE > a1:
+            return l0 + (a0 - ATTAINMENT_KNEE) / max(a0 - a1, 1e-12) * (l1 - l0)
+    if pts and pts[0][1] < ATTAINMENT_KNEE:
+        return 0.0
+    for load, att in pts:
+        if att >= ATTAINMENT_KNEE:
+            last = load
+    return last
+
+
+def best_peer(peer_rows: dict[str, list[dict[str, Any]]]) -> str:
+    """The peer that holds 90% attainment to the highest load (then: most goodput)."""
+    return max(
+        peer_rows,
+        key=lambda p: (knee(peer_rows[p]), sum(float(r["goodput_rps"]) for r in peer_rows[p])),
+    )
+
+
+def ratio_load(rows: Sequence[dict[str, Any]]) -> float | None:
+    """The first swept load at which attainment is below 90% (None: never in the sweep)."""
+    for r in sorted(rows, key=lambda r: float(r["load"])):
+        if float(r["slo_attainment"]) < ATTAINMENT_KNEE:
+            return float(r["load"])
+    return None
+
+
+def goodput_at(rows: Sequence[dict[str, Any]], load: float) -> float:
+    for r in rows:
+        if abs(float(r["load"]) - load) < 1e-9:
+            return float(r["goodput_rps"])
+    raise KeyError(load)
+
+
+def tenant_goodput(result: SimResult, wl: Workload) -> tuple[dict[str, float], dict[str, float]]:
+    """(goodput, offered) per tenant, req/s over the arrival window."""
+    t = request_table(result.requests, wl.classes)
+    window = max(float(t.arrival.max() - t.arrival.min()), 1e-9) if len(t.arrival) else 1.0
+    tenants = np.unique(t.tenant)
+    good = {str(k): float(t.met[t.tenant == k].sum()) / window for k in tenants}
+    offered = {str(k): float((t.tenant == k).sum()) / window for k in tenants}
+    return good, offered
+
+
+def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
+    """Every figure of one case: rows, solves, bound, ratio, fairness, ablations, failures."""
+    name = f"{case.workload.name} on {case.fleet.name}"
+    ctx = prepare(case, store, say)
+    rows: list[dict[str, Any]] = []
+    solves: list[dict[str, Any]] = []
+    tag = {"workload": case.workload.name, "fleet": case.fleet.name}
+    engine = EngineCapacity(case.fleet)
+    for load in case.loads:
+        for p in case.peers:
+            say(f"{name}: {p} @ load {load}")
+            result, wl = peer(ctx, p, load)
+            rows.append(_row(result, wl, policy=p, load=load, **tag))
+        say(f"{name}: ours @ load {load}")
+        result, wl, planning = ours(ctx, load)
+        bound = fluid_bound(
+            wl.requests, case.fleet, wl.classes, engine, block_tokens=wl.block_tokens
+        )
+        row = _row(result, wl, policy=OURS, load=load, **tag)
+        row.update(
+            fluid_bound_rps=bound.goodput_rps,
+            share_of_bound=row["goodput_rps"] / max(bound.goodput_rps, 1e-9),
+            resolves=len(planning.records),
+        )
+        rows.append(row)
+        solves += [dict(dataclasses.asdict(s), load=load, **tag) for s in planning.records]
+    peer_rows = {p: [r for r in rows if r["policy"] == p] for p in case.peers}
+    our_rows = [r for r in rows if r["policy"] == OURS]
+    best = best_peer(peer_rows)
+    at = ratio_load(peer_rows[best])
+    summary: dict[str, Any] = {
+        **tag,
+        "requests_reported": len(ctx.report),
+        "requests_tuned": len(ctx.tune),
+        "nominal_capacity_rps": ctx.nominal_rps,
+        "capacity_source": ctx.model_uri,
+        "gate_headroom": ctx.headroom,
+        "best_peer": best,
+        "best_peer_knee_load": knee(peer_rows[best]),
+        "our_knee_load": knee(our_rows),
+        "ratio_load": at,
+        "notes": ctx.notes,
+    }
+    ablation_load = at if at is not None else max(case.loads)
+    if at is not None:
+        ours_g, peer_g = goodput_at(our_rows, at), goodput_at(peer_rows[best], at)
+        summary["ratio_vs_best_peer"] = ours_g / max(peer_g, 1e-9)
+        summary["share_of_bound"] = next(
+            float(r["share_of_bound"]) for r in our_rows if float(r["load"]) == at
+        )
+    else:
+        summary["ratio_vs_best_peer"] = None
+        summary["share_of_bound"] = None
+        ctx.notes.append(f"{best} holds 90% attainment at every swept load")
+    summary["share_of_bound_by_load"] = {str(r["load"]): r["share_of_bound"] for r in our_rows}
+    # admission's share of the lead: the best peer behind the very same gate
+    say(f"{name}: {best}+gate @ load {ablation_load}")
+    result, wl = peer(ctx, best, ablation_load, gated=True)
+    gated_row = _row(result, wl, policy=f"{best}+gate", load=ablation_load, **tag)
+    rows.append(gated_row)
+    summary["ratio_vs_best_peer_with_our_gate"] = goodput_at(our_rows, ablation_load) / max(
+        float(gated_row["goodput_rps"]), 1e-9
+    )
+    for v in ABLATIONS:
+        say(f"{name}: {v.name} @ load {ablation_load}")
+        result, wl, planning = ours(ctx, ablation_load, v)
+        rows.append(_row(result, wl, policy=v.name, load=ablation_load, **tag))
+    summary.update(fairness(ctx, rows, tag, say))
+    failure = failures(ctx, best, say)
+    summary["lost_requests"] = failure["ours"]["lost_requests"]
+    summary["failures"] = failure
+    return {"summary": summary, "runs": rows, "solves": solves}
+
+
+def fairness(
+    ctx: CaseContext, rows: list[dict[str, Any]], tag: dict[str, str], say: Say
+) -> dict[str, Any]:
+    """Jain's index of entitlement-normalised goodput at ``overload`` and what fairness costs
+    against our locality-only variant (no credits in the plan or the gate)."""
+    load = ctx.case.overload
+    out: dict[str, Any] = {"overload": load}
+    credits = _credits(ctx.report)
+    for v in (FULL, LOCALITY_ONLY):
+        say(f"fairness: {v.name} @ load {load}")
+        result, wl, _ = ours(ctx, load, v)
+        good, offered = tenant_goodput(result, wl)
+        row = _row(result, wl, policy=v.name + "@overload", load=load, **tag)
+        row["jain_entitled"] = jain_overload(good, offered, credits)
+        rows.append(row)
+        out[v.name] = {"goodput_rps": row["goodput_rps"], "jain": row["jain_entitled"]}
+    fair, local = out[FULL.name], out[LOCALITY_ONLY.name]
+    out["jain_overload"] = fair["jain"]
+    out["fairness_cost"] = max(0.0, 1.0 - fair["goodput_rps"] / max(local["goodput_rps"], 1e-9))
+    return {
+        "jain_overload": out["jain_overload"],
+        "fairness_cost": out["fairness_cost"],
+        "fairness": out,
+    }
+
+
+def failures(ctx: CaseContext, best: str, say: Say) -> dict[str, Any]:
+    """Kill one replica and slow another 3× at 40% of the tail's span, at ``failure_load``:
+    requests lost, how long routes still reached the dead replica, attainment before, during
+    (the next 60 s) and after."""
+    load = ctx.case.failure_load
+    span = ctx.at_load(ctx.report, load).duration_s
+    at = 0.4 * span
+    ids = [r.id for r in ctx.case.fleet.replicas]
+    faults = (
+        Fault(at_s=at, replica=ids[0], kind="kill"),
+        Fault(at_s=at, replica=ids[1], kind="slow", factor=3.0),
+    )
+    out: dict[str, Any] = {"load": load, "at_s": at, "killed": ids[0], "slowed": ids[1]}
+    for who in (OURS, best):
+        say(f"failures: {who} @ load {load}")
+        if who == OURS:
+            result, wl, _ = ours(ctx, load, faults=faults)
+        else:
+            result, wl = peer(ctx, who, load, faults=faults)
+        t = request_table(result.requests, wl.classes)
+        during = (t.arrival >= at) & (t.arrival < at + 60.0)
+        dead_routes = [s for s in result.routes_to_dead if s >= at]
+        out["ours" if who == OURS else "best_peer"] = {
+            "policy": who,
+            "lost_requests": _row(result, wl)["lost_requests"],
+            "routes_to_dead": len(dead_routes),
+            "last_route_to_dead_s": (max(dead_routes) - at) if dead_routes else 0.0,
+            "attainment_before": float(t.met[t.arrival < at].mean()),
+            "attainment_during": float(t.met[during].mean()) if during.any() else None,
+            "attainment_after": float(t.met[t.arrival >= at + 60.0].mean())
+            if (t.arrival >= at + 60.0).any()
+            else None,
+        }
+    return out
