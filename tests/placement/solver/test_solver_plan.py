@@ -167,3 +167,19 @@ def test_other_backends_reach_the_same_optimum(backend: str) -> None:
     plan = solve_plan(inst, time_limit_s=5.0, options=SolveOptions(backend=backend))
     assert _served(plan, "a") == pytest.approx(12.0, abs=0.05)
     assert _served(plan, "b") == pytest.approx(8.0, abs=0.1)
+
+
+def test_unreachable_demand_is_shed_when_asked() -> None:
+    reqs = _requests("a", 2, "interactive")
+    inst = build_instance(
+        _fleet(),
+        reqs,
+        {"a": Tenant(name="a", credit_share=1.0)},
+        window_s=10.0,
+        capacity=FixedCapacity({"H100-SXM": 0.0}),
+        shed_unreachable=True,
+    )
+    assert inst.unreachable(np.arange(inst.n_units)).all()
+    plan = solve_plan(inst, time_limit_s=5.0)
+    (outcome,) = plan.outcomes
+    assert outcome.served_rps == 0.0 and outcome.shed_share == 1.0

@@ -134,3 +134,31 @@ def test_replicas_the_fleet_lacks_are_dropped(four: list[ReplicaState]) -> None:
     path = make_path(four[1:])
     path.install_plan(p)
     assert {path.decide(query(c), NOW).replica_id for _ in range(20)} == {"r1"}
+
+
+SCORED_PROFILE = """
+name: scored-test
+block_tokens: 16
+plan_picker: scored
+filters: [health-filter]
+scorers:
+  - {name: prefix-match-scorer, weight: 1.0}
+  - {name: queue-scorer, weight: 1.0}
+"""
+
+
+def test_scored_plan_picker_follows_load_within_the_plan(four: list[ReplicaState]) -> None:
+    c = chain(1, 2)
+    p = plan(four, groups=[group(c, route(["r0", "r1"], [0.9, 0.1]))])
+    weighted, scored = make_path(four), make_path(four, SCORED_PROFILE)
+    weighted.install_plan(p)
+    scored.install_plan(p)
+    # the plan credits its replicas with the group's prefix: an idle fleet goes to them
+    first = scored.decide(query(c), NOW)
+    assert first.reason == "plan" and first.replica_id in {"r0", "r1"}
+    # r0 and r1 swamped: scored moves to an idle replica, the weighted lookup does not
+    for s in four[:2]:
+        s.in_flight = 50
+        s.num_requests_waiting = 50
+    assert scored.decide(query(c), NOW).replica_id in {"r2", "r3"}
+    assert weighted.decide(query(c), NOW).replica_id in {"r0", "r1"}

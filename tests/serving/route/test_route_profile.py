@@ -66,6 +66,7 @@ fallbacks:
         ("candidates: 0", "candidates"),
         ("ring: {key_blocks: 0}", "ring.key_blocks"),
         ("colour: blue", "colour"),
+        ("plan_picker: random", "plan_picker"),
     ],
 )
 def test_errors_name_the_field(text: str, field: str) -> None:
@@ -87,3 +88,10 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
 def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read"):
         load_profile(tmp_path / "nope.yaml")
+
+
+def test_shipped_scored_profile_loads() -> None:
+    from serving.route import load_profile
+
+    p = load_profile(Path("data/profiles/scored.yaml"))
+    assert p.plan_picker == "scored" and p.load_cap is None
