@@ -118,13 +118,22 @@ def route(
     repeats: Annotated[int, typer.Option(min=1, help="timed passes (median reported)")] = 5,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+    profile: Annotated[
+        Path | None, typer.Option(help="route profile YAML (default: the default profile)")
+    ] = None,
 ) -> None:
     """Route path speed: decision p50/p99 in process and batch decisions/s (targets: p99 ≤ 20 µs,
     ≥ 100k decisions/s at 1,000 replicas and 100k prefix groups)."""
     from bench.route import run_route_bench
 
     run_route_bench(
-        replicas=replicas, groups=groups, queries=queries, repeats=repeats, seed=seed, out=out
+        replicas=replicas,
+        groups=groups,
+        queries=queries,
+        repeats=repeats,
+        seed=seed,
+        out=out,
+        profile=profile,
     )
 
 
@@ -158,13 +167,15 @@ def loop(
         "data/fleets/h100x8.yaml,data/fleets/hetero.yaml"
     ),
     loads: Annotated[str, typer.Option(help="offered load, × nominal capacity")] = (
-        "0.5,1.0,1.25,1.5,2.0"
+        "0.5,1.0,1.25,1.5,2.0,3.0,4.0"
     ),
     peers: Annotated[str, typer.Option(help="'all' or a comma list")] = "all",
     duration: Annotated[
         float | None, typer.Option(help="seconds of each trace (default: per workload)")
     ] = None,
-    period: Annotated[float, typer.Option(min=1.0, help="re-solve period, simulated s")] = 60.0,
+    period: Annotated[
+        float, typer.Option(min=1.0, help="re-solve period, s of trace time")
+    ] = 120.0,
     learn: Annotated[bool, typer.Option(help="train predictors (else the roofline prior)")] = True,
     store: Annotated[
         Path | None, typer.Option(help="telemetry stores (default: beside --out)")

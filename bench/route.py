@@ -217,10 +217,18 @@ def _time_singles(
 
 
 def run_route_bench(
-    *, replicas: int, groups: int, queries: int, repeats: int, seed: int, out: Path | None
+    *,
+    replicas: int,
+    groups: int,
+    queries: int,
+    repeats: int,
+    seed: int,
+    out: Path | None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
+    """``profile``: a route profile YAML (None: data/profiles/default.yaml)."""
     instance = synthetic_instance(replicas=replicas, groups=groups, queries=queries, seed=seed)
-    path = PlacementRoutePath(instance.states, profile=load_profile())
+    path = PlacementRoutePath(instance.states, profile=load_profile(profile))
     t0 = time.perf_counter()
     path.install_plan(instance.plan)
     install_s = time.perf_counter() - t0
@@ -242,6 +250,7 @@ def run_route_bench(
     payload: dict[str, Any] = {
         "replicas": replicas,
         "groups": groups,
+        "profile": path.profile.name,
         "queries": queries,
         "repeats": repeats,
         "plan_install_s": install_s,

@@ -1,7 +1,7 @@
 """The benchmark's cases from CLI text: workloads × fleets, each trace cut to its default span.
 
 Default spans keep a full run within minutes on two cores: the whole Mooncake slice (2,100 s),
-15 minutes of the mixed populations (~14k requests) and 5 minutes of the synthetic tenants.
+30 minutes of the mixed populations (~28k requests) and 10 minutes of the synthetic tenants.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from placement.domain.fleet import load_fleet
 from placement.errors import InputError
 from sim.workloads.registry import WORKLOADS, load_workload
 
-DEFAULT_SPAN_S: dict[str, float | None] = {"mooncake": None, "mixed": 900.0, "synthetic": 300.0}
+DEFAULT_SPAN_S: dict[str, float | None] = {"mooncake": None, "mixed": 1800.0, "synthetic": 600.0}
 
 
 def _names(text: str, field: str) -> list[str]:

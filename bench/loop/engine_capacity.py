@@ -1,14 +1,19 @@
 """Capacity from the simulator's own engine: the "perfect knowledge" side of the fluid bound.
 
-The bound must not inherit the predictors' errors (a conservative capacity table would make the
-bound fall below what a router achieves). So for the bound a replica's capacity for a request
-mix is read from the very cost model the simulator runs: one request costs the time to prefill
-its uncached prompt alone (chunked, :func:`sim.capacity.prefill_s`) plus its output tokens at
-the per-token decode cost of the fullest batch the KV cache holds (decode is shared across the
-batch, :func:`sim.capacity.decode_s_per_token`). Its reciprocal is the replica's fluid
-throughput for that mix; a mix whose prefill alone exceeds the class's TTFT SLO, or whose
-per-token time at the smallest batch exceeds the TPOT SLO, has none. Queueing is free in the
-fluid model, so this is an upper bound, not a capacity at SLO.
+The bound must not inherit the predictors' errors (a conservative capacity table would put the
+bound below what a router achieves), nor charge a request costs that continuous batching shares
+out. So for the bound a request's engine time is a lower bound read from the very cost model
+the simulator runs:
+
+* every token it puts through the model (uncached prompt + output) at the per-token cost of
+  the fullest iteration (``max_num_batched_tokens`` tokens: the per-iteration overhead and the
+  GEMMs' weight reads are shared by that many tokens);
+* plus its own context attention: prefill chunks over the growing prompt, and each output
+  token's decode attention at the largest decode batch.
+
+The reciprocal is the replica's fluid throughput for that mix. A mix whose prefill alone (idle
+replica) exceeds the class's TTFT SLO, or whose decode alone exceeds its TPOT SLO, has none.
+Queueing is free in the fluid model, so this is an upper bound, not a capacity at SLO.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 
 from models.capacity import Slo
 from placement.domain.fleet import Fleet, ReplicaSpec
-from sim.capacity import decode_s_per_token, prefill_s
+from sim.capacity import prefill_s
 from sim.costmodel.factory import cost_model_for_replica
 
 ENGINE_SOURCE = "simulator engine (fluid)"
@@ -41,13 +46,24 @@ class _EngineKind:
         return self._cache[key]
 
     def _rate(self, uncached: int, output: int, slo: Slo) -> float:
-        cost = cost_model_for_replica(self.spec)
-        prefill = prefill_s(self.spec, cost, max(uncached, 1))
+        spec = self.spec
+        cost = cost_model_for_replica(spec)
+        uncached = max(uncached, 1)
         alone = cost.iteration_s([], 1, uncached + output) if output > 1 else 0.0
-        if prefill > slo.ttft_p95_s or alone > slo.tpot_p95_s:
+        if prefill_s(spec, cost, uncached) > slo.ttft_p95_s or alone > slo.tpot_p95_s:
             return 0.0
-        decode = max(output - 1, 0) * decode_s_per_token(self.spec, cost, uncached + output / 2)
-        return 1.0 / max(prefill + decode, 1e-9)
+        full = spec.max_num_batched_tokens
+        per_token = (cost.overhead_s + cost.linear_s(full)) / full
+        attention = 0.0
+        done = 0
+        while done < uncached:
+            chunk = min(full, uncached - done)
+            attention += cost.prefill_attention_s(chunk, done)
+            done += chunk
+        batch = max(1, spec.max_num_seqs)
+        d0, d1 = cost.decode_attention_coeffs(batch)
+        attention += max(output - 1, 0) * (d0 / batch + d1 * (uncached + output / 2))
+        return 1.0 / max((uncached + output) * per_token + attention, 1e-12)
 
 
 class EngineCapacity:

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.progress import Progress
 
+from bench.loop.diagnose import plot_diagnostics
 from bench.loop.run import Case, run_case
 from bench.plots import plot_goodput_curves
 from bench.report import print_table, write_json
@@ -71,6 +72,20 @@ def run_loop_bench(cases: Sequence[Case], *, out: Path, store: Path) -> dict[str
                 title=f"closed loop: {case.workload.name} on {case.fleet.name} (reported tail)",
             )
             plots.append(str(plot))
+            diagnosis = out.with_name(f"{out.stem}-{key}-diagnostics.png")
+            plot_diagnostics(
+                result["diagnostics"],
+                diagnosis,
+                title=f"{key}: ours and the best peer at the ratio load (reported tail)",
+            )
+            failure = out.with_name(f"{out.stem}-{key}-failures.png")
+            plot_diagnostics(
+                result["failure_runs"],
+                failure,
+                title=f"{key}: one replica killed, one slowed 3× (dashed line)",
+                mark_s=summary["failures"]["at_s"],
+            )
+            plots += [str(diagnosis), str(failure)]
             print_table(
                 f"{key}: reported tail",
                 swept + [r for r in result["runs"] if r not in swept],

@@ -38,6 +38,7 @@ from placement.solver.capacity import CapacitySource
 from placement.solver.model import Weights
 from placement.solver.solve import SolveOptions
 from serving.admission.slo_gate import SloGate
+from serving.admission.vtc import TokenWeights
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
 from sim.faults import Fault
@@ -46,6 +47,7 @@ from sim.simulator import SimConfig, SimResult, Simulator
 from sim.workloads.base import Workload
 
 ATTAINMENT_KNEE = 0.9
+BOUND_SLICE_S = 30.0
 HEADROOM_GRID = (0.75, 1.0, 1.5)
 OURS = "placement"
 LOOP_PROFILE = repo_root() / "data" / "profiles" / "scored.yaml"
@@ -85,10 +87,11 @@ class Case:
     peers: tuple[str, ...]
     loads: tuple[float, ...]
     tune_share: float = 0.6
-    period_s: float = 60.0
-    overload: float = 2.0
+    period_s: float = 120.0  # re-solve period, seconds of trace time
+    overload: float = 2.0  # × our own knee load (capacity at SLO)
     failure_load: float = 1.0
     seed: int = 0
+    credit_cut: float = 0.5  # the gate's cut for tenants furthest over their credit
     learn: bool = True  # False: the roofline prior stands in for the trained predictors
 
 
@@ -122,7 +125,8 @@ def _simulate(
         policy,
         wl,
         cost_model=cost_model_for_replica,
-        config=SimConfig(faults=faults),
+        # ~200 samples per run for the diagnostic plots (queues, hit rate over time)
+        config=SimConfig(faults=faults, sample_interval_s=max(wl.duration_s / 200, 0.05)),
         weights=[w / top for w in ctx.weights],
     ).run()
 
@@ -147,7 +151,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
         seed=ctx.case.seed,
         block_tokens=wl.block_tokens,
         slo_gate=(
-            GateSettings(headroom=headroom, credit_cut=0.5 if v.credits else 0.0)
+            GateSettings(headroom=headroom, credit_cut=ctx.case.credit_cut if v.credits else 0.0)
             if v.gate
             else None
         ),
@@ -168,7 +172,9 @@ def ours(
 ) -> tuple[SimResult, Workload, Planning]:
     """Our loop at ``load`` on the report window (or ``on``): first plan from the head's demand,
     re-solved every period from what was routed."""
-    target = ctx.at_load(on if on is not None else ctx.report, load)
+    source = on if on is not None else ctx.report
+    rate = rate_multiplier(load, source, ctx.nominal_rps)
+    target = source.scaled(rate)
     head = ctx.at_load(ctx.tune, load)
     planning = Planning(
         fleet=ctx.case.fleet,
@@ -184,7 +190,9 @@ def ours(
     routing: RoutingPolicy = policy
     if v.plan:
         first: Plan | None = planning.solve(head.requests, window_s=max(head.duration_s, 1.0))
-        routing = Replanning(policy, planning, period_s=ctx.case.period_s, plan=first)
+        # the period is in trace time: compressing the trace to a load compresses it too, so
+        # every load re-solves after the same number of requests
+        routing = Replanning(policy, planning, period_s=ctx.case.period_s / rate, plan=first)
     return _simulate(ctx, routing, target, faults), target, planning
 
 
@@ -273,13 +281,17 @@ def goodput_at(rows: Sequence[dict[str, Any]], load: float) -> float:
     raise KeyError(load)
 
 
-def tenant_goodput(result: SimResult, wl: Workload) -> tuple[dict[str, float], dict[str, float]]:
-    """(goodput, offered) per tenant, req/s over the arrival window."""
+def tenant_service(result: SimResult, wl: Workload) -> tuple[dict[str, float], dict[str, float]]:
+    """(served within SLO, offered) per tenant in the units credits are counted in: weighted
+    tokens per second (the Virtual Token Counter's prefill and decode weights), so a tenant
+    of long prompts is not called starved for being served fewer, heavier requests."""
     t = request_table(result.requests, wl.classes)
+    weights = TokenWeights()
+    work = weights.prefill * t.input_tokens + weights.decode * t.output_tokens
     window = max(float(t.arrival.max() - t.arrival.min()), 1e-9) if len(t.arrival) else 1.0
     tenants = np.unique(t.tenant)
-    good = {str(k): float(t.met[t.tenant == k].sum()) / window for k in tenants}
-    offered = {str(k): float((t.tenant == k).sum()) / window for k in tenants}
+    good = {str(k): float(work[(t.tenant == k) & t.met].sum()) / window for k in tenants}
+    offered = {str(k): float(work[t.tenant == k].sum()) / window for k in tenants}
     return good, offered
 
 
@@ -291,16 +303,26 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
     solves: list[dict[str, Any]] = []
     tag = {"workload": case.workload.name, "fleet": case.fleet.name}
     engine = EngineCapacity(case.fleet)
+    kept: dict[tuple[str, float], SimResult] = {}
     for load in case.loads:
         for p in case.peers:
             say(f"{name}: {p} @ load {load}")
             result, wl = peer(ctx, p, load)
             rows.append(_row(result, wl, policy=p, load=load, **tag))
+            kept[(p, load)] = result
         say(f"{name}: ours @ load {load}")
         result, wl, planning = ours(ctx, load)
+        span = max(wl.duration_s, 1.0)
         bound = fluid_bound(
-            wl.requests, case.fleet, wl.classes, engine, block_tokens=wl.block_tokens
+            wl.requests,
+            case.fleet,
+            wl.classes,
+            engine,
+            block_tokens=wl.block_tokens,
+            window_s=span,
+            slice_s=min(BOUND_SLICE_S, span / 4),
         )
+        kept[(OURS, load)] = result
         row = _row(result, wl, policy=OURS, load=load, **tag)
         row.update(
             fluid_bound_rps=bound.goodput_rps,
@@ -327,6 +349,9 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "notes": ctx.notes,
     }
     ablation_load = at if at is not None else max(case.loads)
+    summary["diagnostics"] = [(OURS, ablation_load), (best, ablation_load)]
+    diagnostics = [(f"{p} @ load {x}", kept[(p, x)]) for p, x in summary["diagnostics"]]
+    kept.clear()  # the rest of the sweep's runs are summarised in rows already
     if at is not None:
         ours_g, peer_g = goodput_at(our_rows, at), goodput_at(peer_rows[best], at)
         summary["ratio_vs_best_peer"] = ours_g / max(peer_g, 1e-9)
@@ -350,25 +375,33 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         say(f"{name}: {v.name} @ load {ablation_load}")
         result, wl, planning = ours(ctx, ablation_load, v)
         rows.append(_row(result, wl, policy=v.name, load=ablation_load, **tag))
-    summary.update(fairness(ctx, rows, tag, say))
-    failure = failures(ctx, best, say)
+    # "2× overload": twice the load we serve at SLO (our knee), not twice the nominal capacity,
+    # which a cache-aware fleet may exceed without overload
+    overload = case.overload * (knee(our_rows) or max(case.loads))
+    summary.update(fairness(ctx, rows, tag, say, overload))
+    failure, failure_runs = failures(ctx, best, say)
     summary["lost_requests"] = failure["ours"]["lost_requests"]
     summary["failures"] = failure
-    return {"summary": summary, "runs": rows, "solves": solves}
+    return {
+        "summary": summary,
+        "runs": rows,
+        "solves": solves,
+        "diagnostics": diagnostics,
+        "failure_runs": failure_runs,
+    }
 
 
 def fairness(
-    ctx: CaseContext, rows: list[dict[str, Any]], tag: dict[str, str], say: Say
+    ctx: CaseContext, rows: list[dict[str, Any]], tag: dict[str, str], say: Say, load: float
 ) -> dict[str, Any]:
-    """Jain's index of entitlement-normalised goodput at ``overload`` and what fairness costs
-    against our locality-only variant (no credits in the plan or the gate)."""
-    load = ctx.case.overload
+    """Jain's index of entitlement-normalised goodput at ``load`` (the overload) and what
+    fairness costs against our locality-only variant (no credits in the plan or the gate)."""
     out: dict[str, Any] = {"overload": load}
     credits = _credits(ctx.report)
     for v in (FULL, LOCALITY_ONLY):
         say(f"fairness: {v.name} @ load {load}")
         result, wl, _ = ours(ctx, load, v)
-        good, offered = tenant_goodput(result, wl)
+        good, offered = tenant_service(result, wl)
         row = _row(result, wl, policy=v.name + "@overload", load=load, **tag)
         row["jain_entitled"] = jain_overload(good, offered, credits)
         rows.append(row)
@@ -383,7 +416,9 @@ def fairness(
     }
 
 
-def failures(ctx: CaseContext, best: str, say: Say) -> dict[str, Any]:
+def failures(
+    ctx: CaseContext, best: str, say: Say
+) -> tuple[dict[str, Any], list[tuple[str, SimResult]]]:
     """Kill one replica and slow another 3× at 40% of the tail's span, at ``failure_load``:
     requests lost, how long routes still reached the dead replica, attainment before, during
     (the next 60 s) and after."""
@@ -396,12 +431,14 @@ def failures(ctx: CaseContext, best: str, say: Say) -> dict[str, Any]:
         Fault(at_s=at, replica=ids[1], kind="slow", factor=3.0),
     )
     out: dict[str, Any] = {"load": load, "at_s": at, "killed": ids[0], "slowed": ids[1]}
+    runs: list[tuple[str, SimResult]] = []
     for who in (OURS, best):
         say(f"failures: {who} @ load {load}")
         if who == OURS:
             result, wl, _ = ours(ctx, load, faults=faults)
         else:
             result, wl = peer(ctx, who, load, faults=faults)
+        runs.append((f"{who} @ load {load}, {ids[0]} killed, {ids[1]} slowed 3×", result))
         t = request_table(result.requests, wl.classes)
         during = (t.arrival >= at) & (t.arrival < at + 60.0)
         dead_routes = [s for s in result.routes_to_dead if s >= at]
@@ -416,4 +453,4 @@ def failures(ctx: CaseContext, best: str, say: Say) -> dict[str, Any]:
             if (t.arrival >= at + 60.0).any()
             else None,
         }
-    return out
+    return out, runs

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.loop.run import Case, knee, ratio_load, run_case
+from bench.loop.report import run_loop_bench
+from bench.loop.run import Case, knee, ratio_load
 from placement.cli import app
 from placement.domain.fleet import load_fleet
 from placement.paths import repo_root
@@ -33,8 +34,9 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
         period_s=10.0,
         learn=False,
     )
-    out = run_case(case, tmp_path, lambda _m: None)
-    summary = out["summary"]
+    payload = run_loop_bench([case], out=tmp_path / "loop.json", store=tmp_path / "store")
+    (summary,) = payload["summary"]
+    out = payload
     policies = {r["policy"] for r in out["runs"]}
     assert {"round_robin", "placement", "ours:fallbacks_only", "ours:no_admission"} <= policies
     assert summary["capacity_source"] == "roofline-prior"
@@ -43,8 +45,11 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
     # re-solves happened inside the runs, each one recorded
     assert any(s["reason"] == "period" for s in out["solves"])
     ours = [r for r in out["runs"] if r["policy"] == "placement"]
-    assert all(0 < r["share_of_bound"] for r in ours)
+    assert all(r["share_of_bound"] > 0 for r in ours)
     assert summary["failures"]["killed"] == "h100-0"
+    assert (tmp_path / "loop.json").exists()
+    assert len(payload["plots"]) == 3 and all(Path(p).exists() for p in payload["plots"])
+    assert set(summary["targets_met"]) >= {"ratio_vs_best_peer", "lost_requests"}
 
 
 def test_cli_names_a_bad_workload() -> None:
