@@ -28,8 +28,8 @@ from bench.loop.gated import Gated
 from bench.loop.learn import learn_capacity, roofline_capacity
 from bench.loop.plans import NO_GROUPS, Planning
 from bench.loop.replan import Replanning
+from bench.loop.tuning import BASE_PROFILE, TUNE_LOADS, Setting, grid, write_profile
 from placement.domain.fleet import Fleet
-from placement.paths import repo_root
 from placement.plan import Plan
 from placement.routing.base import RoutingPolicy
 from placement.routing.policies import GateSettings, PolicyContext, make_policy
@@ -48,9 +48,7 @@ from sim.workloads.base import Workload
 
 ATTAINMENT_KNEE = 0.9
 BOUND_SLICE_S = 30.0
-HEADROOM_GRID = (0.75, 1.0, 1.5)
 OURS = "placement"
-LOOP_PROFILE = repo_root() / "data" / "profiles" / "scored.yaml"
 Say = Callable[[str], None]
 
 
@@ -92,6 +90,7 @@ class Case:
     failure_load: float = 1.0
     seed: int = 0
     credit_cut: float = 0.5  # the gate's cut for tenants furthest over their credit
+    settings: tuple[Setting, ...] = ()  # what to tune over on the head (empty: the full grid)
     learn: bool = True  # False: the roofline prior stands in for the trained predictors
 
 
@@ -106,6 +105,7 @@ class CaseContext:
     capacity: CapacitySource
     model_uri: str
     headroom: float = 1.0
+    profile: Path = BASE_PROFILE  # the route profile (tuned on the head by :func:`prepare`)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -157,7 +157,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
         ),
         classes=wl.classes,
         credits=_credits(wl) if v.credits else {},
-        route_profile=LOOP_PROFILE if v.scored else None,
+        route_profile=ctx.profile if v.scored else None,
     )
 
 
@@ -217,7 +217,7 @@ def peer(
 
 
 def prepare(case: Case, store: Path, say: Say) -> CaseContext:
-    """Split, scale, learn, and pick the gate's headroom — all on the head."""
+    """Split, scale, learn, and tune the route profile and the gate — all on the head."""
     tune, report = case.workload.split(case.tune_share)
     weights = fleet_capacity(case.fleet, tune, cost_model_for_replica)
     if case.learn:
@@ -229,17 +229,25 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx = CaseContext(
         case=case, tune=tune, report=report, weights=weights, capacity=capacity, model_uri=uri
     )
-    best = (-1.0, 1.0)
-    for h in HEADROOM_GRID:
+    best: tuple[float, Setting] = (-1.0, Setting(1.0, 2.0, 1.0))
+    profiles = store / "profiles"
+    for setting in case.settings or grid():
+        ctx.profile = write_profile(setting, profiles)
         score = 0.0
-        for load in (1.0, case.overload):
-            say(f"tuning the gate on the head: headroom {h} at load {load}")
-            result, wl, _ = ours(ctx, load, on=tune, headroom=h)
+        for load in TUNE_LOADS:
+            say(f"tuning on the head: {setting} at load {load}")
+            result, wl, _ = ours(ctx, load, on=tune, headroom=setting.headroom)
             score += summarise(result, wl).goodput_rps
         if score > best[0]:
-            best = (score, h)
-    ctx.headroom = best[1]
-    ctx.notes.append(f"gate headroom {ctx.headroom} (tuned on the head over {HEADROOM_GRID})")
+            best = (score, setting)
+    chosen = best[1]
+    ctx.headroom = chosen.headroom
+    ctx.profile = write_profile(chosen, profiles)
+    ctx.notes.append(
+        f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
+        f"{chosen.headroom}, prefix-match weight {chosen.prefix_weight}, predicted-TTFT weight "
+        f"{chosen.ttft_weight} ({ctx.profile.name})"
+    )
     return ctx
 
 
@@ -342,6 +350,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "nominal_capacity_rps": ctx.nominal_rps,
         "capacity_source": ctx.model_uri,
         "gate_headroom": ctx.headroom,
+        "route_profile": ctx.profile.name,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
         "our_knee_load": knee(our_rows),

@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 
 from bench.loop.report import run_loop_bench
 from bench.loop.run import Case, knee, ratio_load
+from bench.loop.tuning import Setting
 from placement.cli import app
 from placement.domain.fleet import load_fleet
 from placement.paths import repo_root
@@ -33,6 +34,7 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
         loads=(1.0, 3.0),
         period_s=10.0,
         learn=False,
+        settings=(Setting(4.0, 0.5, 1.0), Setting(1.0, 2.0, 1.5)),
     )
     payload = run_loop_bench([case], out=tmp_path / "loop.json", store=tmp_path / "store")
     (summary,) = payload["summary"]
@@ -49,6 +51,7 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
     assert summary["failures"]["killed"] == "h100-0"
     assert (tmp_path / "loop.json").exists()
     assert len(payload["plots"]) == 3 and all(Path(p).exists() for p in payload["plots"])
+    assert summary["route_profile"].startswith("scored-p")
     assert set(summary["targets_met"]) >= {"ratio_vs_best_peer", "lost_requests"}
 
 

@@ -1,0 +1,52 @@
+"""What the loop tunes on the head of a trace: the route profile's scorer weights and the
+admission gate's headroom, picked from a small grid by goodput summed over a few loads.
+
+A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
+(prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
+inspected and reused (``placement bench routing`` and the service read the same YAML).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from placement.paths import repo_root
+
+BASE_PROFILE = repo_root() / "data" / "profiles" / "scored.yaml"
+PREFIX_WEIGHTS = (1.0, 4.0, 12.0)
+TTFT_WEIGHTS = (0.5, 2.0)
+HEADROOMS = (0.75, 1.0, 1.5)
+TUNE_LOADS = (1.0, 2.0, 3.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    prefix_weight: float
+    ttft_weight: float
+    headroom: float
+
+
+def grid() -> list[Setting]:
+    return [Setting(*s) for s in itertools.product(PREFIX_WEIGHTS, TTFT_WEIGHTS, HEADROOMS)]
+
+
+def write_profile(setting: Setting, directory: Path, base: Path = BASE_PROFILE) -> Path:
+    """The base profile with the setting's scorer weights, as a YAML file in ``directory``."""
+    doc = yaml.safe_load(base.read_text())
+    weights = {
+        "prefix-match-scorer": setting.prefix_weight,
+        "predicted-ttft-scorer": setting.ttft_weight,
+    }
+    for scorer in doc["scorers"]:
+        if scorer["name"] in weights:
+            scorer["weight"] = weights[scorer["name"]]
+    name = f"scored-p{setting.prefix_weight:g}-t{setting.ttft_weight:g}"
+    doc["name"] = name
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path

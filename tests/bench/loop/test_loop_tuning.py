@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.loop.tuning import Setting, grid, write_profile
+from serving.route import load_profile
+
+
+def test_written_profile_loads_with_the_setting_weights(tmp_path: Path) -> None:
+    path = write_profile(Setting(12.0, 0.5, 1.0), tmp_path)
+    profile = load_profile(path)
+    weights = {s.name: w for s, w in profile.scorers}
+    assert weights["prefix-match-scorer"] == 12.0
+    assert weights["predicted-ttft-scorer"] == 0.5
+    assert profile.plan_picker == "scored" and profile.name == path.stem
+
+
+def test_grid_covers_every_combination() -> None:
+    settings = grid()
+    assert len(settings) == len(set(settings)) == 18
