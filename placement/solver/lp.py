@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Literal
 
@@ -22,10 +22,27 @@ from placement.solver.instance import BoolArray, FloatArray, IntArray
 LpStatus = Literal["optimal", "feasible", "infeasible", "no_solution", "model_invalid"]
 BACKENDS = ("mathopt-highs", "mathopt-glop", "mathopt-pdlp", "mathopt-scip", "cp-sat")
 
+# Simplex basis statuses, as MathOpt numbers them (``BasisStatusProto``).
+AT_LOWER = 2
+AT_UPPER = 3
+FIXED = 4
+BASIC = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Basis:
+    """A starting simplex basis: a status per column and per row (a row's status is its
+    slack's: ``AT_UPPER`` where the row is tight at its upper bound). Exactly as many
+    ``BASIC`` entries as rows, else MathOpt rejects it."""
+
+    column: IntArray
+    row: IntArray
+
 
 @dataclass(slots=True)
 class LinearProgram:
-    """Columns and rows in COO form; ``hint`` is a starting point (None: none)."""
+    """Columns and rows in COO form; ``hint`` is a starting point for integer programs and
+    ``basis`` a starting basis for the simplex (GLOP only; None: none)."""
 
     lb: FloatArray
     ub: FloatArray
@@ -37,6 +54,7 @@ class LinearProgram:
     cols: IntArray
     vals: FloatArray
     hint: FloatArray | None = None
+    basis: Basis | None = None
 
     @property
     def n_vars(self) -> int:
@@ -171,6 +189,12 @@ def _solve_mathopt(lp: LinearProgram, solver_name: str, time_limit_s: float) -> 
         hint.variable_values.ids.extend(range(lp.n_vars))
         hint.variable_values.values.extend(lp.hint.tolist())
         model_params.solution_hints.append(hint)
+    if lp.basis is not None and solver_name == "glop":
+        basis = model_params.initial_basis
+        basis.variable_status.ids.extend(range(lp.n_vars))
+        basis.variable_status.values.extend(lp.basis.column.tolist())
+        basis.constraint_status.ids.extend(range(lp.n_rows))
+        basis.constraint_status.values.extend(lp.basis.row.tolist())
     try:
         result = solver.solve(
             proto,
@@ -184,6 +208,10 @@ def _solve_mathopt(lp: LinearProgram, solver_name: str, time_limit_s: float) -> 
             None,
         )
     except Exception as exc:  # the binding raises StatusNotOk on an invalid model
+        if lp.basis is not None and solver_name == "glop":
+            # a starting basis is only a head start: one MathOpt rejects is dropped
+            left = time_limit_s - (time.perf_counter() - t0)
+            return _solve_mathopt(replace(lp, basis=None), solver_name, left)
         return LpResult("model_invalid", np.zeros(0), math.nan, math.inf, 0.0, str(exc))
     elapsed = time.perf_counter() - t0
     term = result.termination

@@ -57,7 +57,8 @@ class PoolModel:
 
     Column blocks, in order: ``x`` (``n_pairs``), ``c`` (one per ``cold_pair``), ``stay`` (one
     per ``stay_pair``), ``y`` (one per ``y_pair``), deficits (one per ``floor_tenants``, only
-    in the elastic program)."""
+    in the elastic program). Rows: first one per unit of ``units`` (``Σ_r (x + c) ≤ 1``),
+    last one per ``stay_pair`` from ``stay_row0`` on (``stay ≤ x + c``)."""
 
     lp: LinearProgram
     units: IntArray
@@ -72,6 +73,7 @@ class PoolModel:
     load: FloatArray  # per pair: utilisation of a full share served warm
     load_cold: FloatArray  # per pair: … served cold
     floor_tenants: IntArray
+    stay_row0: int
 
     def served(self, sol: FloatArray) -> FloatArray:
         """Per pair, warm + cold share of a solution vector."""
@@ -235,6 +237,7 @@ def build_pool_model(
             tcap[tenants_here[capped]],
         )
     # stay ≤ x + c
+    stay_row0 = rb.n
     if n_s:
         where = np.full(n_p, -1, dtype=np.int64)
         where[stay_pair] = np.arange(n_s)
@@ -286,4 +289,5 @@ def build_pool_model(
         load=load,
         load_cold=load_cold,
         floor_tenants=tenants_here[keep_rows],
+        stay_row0=stay_row0,
     )

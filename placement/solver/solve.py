@@ -1,13 +1,16 @@
 """Solving: instance → candidates → one program per model pool → solution → plan.
 
 Per pool (pools share no replica and tenant credits are split per pool, so they are
-independent), with the default backend (an LP solver through MathOpt):
+independent; each gets the time left in proportion to its size, :func:`pool_budget`), with
+the default backend (an LP solver through MathOpt):
 
 1. **Relaxation.** The program with ``y`` relaxed; its optimum is the LP-relaxation bound
-   every reported gap is measured against (over the candidate pairs). Infeasible: retry once
-   with 4× the candidates (pruning can cut a feasible instance), then explain and raise
-   :class:`InfeasiblePlan`. No solution in the time limit: the greedy plan, status ``greedy``.
-   Model invalid: :class:`SolverFailed`.
+   every reported gap is measured against (over the candidate pairs). GLOP starts from the
+   basis at the previous plan's shares, or the greedy plan's without one
+   (:mod:`placement.solver.basis`): a re-solve after a small shift is then a few pivots.
+   Infeasible: retry once with 4× the candidates (pruning can cut a feasible instance), then
+   explain and raise :class:`InfeasiblePlan`. No solution in the time limit: the greedy plan,
+   status ``greedy``. Model invalid: :class:`SolverFailed`.
 2. **Rounding.** Pairs with a share ≥ :data:`MIN_ROUTE_SHARE` keep a warm prefix (``y = 1``),
    the rest get ``y = 0``; a replica whose warm prefixes overflow its KV budget drops its
    smallest ones.
@@ -29,6 +32,7 @@ import numpy as np
 
 from placement.errors import InfeasiblePlan, PlacementError
 from placement.plan.schema import Plan, SolverStatus
+from placement.solver.basis import basis_at
 from placement.solver.candidates import TOP_K, Candidates, select_candidates
 from placement.solver.explain import explain_credits, explain_slos, explain_unserved_models
 from placement.solver.greedy import greedy_shares
@@ -180,6 +184,9 @@ def _solve_pool(
     for attempt in range(2):
         prev = pair_shares(cands.unit, cands.replica, prev_all, inst.n_replicas)
         pm = build_pool_model(inst, model, cands, prev_share=prev, weights=opts.weights)
+        if relax_backend == "mathopt-glop":
+            # start the simplex at the previous plan, or for a cold solve at the greedy one
+            pm.lp.basis = basis_at(pm, prev if prev.any() else greedy_shares(inst, pm, prev))
         relaxed = solve(
             pm.lp,
             backend=relax_backend,
@@ -255,6 +262,13 @@ def _solve_pool(
     )
 
 
+def pool_budget(time_left_s: float, sizes: FloatArray) -> float:
+    """The time limit of the next pool: the time left, in proportion to its size
+    (``sizes[0]``) among the pools still to solve, so that a pool finishing early leaves
+    its time to the others rather than to no one."""
+    return max(time_left_s * float(sizes[0] / sizes.sum()), 0.05)
+
+
 _STATUS_RANK: dict[SolverStatus, int] = {"optimal": 0, "feasible": 1, "time_limit": 2, "greedy": 3}
 
 
@@ -282,10 +296,8 @@ def solve_instance(
         dtype=np.float64,
     )
     pools: list[PoolSolution] = []
-    for m, size in zip(pools_with_demand, sizes, strict=True):
-        elapsed = time.perf_counter() - t0
-        share = float(size / sizes.sum()) if len(sizes) else 1.0
-        budget = max((time_limit_s - elapsed) * share if pools else time_limit_s * share, 0.05)
+    for i, m in enumerate(pools_with_demand):
+        budget = pool_budget(time_limit_s - (time.perf_counter() - t0), sizes[i:])
         slos = explain_slos(inst, m)
         if slos:
             explanation.extend(slos)
