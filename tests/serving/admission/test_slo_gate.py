@@ -44,3 +44,30 @@ def test_unknown_class_names_the_field() -> None:
     with pytest.raises(InputError) as info:
         SloGate(DEFAULT_CLASSES).admit("a", "bulk", 0.1)
     assert info.value.field == "request_class"
+
+
+def test_sheddable_work_yields_while_interactive_requests_are_refused() -> None:
+    gate = SloGate(DEFAULT_CLASSES)
+    gate.set_credits({"bulk": 0.1, "chat": 0.9})
+    gate.started("chat", 100)
+    gate.started("bulk", 50_000)  # bulk is furthest over its credit
+    assert gate.admit("bulk", "batch", 1.0)  # no pressure yet: a batch request fits its SLO
+    for _ in range(200):
+        gate.admit("chat", "interactive", 5.0)  # the fleet refuses interactive work
+    assert gate.pressure > 0.9
+    assert not gate.admit("bulk", "batch", 1.0)
+    for _ in range(400):
+        gate.admit("chat", "interactive", 0.5)  # pressure gone
+    assert gate.pressure < 0.01 and gate.admit("bulk", "batch", 1.0)
+
+
+def test_under_pressure_interactive_tenants_over_credit_yield_to_those_owed() -> None:
+    gate = SloGate(DEFAULT_CLASSES, credit_cut=0.0)
+    gate.set_credits({"heavy": 0.5, "owed": 0.5})
+    gate.started("owed", 100)
+    gate.started("heavy", 100_000)
+    for _ in range(200):
+        gate.admit("x", "interactive", 5.0)  # SLO refusals build the pressure
+    assert gate.pressure > 0.9
+    assert gate.admit("owed", "interactive", 0.5)
+    assert not gate.admit("heavy", "interactive", 0.5)  # fits its SLO, but is over credit
