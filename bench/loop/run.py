@@ -48,6 +48,8 @@ from sim.workloads.base import Workload
 
 ATTAINMENT_KNEE = 0.9
 BOUND_SLICE_S = 30.0
+FAILURE_AT = 0.4  # the faults strike at this share of the tail's span …
+FAILURE_SETTLE = 0.2  # … and "during" is the next such share of it
 OURS = "placement"
 Say = Callable[[str], None]
 
@@ -430,10 +432,10 @@ def failures(
 ) -> tuple[dict[str, Any], list[tuple[str, SimResult]]]:
     """Kill one replica and slow another 3× at 40% of the tail's span, at ``failure_load``:
     requests lost, how long routes still reached the dead replica, attainment before, during
-    (the next 60 s) and after."""
+    (the next 20% of the span) and after."""
     load = ctx.case.failure_load
     span = ctx.at_load(ctx.report, load).duration_s
-    at = 0.4 * span
+    at = FAILURE_AT * span
     ids = [r.id for r in ctx.case.fleet.replicas]
     faults = (
         Fault(at_s=at, replica=ids[0], kind="kill"),
@@ -449,7 +451,8 @@ def failures(
             result, wl = peer(ctx, who, load, faults=faults)
         runs.append((f"{who} @ load {load}, {ids[0]} killed, {ids[1]} slowed 3×", result))
         t = request_table(result.requests, wl.classes)
-        during = (t.arrival >= at) & (t.arrival < at + 60.0)
+        settle = at + FAILURE_SETTLE * span
+        during = (t.arrival >= at) & (t.arrival < settle)
         dead_routes = [s for s in result.routes_to_dead if s >= at]
         out["ours" if who == OURS else "best_peer"] = {
             "policy": who,
@@ -458,8 +461,8 @@ def failures(
             "last_route_to_dead_s": (max(dead_routes) - at) if dead_routes else 0.0,
             "attainment_before": float(t.met[t.arrival < at].mean()),
             "attainment_during": float(t.met[during].mean()) if during.any() else None,
-            "attainment_after": float(t.met[t.arrival >= at + 60.0].mean())
-            if (t.arrival >= at + 60.0).any()
+            "attainment_after": float(t.met[t.arrival >= settle].mean())
+            if (t.arrival >= settle).any()
             else None,
         }
     return out, runs
