@@ -199,3 +199,18 @@ def loop(
         seed=seed,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
+
+
+@bench_app.command("predictor-floor")
+@user_errors
+def predictor_floor(
+    out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+    quick: Annotated[bool, typer.Option(help="fewer, shorter runs")] = False,
+) -> None:
+    """Error floor of the latency predictors: held-out p50 MAPE with and without oracle
+    features (what arrives on the replica after the route decision)."""
+    from bench.predictor_floor import run_predictor_floor_bench
+    from bench.predictors import PredictorBench
+
+    bench = PredictorBench.quick() if quick else PredictorBench()
+    run_predictor_floor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))

@@ -59,14 +59,16 @@ class PredictorBench:
 
 
 def simulated_frames(bench: PredictorBench) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(train, held-out) pooled over every run, each run cut at 70% of its arrivals."""
+    """(train, held-out) pooled over every run, each run cut at 70% of its arrivals; ``run``
+    numbers the runs (their clocks and replica names repeat, so a per-run analysis needs it)."""
     from placement.domain.fleet import load_fleet
     from sim.telemetry import simulate_for_telemetry, telemetry_frames
     from sim.workloads.registry import load_workload
     from training.dataset import build_training_frame
     from training.split import split_by_time
 
-    train, heldout = [], []
+    train: list[pd.DataFrame] = []
+    heldout: list[pd.DataFrame] = []
     for fleet_name in bench.fleets:
         fleet = load_fleet(repo_root() / "data" / "fleets" / f"{fleet_name}.yaml")
         for workload_name in bench.workloads:
@@ -75,8 +77,8 @@ def simulated_frames(bench: PredictorBench) -> tuple[pd.DataFrame, pd.DataFrame]
                 result = simulate_for_telemetry(workload, fleet, load=load, seed=bench.seed)
                 frame = build_training_frame(*telemetry_frames(result))
                 split = split_by_time(frame, TRAIN_FRACTION, min_rows=5)
-                train.append(split.train)
-                heldout.append(split.heldout)
+                train.append(split.train.assign(run=len(train)))
+                heldout.append(split.heldout.assign(run=len(heldout)))
     return pd.concat(train, ignore_index=True), pd.concat(heldout, ignore_index=True)
 
 
