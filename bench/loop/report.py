@@ -19,6 +19,7 @@ SUMMARY_COLUMNS = (
     "best_peer",
     "ratio_load",
     "ratio_vs_best_peer",
+    "ratio_ceiling",
     "share_of_bound",
     "jain_overload",
     "fairness_cost",

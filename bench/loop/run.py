@@ -366,12 +366,14 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
     if at is not None:
         ours_g, peer_g = goodput_at(our_rows, at), goodput_at(peer_rows[best], at)
         summary["ratio_vs_best_peer"] = ours_g / max(peer_g, 1e-9)
-        summary["share_of_bound"] = next(
-            float(r["share_of_bound"]) for r in our_rows if float(r["load"]) == at
-        )
+        at_row = next(r for r in our_rows if float(r["load"]) == at)
+        summary["share_of_bound"] = float(at_row["share_of_bound"])
+        # the most any policy could reach against this peer here: the fluid bound's ratio
+        summary["ratio_ceiling"] = float(at_row["fluid_bound_rps"]) / max(peer_g, 1e-9)
     else:
         summary["ratio_vs_best_peer"] = None
         summary["share_of_bound"] = None
+        summary["ratio_ceiling"] = None
         ctx.notes.append(f"{best} holds 90% attainment at every swept load")
     summary["share_of_bound_by_load"] = {str(r["load"]): r["share_of_bound"] for r in our_rows}
     # admission's share of the lead: the best peer behind the very same gate
