@@ -22,6 +22,7 @@ from placement.domain.requests import Request
 from placement.errors import InputError, PlacementError
 from placement.plan import Plan
 from serving.admission import AdmissionController, class_budgets
+from serving.admission.slo_gate import SloGate
 from serving.metrics import ServiceMetrics
 from serving.route.types import Decision, NoReplica, ReplicaState, RoutePath, RouteQuery
 
@@ -29,6 +30,7 @@ from serving.route.types import Decision, NoReplica, ReplicaState, RoutePath, Ro
 # 256; keeping a quarter of it keeps queues short enough for interactive SLOs)
 DEFAULT_IN_FLIGHT_PER_REPLICA = 64
 DEFAULT_LEASE_S = 300.0
+SLO_RETRY_AFTER_S = 1  # a request refused for its predicted TTFT may retry after a second
 MAX_EXPIRED_PER_CALL = 64  # bound the work an unlucky request does sweeping leases
 
 RoutePathFactory = Callable[[dict[str, ReplicaState]], RoutePath]
@@ -78,6 +80,7 @@ class PlacementService:
         *,
         route_path_factory: RoutePathFactory,
         admission: AdmissionController | None = None,
+        slo_gate: SloGate | None = None,
         metrics: ServiceMetrics | None = None,
         no_plan_fallback: bool = False,
         lease_s: float = DEFAULT_LEASE_S,
@@ -94,6 +97,8 @@ class PlacementService:
             fleet_in_flight=in_flight_per_replica,
         )
         self._per_replica = in_flight_per_replica
+        # admission by predicted TTFT after the decision (None: the in-flight budget alone)
+        self.slo_gate = slo_gate
         self.metrics = metrics or ServiceMetrics()
         self.metrics.track_plan(lambda: None if self.plan is None else self.plan.created_at)
         self.no_plan_fallback = no_plan_fallback
@@ -120,9 +125,10 @@ class PlacementService:
         self.plan = plan
         self.metrics.plan_version.set(0 if plan is None else plan.version)
         if plan is not None and plan.tenants:
-            self.admission.vtc.set_credit_weights(
-                {t.tenant: t.guaranteed_share for t in plan.tenants}
-            )
+            shares = {t.tenant: t.guaranteed_share for t in plan.tenants}
+            self.admission.vtc.set_credit_weights(shares)
+            if self.slo_gate is not None:
+                self.slo_gate.set_credits(shares)
 
     def readiness(self) -> tuple[bool, str]:
         if self.plan is not None:
@@ -199,6 +205,14 @@ class PlacementService:
             self.admission.release(query.tenant, query.request_class, 0)
             self.metrics.refusals.labels("no_replica").inc()
             raise
+        gate = self.slo_gate
+        if gate is not None:
+            if not gate.admit(query.tenant, query.request_class, decision.predicted_ttft_s):
+                self.admission.release(query.tenant, query.request_class, 0)
+                self.metrics.refusals.labels("slo").inc()
+                self.metrics.shed.labels(query.tenant, query.request_class).inc()
+                raise Refused("slo", SLO_RETRY_AFTER_S)
+            gate.started(query.tenant, query.input_tokens)
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
         self.leases[decision_id] = Lease(query, decision.replica_id, now + self.lease_s)
@@ -249,6 +263,8 @@ class PlacementService:
             self.route_path.on_first_token(lease.replica_id, query, now)
         self.route_path.on_complete(lease.replica_id, query, now, ok=ok)
         self.admission.release(query.tenant, query.request_class, output_tokens)
+        if self.slo_gate is not None:
+            self.slo_gate.finished(query.tenant, output_tokens if ok else 0)
 
     def _expire(self, now: float) -> None:
         # leases share one lifetime, so insertion order is expiry order

@@ -9,7 +9,9 @@ from typing import Any
 from fastapi import FastAPI
 
 from placement.domain.fleet import Fleet, load_fleet
+from placement.domain.requests import DEFAULT_CLASSES
 from placement.plan import Plan
+from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
 from serving.api.runtime import build_runtime
 from serving.api.settings import Settings
@@ -58,6 +60,9 @@ def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None)
     fleet = load_fleet(settings.fleet) if settings.fleet is not None else None
     service = PlacementService(
         route_path_factory=route_path,
+        slo_gate=SloGate(DEFAULT_CLASSES, headroom=settings.slo_gate_headroom)
+        if settings.slo_gate
+        else None,
         no_plan_fallback=settings.no_plan_fallback,
         lease_s=settings.lease_s,
         demand_window=DEMAND_WINDOW if fleet is not None else 0,

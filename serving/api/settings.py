@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     solve_period_s: float = Field(default=DEFAULT_SOLVE_PERIOD_S, gt=0)
     solve_time_limit_s: float = Field(default=DEFAULT_SOLVE_TIME_LIMIT_S, gt=0)
     lease_s: float = Field(default=DEFAULT_LEASE_S, gt=0)  # an unreported request's lifetime
+    # admission by predicted TTFT (serving/admission/slo_gate.py): refuse with 429 a request
+    # whose predicted TTFT on its chosen replica exceeds its class SLO × headroom
+    slo_gate: bool = False
+    slo_gate_headroom: float = Field(default=1.0, gt=0)
     planner: bool = True  # run the planner loop in this process (else only follow the store)
 
     @model_validator(mode="after")

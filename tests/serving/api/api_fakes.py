@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from placement.plan import Plan
+from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
 from serving.api.runtime import ServiceRuntime, build_runtime
 from serving.api.security import hash_key
@@ -121,6 +122,7 @@ def make_runtime(
     planner: Planner | None = None,
     in_flight_per_replica: int = 64,
     no_plan_fallback: bool = False,
+    slo_gate: SloGate | None = None,
     **settings: object,
 ) -> ServiceRuntime:
     config = Settings(environment="production", api_keys=keys(), **settings)  # type: ignore[arg-type]
@@ -128,6 +130,7 @@ def make_runtime(
         route_path_factory=FakeRoutePath,
         in_flight_per_replica=in_flight_per_replica,
         no_plan_fallback=no_plan_fallback,
+        slo_gate=slo_gate,
     )
     for i in range(replicas):
         service.register_replica(replica(i))

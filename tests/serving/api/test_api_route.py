@@ -190,3 +190,20 @@ def test_admission_refusal_is_429_with_retry_after() -> None:
     assert client.post("/v1/route", json=BODY, headers=auth(ROUTE_KEY)).status_code == 200
     metrics = client.get("/metrics").text
     assert 'placement_shed_total{request_class="batch",tenant="acme"}' in metrics
+
+
+def test_slo_gate_refuses_a_request_predicted_to_miss_its_ttft() -> None:
+    from placement.domain.requests import DEFAULT_CLASSES
+    from serving.admission.slo_gate import SloGate
+
+    # the fake route path predicts 50 ms; a headroom of 1% makes the interactive limit 20 ms
+    gate = SloGate(DEFAULT_CLASSES, headroom=0.01)
+    runtime = make_runtime(plan=make_plan(), slo_gate=gate)
+    client = TestClient(create_app(runtime))
+    r = client.post("/v1/route", json=BODY, headers=auth(ROUTE_KEY))
+    assert r.status_code == 429, r.text
+    assert int(r.headers["Retry-After"]) >= 1
+    assert runtime.service.admission.in_flight == 0  # nothing left counted in flight
+    assert 'placement_refusals_total{reason="slo"}' in client.get("/metrics").text
+    gate.headroom = 1.0  # 2 s: the same request now fits
+    assert client.post("/v1/route", json=BODY, headers=auth(ROUTE_KEY)).status_code == 200

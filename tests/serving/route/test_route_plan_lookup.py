@@ -116,8 +116,14 @@ def test_plan_swap_is_atomic() -> None:
 
     t = threading.Thread(target=swap)
     t.start()
+    decisions = []
     try:
-        decisions = [path.decide(query(c), NOW) for _ in range(3000)]
+        # decide until swaps were seen (the swapper may not get the GIL for a while on a busy
+        # machine), at most 200k times
+        while len(decisions) < 200_000 and (
+            len(decisions) < 3000 or len({d.plan_version for d in decisions[-3000:]}) < 2
+        ):
+            decisions.extend(path.decide(query(c), NOW) for _ in range(1000))
     finally:
         stop.set()
         t.join()
