@@ -36,6 +36,7 @@ from placement.routing.policies import GateSettings, PolicyContext, make_policy
 from placement.routing.policies.route_path import PlacementPolicy
 from placement.solver.capacity import CapacitySource
 from placement.solver.model import Weights
+from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
 from serving.admission.slo_gate import SloGate
 from serving.admission.vtc import TokenWeights
@@ -198,9 +199,7 @@ def ours(
     return _simulate(ctx, routing, target, faults), target, planning
 
 
-def planning_rule(v: Variant) -> Any:
-    from placement.solver.prefix_groups import DEFAULT_RULE
-
+def planning_rule(v: Variant) -> GroupRule:
     return DEFAULT_RULE if v.groups else NO_GROUPS
 
 
