@@ -134,13 +134,21 @@ def _simulate(
     ).run()
 
 
+def lost_requests(result: SimResult, wl: Workload) -> int:
+    """Requests neither served nor refused with a reason: retries exhausted, or unfinished."""
+    table = request_table(result.requests, wl.classes)
+    lost = sum(1 for r in result.requests if r.error.startswith("lost"))
+    return lost + int((~table.completed & ~table.failed).sum())
+
+
 def _row(result: SimResult, wl: Workload, **extra: Any) -> dict[str, Any]:
     row = summarise(result, wl).as_row()
-    table = request_table(result.requests, wl.classes)
-    lost = sum(1 for r in result.requests if r.error.startswith("lost")) + int(
-        (~table.completed & ~table.failed).sum()
+    row.update(
+        lost_requests=lost_requests(result, wl),
+        shed=result.refused,
+        wall_s=result.wall_s,
+        **extra,
     )
-    row.update(lost_requests=lost, shed=result.refused, wall_s=result.wall_s, **extra)
     return row
 
 
@@ -457,7 +465,7 @@ def failures(
         dead_routes = [s for s in result.routes_to_dead if s >= at]
         out["ours" if who == OURS else "best_peer"] = {
             "policy": who,
-            "lost_requests": _row(result, wl)["lost_requests"],
+            "lost_requests": lost_requests(result, wl),
             "routes_to_dead": len(dead_routes),
             "last_route_to_dead_s": (max(dead_routes) - at) if dead_routes else 0.0,
             "attainment_before": float(t.met[t.arrival < at].mean()),

@@ -12,6 +12,7 @@ from placement.prefix import chain_block_ids
 from placement.solver import FixedCapacity, SolveOptions, build_instance, solve_plan
 from placement.solver.candidates import select_candidates
 from placement.solver.greedy import greedy_shares
+from placement.solver.instance import Instance
 from placement.solver.model import build_pool_model
 
 CAP = FixedCapacity({"H100-SXM": 10.0, "L40S": 4.0})
@@ -100,15 +101,20 @@ def test_infeasible_credits_name_the_tenant_deficit_and_fix() -> None:
     assert "+1 H100-SXM replica" in text
 
 
-def test_unreachable_slo_is_explained() -> None:
-    reqs = _requests("a", 2, "interactive")
-    inst = build_instance(
+def _unreachable(*, shed: bool) -> Instance:
+    """A guaranteed tenant whose interactive SLO no replica holds even unloaded."""
+    return build_instance(
         _fleet(),
-        reqs,
+        _requests("a", 2, "interactive"),
         {"a": Tenant(name="a", credit_share=1.0)},
         window_s=10.0,
         capacity=FixedCapacity({"H100-SXM": 0.0}),
+        shed_unreachable=shed,
     )
+
+
+def test_unreachable_slo_is_explained() -> None:
+    inst = _unreachable(shed=False)
     with pytest.raises(InfeasiblePlan, match="class 'interactive' SLO"):
         solve_plan(inst, time_limit_s=5.0)
 
@@ -170,15 +176,7 @@ def test_other_backends_reach_the_same_optimum(backend: str) -> None:
 
 
 def test_unreachable_demand_is_shed_when_asked() -> None:
-    reqs = _requests("a", 2, "interactive")
-    inst = build_instance(
-        _fleet(),
-        reqs,
-        {"a": Tenant(name="a", credit_share=1.0)},
-        window_s=10.0,
-        capacity=FixedCapacity({"H100-SXM": 0.0}),
-        shed_unreachable=True,
-    )
+    inst = _unreachable(shed=True)
     assert inst.unreachable(np.arange(inst.n_units)).all()
     plan = solve_plan(inst, time_limit_s=5.0)
     (outcome,) = plan.outcomes
