@@ -207,12 +207,13 @@ class PlacementService:
             raise
         gate = self.slo_gate
         if gate is not None:
-            if not gate.admit(query.tenant, query.request_class, decision.predicted_ttft_s):
+            admitted = gate.admit_decision(self.route_path, query, decision, now)
+            if admitted is None:
                 self.admission.release(query.tenant, query.request_class, 0)
                 self.metrics.refusals.labels("slo").inc()
                 self.metrics.shed.labels(query.tenant, query.request_class).inc()
                 raise Refused("slo", SLO_RETRY_AFTER_S)
-            gate.started(query.tenant, query.input_tokens)
+            decision = admitted
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
         self.leases[decision_id] = Lease(query, decision.replica_id, now + self.lease_s)
@@ -261,7 +262,9 @@ class PlacementService:
         query = lease.query
         if not lease.first_token:
             self.route_path.on_first_token(lease.replica_id, query, now)
-        self.route_path.on_complete(lease.replica_id, query, now, ok=ok)
+        self.route_path.on_complete(
+            lease.replica_id, query, now, ok=ok, output_tokens=output_tokens
+        )
         self.admission.release(query.tenant, query.request_class, output_tokens)
         if self.slo_gate is not None:
             self.slo_gate.finished(query.tenant, output_tokens if ok else 0)

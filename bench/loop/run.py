@@ -23,7 +23,7 @@ import numpy as np
 
 from bench.loop.bound import fluid_bound
 from bench.loop.engine_capacity import EngineCapacity
-from bench.loop.fairness import jain_overload
+from bench.loop.fairness import MIN_TENANT_REQUESTS, entitled_ratios, jain_overload
 from bench.loop.gated import Gated
 from bench.loop.learn import learn_capacity, roofline_capacity
 from bench.loop.plans import NO_GROUPS, Planning
@@ -298,10 +298,13 @@ def goodput_at(rows: Sequence[dict[str, Any]], load: float) -> float:
     raise KeyError(load)
 
 
-def tenant_service(result: SimResult, wl: Workload) -> tuple[dict[str, float], dict[str, float]]:
-    """(served within SLO, offered) per tenant in the units credits are counted in: weighted
-    tokens per second (the Virtual Token Counter's prefill and decode weights), so a tenant
-    of long prompts is not called starved for being served fewer, heavier requests."""
+def tenant_service(
+    result: SimResult, wl: Workload
+) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
+    """(served within SLO, offered, requests) per tenant, the first two in the units credits
+    are counted in: weighted tokens per second (the Virtual Token Counter's prefill and decode
+    weights), so a tenant of long prompts is not called starved for being served fewer,
+    heavier requests."""
     t = request_table(result.requests, wl.classes)
     weights = TokenWeights()
     work = weights.prefill * t.input_tokens + weights.decode * t.output_tokens
@@ -309,7 +312,8 @@ def tenant_service(result: SimResult, wl: Workload) -> tuple[dict[str, float], d
     tenants = np.unique(t.tenant)
     good = {str(k): float(work[(t.tenant == k) & t.met].sum()) / window for k in tenants}
     offered = {str(k): float(work[t.tenant == k].sum()) / window for k in tenants}
-    return good, offered
+    requests = {str(k): int((t.tenant == k).sum()) for k in tenants}
+    return good, offered, requests
 
 
 def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
@@ -414,20 +418,28 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
 def fairness(
     ctx: CaseContext, rows: list[dict[str, Any]], tag: dict[str, str], say: Say, load: float
 ) -> dict[str, Any]:
-    """Jain's index of entitlement-normalised goodput at ``load`` (the overload) and what
-    fairness costs against our locality-only variant (no credits in the plan or the gate)."""
+    """Jain's index of entitlement-normalised goodput at ``load`` (the overload; over tenants
+    with at least :data:`MIN_TENANT_REQUESTS` requests, and over all) and what fairness costs
+    against our locality-only variant (no credits in the plan or the gate)."""
     out: dict[str, Any] = {"overload": load}
     credits = _credits(ctx.report)
     for v in (FULL, LOCALITY_ONLY):
         say(f"fairness: {v.name} @ load {load}")
         result, wl, _ = ours(ctx, load, v)
-        good, offered = tenant_service(result, wl)
+        good, offered, requests = tenant_service(result, wl)
         row = _row(result, wl, policy=v.name + "@overload", load=load, **tag)
-        row["jain_entitled"] = jain_overload(good, offered, credits)
+        row["jain_entitled"] = jain_overload(good, offered, credits, requests)
         rows.append(row)
-        out[v.name] = {"goodput_rps": row["goodput_rps"], "jain": row["jain_entitled"]}
+        out[v.name] = {
+            "goodput_rps": row["goodput_rps"],
+            "jain": row["jain_entitled"],
+            "jain_all_tenants": jain_overload(good, offered, credits),
+            "ratio_to_entitlement": entitled_ratios(good, offered, credits),
+            "requests": requests,
+        }
     fair, local = out[FULL.name], out[LOCALITY_ONLY.name]
     out["jain_overload"] = fair["jain"]
+    out["min_tenant_requests"] = MIN_TENANT_REQUESTS
     out["fairness_cost"] = max(0.0, 1.0 - fair["goodput_rps"] / max(local["goodput_rps"], 1e-9))
     return {
         "jain_overload": out["jain_overload"],

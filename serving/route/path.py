@@ -39,6 +39,7 @@ from serving.route.compiled import GOLDEN_FRACTION, CompiledPlan, PlanEntry, com
 from serving.route.decision import make_decision
 from serving.route.fleet import FleetView
 from serving.route.plugins.base import FallbackContext, FallbackPicker, queued_prefill_tokens
+from serving.route.plugins.least_predicted_ttft import LeastPredictedTtftPicker
 from serving.route.prefix_index import RouterPrefixIndex
 from serving.route.profile import RouteProfile, load_profile
 from serving.route.ttft import QUEUED_PROMPT_TOKENS
@@ -48,6 +49,8 @@ PLAN = "plan"
 SPILL = "fallback:spill"
 UNSEEN_PREFIX = "fallback:unseen-prefix"
 NO_PLAN = "fallback:no-plan"
+FASTEST = "fallback:fastest"
+TPOT_ALPHA = 0.2  # weight of one completion in a replica's observed TPOT
 _INF = float("inf")
 PREFIX_SIGNAL = "router prefix index"  # pickers reading it get the prefix holders first
 
@@ -81,7 +84,9 @@ class PlacementRoutePath:
         self._reasons = {f.cause: f"fallback:{f.cause}" for f in p.filters}
         self._reasons.setdefault("unhealthy", "fallback:unhealthy")
         self._prefixes = RouterPrefixIndex(p.block_tokens) if p.uses_prefix_index else None
-        self._open: dict[int, tuple[str, int]] = {}  # id(query) -> (replica id, prefill tokens)
+        self._fastest = LeastPredictedTtftPicker()
+        # id(query) -> (replica id, prefill tokens not yet past first token, first-token time)
+        self._open: dict[int, tuple[str, int, float]] = {}
         self._writer = threading.Lock()  # serialises installs; never taken by decide()
         self._plan: Plan | None = None
         self._routing = self._snapshot(FleetView(replicas, virtual_nodes=p.virtual_nodes), None)
@@ -199,6 +204,29 @@ class PlacementRoutePath:
             routing, query, now, self._reasons[cause], self.profile.planned_unavailable, entry
         )
 
+    def fastest(
+        self, query: RouteQuery, now: float, *, max_tpot_s: float = _INF
+    ) -> Decision | None:
+        """The admitted candidate with the least predicted TTFT among those whose observed TPOT
+        is at most ``max_tpot_s``, counting the prefix blocks the router has seen each replica
+        take (``fallback:fastest``); None when no candidate qualifies. The admission gate asks
+        for it when the profile's choice would be refused: a request too slow on the replica
+        that holds its prefix may still meet its SLO on another."""
+        routing = self._routing
+        if query.model not in routing.fleet.pools:
+            raise NoReplica(f"no registered replica serves model {query.model!r}")
+        states = routing.fleet.states
+
+        def decoding_in_time(i: int) -> bool:
+            return states[i].tpot_s <= max_tpot_s
+
+        try:
+            return self._fallback(
+                routing, query, now, FASTEST, self._fastest, None, accept=decoding_in_time
+            )
+        except NoReplica:
+            return None
+
     def decide_batch(self, queries: Sequence[RouteQuery], now: float) -> list[Decision | NoReplica]:
         """Decide each query in order (as :meth:`decide` would, one after another); a query
         nothing can serve yields its :class:`NoReplica` in place of a decision."""
@@ -250,6 +278,7 @@ class PlacementRoutePath:
         reason: str,
         picker: FallbackPicker,
         entry: PlanEntry | None,
+        accept: Callable[[int], bool] | None = None,
     ) -> Decision:
         fleet = routing.fleet
         states = fleet.states
@@ -295,6 +324,8 @@ class PlacementRoutePath:
             profile.key_blocks,
         )
         ranked = picker.rank(ctx)
+        if accept is not None:
+            ranked = [i for i in ranked if accept(i)]
         if not ranked:
             health = self._health
 
@@ -307,6 +338,8 @@ class PlacementRoutePath:
 
             ctx.eligible = up
             ranked = picker.rank(ctx)
+            if accept is not None:
+                ranked = [i for i in ranked if accept(i)]
             if not ranked:
                 raise NoReplica(f"no healthy replica serves model {query.model!r}")
         chosen = ranked[0]
@@ -325,7 +358,7 @@ class PlacementRoutePath:
         state.in_flight += 1
         state.in_flight_prefill_tokens += query.input_tokens
         fleet.pool_in_flight[fleet.pool_of[i]] += 1
-        self._open[id(query)] = (decision.replica_id, query.input_tokens)
+        self._open[id(query)] = (decision.replica_id, query.input_tokens, -1.0)
         if self._prefixes is not None:
             self._prefixes.insert(
                 decision.replica_id, state.kv_capacity_tokens, query.block_hashes, now
@@ -334,14 +367,22 @@ class PlacementRoutePath:
     def on_first_token(self, replica_id: str, query: RouteQuery, now: float) -> None:
         key = id(query)
         record = self._open.get(key)
-        if record is None or record[1] == 0:
+        if record is None or record[2] >= 0:
             return
         state = self.replica(record[0])
         if state is not None:
             state.in_flight_prefill_tokens -= record[1]
-        self._open[key] = (record[0], 0)
+        self._open[key] = (record[0], 0, now)
 
-    def on_complete(self, replica_id: str, query: RouteQuery, now: float, *, ok: bool) -> None:
+    def on_complete(
+        self,
+        replica_id: str,
+        query: RouteQuery,
+        now: float,
+        *,
+        ok: bool,
+        output_tokens: int | None = None,
+    ) -> None:
         record = self._open.pop(id(query), None)
         if record is None:
             return
@@ -353,3 +394,9 @@ class PlacementRoutePath:
         state.in_flight -= 1
         state.in_flight_prefill_tokens -= record[1]
         fleet.pool_in_flight[fleet.pool_of[i]] -= 1
+        first_token_at = record[2]
+        if state.in_flight == 0:
+            state.tpot_s = 0.0  # an idle replica decodes at its best
+        elif ok and output_tokens is not None and output_tokens > 1 and first_token_at >= 0:
+            tpot = (now - first_token_at) / (output_tokens - 1)
+            state.tpot_s += TPOT_ALPHA * (tpot - state.tpot_s)

@@ -57,6 +57,9 @@ class ReplicaState:
     healthy: bool = True
     in_flight: int = 0  # the router's own count of requests dispatched and not completed
     in_flight_prefill_tokens: int = 0  # prompt tokens dispatched and not yet past first token
+    # the router's own moving average of the time per output token of requests completed here
+    # (first token to completion over the tokens after the first); 0 when nothing is in flight
+    tpot_s: float = 0.0
     # as of the last scrape of the replica's vLLM /metrics
     num_requests_running: float = 0.0
     num_requests_waiting: float = 0.0
@@ -74,11 +77,30 @@ class RoutePath(Protocol):
     def decide(self, query: RouteQuery, now: float) -> Decision:
         """Decide one request; raises :class:`NoReplica` when nothing can serve it."""
 
+    def fastest(
+        self, query: RouteQuery, now: float, *, max_tpot_s: float = float("inf")
+    ) -> Decision | None:
+        """The eligible replica with the least predicted TTFT for ``query`` among those whose
+        observed TPOT is at most ``max_tpot_s`` (the admission gate's second look before
+        refusing); None when none qualifies."""
+
     def on_dispatch(self, decision: Decision, query: RouteQuery, now: float) -> None:
         """The request was sent to ``decision.replica_id``: count it in flight."""
 
     def on_first_token(self, replica_id: str, query: RouteQuery, now: float) -> None:
         """The request's first token arrived: its prompt is no longer waiting."""
 
-    def on_complete(self, replica_id: str, query: RouteQuery, now: float, *, ok: bool) -> None:
-        """The request finished (or failed): no longer in flight."""
+    def replica(self, replica_id: str) -> ReplicaState | None:
+        """The live state of a registered replica (None when unknown)."""
+
+    def on_complete(
+        self,
+        replica_id: str,
+        query: RouteQuery,
+        now: float,
+        *,
+        ok: bool,
+        output_tokens: int | None = None,
+    ) -> None:
+        """The request finished (or failed): no longer in flight. ``output_tokens`` generated
+        (when known) feed the replica's observed TPOT."""

@@ -99,10 +99,11 @@ class PlacementPolicy:
             return -1
         gate = self.gate
         if gate is not None:
-            if not gate.admit(req.tenant, req.request_class, decision.predicted_ttft_s):
+            admitted = gate.admit_decision(self.path, query, decision, now)
+            if admitted is None:
                 self.shed += 1
                 return -1
-            gate.started(req.tenant, req.input_tokens)
+            decision = admitted
         self.path.on_dispatch(decision, query, now)
         self._queries[req.id] = query
         return self._index[decision.replica_id]
@@ -115,7 +116,9 @@ class PlacementPolicy:
     def on_complete(self, req: Request, replica: ReplicaView, now: float) -> None:
         query = self._queries.pop(req.id, None)
         if query is not None:
-            self.path.on_complete(replica.id, query, now, ok=not req.error)
+            self.path.on_complete(
+                replica.id, query, now, ok=not req.error, output_tokens=req.output_tokens
+            )
             if self.gate is not None:
                 self.gate.finished(req.tenant, 0 if req.error else req.output_tokens)
 

@@ -16,3 +16,17 @@ def test_jain_is_one_when_goodput_matches_entitlement_and_drops_when_one_starves
     credits = {"a": 0.75, "b": 0.25}
     assert jain_overload({"a": 6.0, "b": 2.0}, offered, credits) == pytest.approx(1.0)
     assert jain_overload({"a": 8.0, "b": 0.0}, offered, credits) == pytest.approx(0.5)
+
+
+def test_tenants_with_too_few_requests_share_the_split_but_not_the_index() -> None:
+    # "one" sent a single request and was served; its entitlement is below that request
+    offered = {"a": 10.0, "b": 10.0, "one": 2.0}
+    credits = {"a": 0.5, "b": 0.5, "one": 0.01}
+    goodput = {"a": 5.0, "b": 5.0, "one": 2.0}
+    requests = {"a": 500, "b": 400, "one": 1}
+    everyone = jain_overload(goodput, offered, credits)
+    assert everyone < 0.5
+    assert jain_overload(goodput, offered, credits, requests) == pytest.approx(1.0)
+    # a starved tenant with enough requests still counts
+    starved = {"a": 9.0, "b": 1.0, "one": 2.0}
+    assert jain_overload(starved, offered, credits, requests) < 0.7

@@ -32,6 +32,7 @@ def test_tenants_over_their_credit_are_refused_first() -> None:
         ({"headroom": 0}, "headroom"),
         ({"credit_cut": 1.0}, "credit_cut"),
         ({"shed_factor": 0}, "shed_factor"),
+        ({"tpot_headroom": 0}, "tpot_headroom"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, float], field: str) -> None:

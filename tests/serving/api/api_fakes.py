@@ -48,13 +48,29 @@ class FakeRoutePath:
             fallbacks=tuple(r.id for r in candidates[1:]),
         )
 
+    def fastest(
+        self, query: RouteQuery, now: float, *, max_tpot_s: float = float("inf")
+    ) -> Decision | None:
+        return self.decide(query, now)
+
     def on_dispatch(self, decision: Decision, query: RouteQuery, now: float) -> None:
         self.replicas[decision.replica_id].in_flight += 1
 
     def on_first_token(self, replica_id: str, query: RouteQuery, now: float) -> None:
         pass
 
-    def on_complete(self, replica_id: str, query: RouteQuery, now: float, *, ok: bool) -> None:
+    def replica(self, replica_id: str) -> ReplicaState | None:
+        return self.replicas.get(replica_id)
+
+    def on_complete(
+        self,
+        replica_id: str,
+        query: RouteQuery,
+        now: float,
+        *,
+        ok: bool,
+        output_tokens: int | None = None,
+    ) -> None:
         state = self.replicas.get(replica_id)
         if state is not None:
             state.in_flight -= 1
