@@ -60,7 +60,11 @@ def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None)
     fleet = load_fleet(settings.fleet) if settings.fleet is not None else None
     service = PlacementService(
         route_path_factory=route_path,
-        slo_gate=SloGate(DEFAULT_CLASSES, headroom=settings.slo_gate_headroom)
+        slo_gate=SloGate(
+            DEFAULT_CLASSES,
+            headroom=settings.slo_gate_headroom,
+            tpot_headroom=settings.slo_gate_tpot_headroom,
+        )
         if settings.slo_gate
         else None,
         no_plan_fallback=settings.no_plan_fallback,

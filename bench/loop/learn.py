@@ -11,6 +11,7 @@ project's champion alias is left alone: the benchmark never promotes.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -38,6 +39,16 @@ def roofline_capacity() -> TableCapacity:
     return TableCapacity(None, ROOFLINE_SOURCE)
 
 
+def fresh_telemetry(store: Path) -> Path:
+    """The case's telemetry store under ``store``, emptied: a re-run simulates the same
+    window again and must replace its records, not repeat them."""
+    telemetry = store / "telemetry"
+    if telemetry.exists():
+        shutil.rmtree(telemetry)
+    telemetry.mkdir(parents=True)
+    return telemetry
+
+
 def learn_capacity(
     tune: Workload,
     fleet: Fleet,
@@ -48,24 +59,25 @@ def learn_capacity(
     experiment: str = LOOP_EXPERIMENT,
     say: Callable[[str], None] = lambda _m: None,
 ) -> Learned:
-    """Simulate ``tune`` at ``loads`` into the telemetry store ``store``, train, register, and
-    return capacity at SLO from the registered model."""
+    """Simulate ``tune`` at ``loads`` into a fresh telemetry store under ``store``, train,
+    register, and return capacity at SLO from the registered model."""
     import mlflow
 
     from training.pyfunc import unwrap
     from training.telemetry.store import write_telemetry
     from training.train import train
 
+    telemetry = fresh_telemetry(store)
     rows = 0
     for i, load in enumerate(loads):
         say(f"telemetry: {tune.name} on {fleet.name} at load {load}")
         result = simulate_for_telemetry(tune, fleet, load=load, seed=seed)
         # each load's run is dated a day apart, so the store's time split stays per run order
         requests, samples = telemetry_frames(result, start=DEFAULT_START + timedelta(days=i))
-        write_telemetry(store, requests, samples)
+        write_telemetry(telemetry, requests, samples)
         rows += len(requests)
     say(f"training on {rows} request records (MLflow experiment {experiment!r})")
-    trained = train(store, experiment=experiment)
+    trained = train(telemetry, experiment=experiment)
     uri = f"models:/placement-latency/{trained.latency_version}"
     predictor = unwrap(mlflow.pyfunc.load_model(uri))
     return Learned(

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from placement.errors import InputError
+from serving.admission.slo_gate import DEFAULT_TPOT_HEADROOM
 
 Scope = Literal["route", "telemetry", "admin"]
 SCOPES: tuple[Scope, ...] = ("route", "telemetry", "admin")
@@ -66,9 +67,12 @@ class Settings(BaseSettings):
     solve_time_limit_s: float = Field(default=DEFAULT_SOLVE_TIME_LIMIT_S, gt=0)
     lease_s: float = Field(default=DEFAULT_LEASE_S, gt=0)  # an unreported request's lifetime
     # admission by predicted TTFT (serving/admission/slo_gate.py): refuse with 429 a request
-    # whose predicted TTFT on its chosen replica exceeds its class SLO × headroom
+    # whose predicted TTFT on its chosen replica exceeds its class SLO × headroom, or whose
+    # replica's observed TPOT exceeds the class's TPOT SLO × tpot headroom (unless another
+    # replica meets both)
     slo_gate: bool = False
     slo_gate_headroom: float = Field(default=1.0, gt=0)
+    slo_gate_tpot_headroom: float = Field(default=DEFAULT_TPOT_HEADROOM, gt=0)
     planner: bool = True  # run the planner loop in this process (else only follow the store)
 
     @model_validator(mode="after")
