@@ -25,9 +25,7 @@ over its completions) is past the class's TPOT SLO × ``tpot_headroom``.
 Before refusing, the gate looks once more (:meth:`SloGate.admit_decision`): the route path's
 choice favours the replica holding the request's prefix, and a long prompt too slow behind that
 replica's queue may still meet its SLO on the replica with the least predicted TTFT among those
-decoding within the TPOT limit. Without
-this second look a TTFT-bounded gate refuses long prompts first, and tenants of long prompts
-lose their credit to tenants of short ones.
+decoding within the TPOT limit.
 
 A pure object (no clock, no I/O): the service and the simulator run the same gate.
 """
@@ -147,7 +145,7 @@ class SloGate:
                 decision, tpot = faster, tpot_of(faster)
         if not self.admit(tenant, cls, decision.predicted_ttft_s, tpot):
             return None
-        self.started(query.tenant, query.input_tokens)
+        self.started(tenant, query.input_tokens)
         return decision
 
     def started(self, tenant: str, input_tokens: int) -> None:
