@@ -133,16 +133,11 @@ class SloGate:
         would not — and charge the prompt; None when refused."""
         tenant, cls = query.tenant, query.request_class
         ttft_limit, tpot_limit = self.limit_s(tenant, cls), self.tpot_limit_s(cls)
-
-        def tpot_of(d: Decision) -> float:
-            state = path.replica(d.replica_id)
-            return 0.0 if state is None else state.tpot_s
-
-        tpot = tpot_of(decision)
+        tpot = _observed_tpot(path, decision)
         if decision.predicted_ttft_s > ttft_limit or tpot > tpot_limit:
             faster = path.fastest(query, now, max_tpot_s=tpot_limit)
             if faster is not None and faster.predicted_ttft_s <= ttft_limit:
-                decision, tpot = faster, tpot_of(faster)
+                decision, tpot = faster, _observed_tpot(path, faster)
         if not self.admit(tenant, cls, decision.predicted_ttft_s, tpot):
             return None
         self.started(tenant, query.input_tokens)
@@ -157,3 +152,8 @@ class SloGate:
     def set_credits(self, shares: Mapping[str, float]) -> None:
         """Tenants' credit shares (a plan's guaranteed shares) weigh their counters."""
         self.vtc.set_credit_weights(shares)
+
+
+def _observed_tpot(path: RoutePath, decision: Decision) -> float:
+    state = path.replica(decision.replica_id)
+    return 0.0 if state is None else state.tpot_s
