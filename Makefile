@@ -43,6 +43,7 @@ lint: $(FAST)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test: lint redis-server
 	$(BIN)/pytest -q

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.report import print_table, write_json
+from placement.report import print_table, write_json
 from sim.costmodel.validate import validation_report
 
 COLUMNS = (

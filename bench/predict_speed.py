@@ -18,15 +18,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.report import print_table, write_json
 from models.predictor import LatencyPredictor
 from placement.domain.fleet import Fleet, load_fleet
 from placement.paths import repo_root
+from placement.report import print_table, write_json
 from sim.capacity import rate_for_load
 from sim.costmodel.factory import cost_model_for_replica
-from sim.telemetry import DEFAULT_START, simulate_for_telemetry, telemetry_frames
 from sim.workloads.registry import load_workload
 from training.dataset import build_training_frame
+from training.telemetry.simulated import DEFAULT_START, simulate_for_telemetry, telemetry_frames
 
 TARGET_MS = 50.0
 # seconds of trace used to estimate the arrival-rate multiplier of a load before the real run

@@ -37,9 +37,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from bench.predictors import PredictorBench, simulated_frames
-from bench.report import print_table, write_json
 from models.features import FEATURES, feature_matrix
 from models.predictor import LatencyPredictor
+from placement.report import print_table, write_json
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.report import print_table, write_json
 from models.predictor import LatencyPredictor
 from placement.paths import repo_root
+from placement.report import print_table, write_json
 from training.measurements import splitwise_frame
 from training.train import throughput_mape
 
@@ -62,10 +62,10 @@ def simulated_frames(bench: PredictorBench) -> tuple[pd.DataFrame, pd.DataFrame]
     """(train, held-out) pooled over every run, each run cut at 70% of its arrivals; ``run``
     numbers the runs (their clocks and replica names repeat, so a per-run analysis needs it)."""
     from placement.domain.fleet import load_fleet
-    from sim.telemetry import simulate_for_telemetry, telemetry_frames
     from sim.workloads.registry import load_workload
     from training.dataset import build_training_frame
     from training.split import split_by_time
+    from training.telemetry.simulated import simulate_for_telemetry, telemetry_frames
 
     train: list[pd.DataFrame] = []
     heldout: list[pd.DataFrame] = []

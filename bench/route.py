@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.report import print_table, write_json
+from placement.domain.prefix import chain_block_ids
 from placement.plan import (
     DefaultRoute,
     Plan,
@@ -30,7 +30,7 @@ from placement.plan import (
     Route,
     SolverReport,
 )
-from placement.prefix import chain_block_ids
+from placement.report import print_table, write_json
 from serving.route import NoReplica, PlacementRoutePath, ReplicaState, RouteQuery, load_profile
 
 MODELS = ("llama-3-8b", "qwen2.5-32b", "mixtral-8x7b", "llama-2-70b")

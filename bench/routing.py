@@ -10,10 +10,10 @@ from typing import Any
 from rich.progress import Progress
 
 from bench.plots import plot_goodput_curves
-from bench.report import print_table, write_json
+from bench.policies import POLICIES, PolicyContext, make_policy
 from placement.domain.fleet import Fleet, ReplicaSpec
 from placement.errors import InputError
-from placement.routing.policies import PEER_POLICIES, PolicyContext, make_policy
+from placement.report import print_table, write_json
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.base import IterationCostModel
 from sim.costmodel.factory import cost_model_for_replica
@@ -48,16 +48,16 @@ class RoutingBench:
 
 def parse_policies(text: str) -> tuple[str, ...]:
     names = (
-        tuple(PEER_POLICIES)
+        tuple(POLICIES)
         if text.strip() == "all"
         else tuple(p.strip() for p in text.split(",") if p.strip())
     )
-    unknown = [p for p in names if p not in PEER_POLICIES]
+    unknown = [p for p in names if p not in POLICIES]
     if unknown or not names:
         raise InputError(
             f"unknown policy {unknown[0] if unknown else '(none)'}",
             field="--policies",
-            expected="'all' or some of " + ", ".join(PEER_POLICIES),
+            expected="'all' or some of " + ", ".join(POLICIES),
         )
     return names
 

@@ -6,9 +6,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench.report import print_table, write_json
+from bench.policies import PolicyContext, make_policy
 from placement.domain.fleet import fleet_from_dict
-from placement.routing.policies import PolicyContext, make_policy
+from placement.report import print_table, write_json
 from sim.capacity import rate_for_load
 from sim.costmodel.factory import cost_model_for_replica
 from sim.simulator import Simulator

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.report import print_table, write_json
 from models.capacity import Slo
 from placement.plan.schema import Plan
+from placement.report import print_table, write_json
 from placement.solver.instance import Instance
 from placement.solver.solve import SolveOptions, solve_plan
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from placement.domain.fleet import ReplicaSpec
 from placement.domain.requests import Request
-from placement.routing.base import ReplicaView, RoutingPolicy
+from sim.router import ReplicaView, RoutingPolicy
 
 
 class Gateway:

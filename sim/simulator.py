@@ -18,11 +18,11 @@ from typing import Any
 from placement.domain.fleet import Fleet, ReplicaSpec
 from placement.domain.requests import Request
 from placement.errors import InputError
-from placement.routing.base import RoutingPolicy
 from sim.costmodel.base import IterationCostModel
 from sim.engine import Replica
 from sim.faults import Fault
 from sim.gateway import Gateway
+from sim.router import RoutingPolicy
 from sim.workloads.base import Workload
 
 # event kinds, in the order they are handled when they fall on the same instant

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from placement.domain.requests import Request
-from placement.routing.base import ReplicaView, RoutingPolicy
 from serving.admission.slo_gate import SloGate
 from serving.route.ttft import PrefillTable, prefill_table
+from sim.router import ReplicaView, RoutingPolicy
 
 
 class Gated:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from placement.domain.fleet import Fleet
 from placement.solver.capacity import ROOFLINE_SOURCE, TableCapacity
-from sim.telemetry import DEFAULT_START, simulate_for_telemetry, telemetry_frames
 from sim.workloads.base import Workload
+from training.telemetry.simulated import DEFAULT_START, simulate_for_telemetry, telemetry_frames
 
 TRAINING_LOADS = (0.6, 1.0, 1.4)
 LOOP_EXPERIMENT = "placement-loop"

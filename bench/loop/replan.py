@@ -14,10 +14,10 @@ from collections import deque
 from collections.abc import Sequence
 
 from bench.loop.plans import Planning
+from bench.policies.route_path import PlacementPolicy
 from placement.domain.requests import Request
 from placement.plan import Plan
-from placement.routing.base import ReplicaView
-from placement.routing.policies.route_path import PlacementPolicy
+from sim.router import ReplicaView
 
 
 class Replanning:

@@ -11,7 +11,7 @@ from rich.progress import Progress
 from bench.loop.diagnose import plot_diagnostics
 from bench.loop.run import Case, run_case
 from bench.plots import plot_goodput_curves
-from bench.report import print_table, write_json
+from placement.report import print_table, write_json
 
 SUMMARY_COLUMNS = (
     "workload",

@@ -29,11 +29,16 @@ from bench.loop.learn import learn_capacity, roofline_capacity
 from bench.loop.plans import NO_GROUPS, Planning
 from bench.loop.replan import Replanning
 from bench.loop.tuning import BASE_PROFILE, TUNE_LOADS, Setting, grid, write_profile
+from bench.policies import (
+    OURS,
+    GateSettings,
+    PlacementPolicy,
+    PlacementSettings,
+    PolicyContext,
+    make_policy,
+)
 from placement.domain.fleet import Fleet
 from placement.plan import Plan
-from placement.routing.base import RoutingPolicy
-from placement.routing.policies import GateSettings, PolicyContext, make_policy
-from placement.routing.policies.route_path import PlacementPolicy
 from placement.solver.capacity import CapacitySource
 from placement.solver.model import Weights
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
@@ -44,6 +49,7 @@ from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
 from sim.faults import Fault
 from sim.metrics import request_table, summarise
+from sim.router import RoutingPolicy
 from sim.simulator import SimConfig, SimResult, Simulator
 from sim.workloads.base import Workload
 
@@ -51,7 +57,7 @@ ATTAINMENT_KNEE = 0.9
 BOUND_SLICE_S = 30.0
 FAILURE_AT = 0.4  # the faults strike at this share of the tail's span …
 FAILURE_SETTLE = 0.2  # … and "during" is the next such share of it
-OURS = "placement"
+
 Say = Callable[[str], None]
 
 
@@ -158,9 +164,7 @@ def _credits(wl: Workload) -> dict[str, float]:
 
 def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
     wl = ctx.tune
-    return PolicyContext(
-        seed=ctx.case.seed,
-        block_tokens=wl.block_tokens,
+    settings = PlacementSettings(
         slo_gate=(
             GateSettings(headroom=headroom, credit_cut=ctx.case.credit_cut if v.credits else 0.0)
             if v.gate
@@ -169,6 +173,9 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
         classes=wl.classes,
         credits=_credits(wl) if v.credits else {},
         route_profile=ctx.profile if v.scored else None,
+    )
+    return PolicyContext(
+        seed=ctx.case.seed, block_tokens=wl.block_tokens, settings={OURS: settings}
     )
 
 

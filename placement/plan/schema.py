@@ -9,7 +9,7 @@ The structure is a versioned JSON document (:data:`PLAN_SCHEMA`); :meth:`Plan.fr
 refuses anything that does not match it, naming the field. Semantic checks (capacity,
 coverage, credits) live in :mod:`placement.plan.validate`.
 
-Block hashes are 63-bit integers (:mod:`placement.prefix`), written as JSON integers.
+Block hashes are 63-bit integers (:mod:`placement.domain.prefix`), written as JSON integers.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from placement.plan.schema import (
     TenantPlan,
 )
 from placement.solver.instance import FloatArray, Instance
-from placement.solver.solve import PoolSolution, Solution
+from placement.solver.solution import PoolSolution, Solution
 
 SECONDARY_REPLICAS = 2
 MISS_AT_CAPACITY = 0.05

@@ -40,6 +40,7 @@ from placement.solver.instance import BoolArray, FloatArray, Instance, IntArray
 from placement.solver.lp import LpResult, solve
 from placement.solver.model import DEFAULT_WEIGHTS, PoolModel, Weights, build_pool_model
 from placement.solver.previous import pair_shares, previous_shares
+from placement.solver.solution import PoolSolution, Solution
 
 MIN_ROUTE_SHARE = 1e-3
 OPTIMAL_GAP = 1e-4
@@ -57,33 +58,6 @@ class SolveOptions:
     integer_warm: bool = False
     top_k: int = TOP_K
     weights: Weights = DEFAULT_WEIGHTS
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PoolSolution:
-    model: int
-    pair_unit: IntArray
-    pair_replica: IntArray
-    x: FloatArray  # per pair: share served there (warm + cold)
-    util: FloatArray  # per pair: utilisation it adds to the replica
-    warm: BoolArray  # per pair: prefix kept warm
-    prev: FloatArray
-    floor: FloatArray
-    cap: FloatArray
-    status: SolverStatus
-    objective: float
-    bound: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Solution:
-    pools: tuple[PoolSolution, ...]
-    status: SolverStatus
-    objective: float
-    bound: float
-    gap: float
-    solve_s: float
-    backend: str
 
 
 def _pool_cands(cands: Candidates, inst: Instance, model: int) -> Candidates:

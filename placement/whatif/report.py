@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 from rich.console import Console
 from rich.table import Table
 
-from bench.report import write_json
+from placement.report import write_json
 from placement.whatif.min_cost import MinCostResult
 from placement.whatif.run import CaseResult
 from placement.whatif.scenario import Scenario

@@ -26,6 +26,7 @@ from placement.whatif.accelerators import scenario_accelerators
 from placement.whatif.inputs import CaseInputs, capacity_source, case_inputs
 from placement.whatif.min_cost import MinCostResult, safe_answer
 from placement.whatif.scenario import BASE_CASE, Case, Scenario
+from placement.whatif.simulate import PlanPolicy, simulate_plan
 
 LOCAL_WORKERS = 2
 MIN_COST_TASK = "capacity question"
@@ -125,7 +126,10 @@ def _solve(
 
 
 def run_case(
-    scenario: Scenario, case: Case, previous_json: str | None = None, simulate: bool = False
+    scenario: Scenario,
+    case: Case,
+    previous_json: str | None = None,
+    simulate: PlanPolicy | None = None,
 ) -> CaseResult:
     """Solve one case (anywhere: a Dask worker or this process) and summarise it."""
     t0 = time.perf_counter()
@@ -161,10 +165,8 @@ def run_case(
                 wall_s=time.perf_counter() - t0,
             )
         simulated = None
-        if simulate:
-            from placement.whatif.simulate import simulate_plan
-
-            simulated = simulate_plan(inputs, plan, seed=scenario.seed)
+        if simulate is not None:
+            simulated = simulate_plan(inputs, plan, seed=scenario.seed, policy_for=simulate)
         return CaseResult(
             **common,
             **summarise_plan(plan),
@@ -179,7 +181,7 @@ def run_case(
 
 
 def _safe_run_case(
-    scenario: Scenario, case: Case, previous: CaseResult | None, simulate: bool
+    scenario: Scenario, case: Case, previous: CaseResult | None, simulate: PlanPolicy | None
 ) -> CaseResult:
     """:func:`run_case` that turns an unexpected failure into an ``error`` row."""
     try:
@@ -240,7 +242,7 @@ def run_scenario(
     *,
     scheduler: str | None = None,
     sync: bool = False,
-    simulate: bool = False,
+    simulate: PlanPolicy | None = None,
     client: Any = None,
     progress: Progress | None = None,
 ) -> ScenarioResult:
@@ -277,7 +279,7 @@ def _run_on(
     scenario: Scenario,
     base: Case,
     rest: Sequence[Case],
-    simulate: bool,
+    simulate: PlanPolicy | None,
     tick: Progress,
 ) -> ScenarioResult:
     from distributed import as_completed

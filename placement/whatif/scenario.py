@@ -237,7 +237,7 @@ class Scenario(_Strict):
 # ---------------------------------------------------------------- parse
 
 
-def _read_yaml(path: Path) -> Any:
+def read_scenario_yaml(path: Path) -> Any:
     try:
         text = path.read_text()
     except OSError as exc:
@@ -342,7 +342,7 @@ def _fleet_doc(fleet: str | dict[str, Any], folder: Path, source: str) -> dict[s
             path = named
         else:
             raise InputError(f"fleet file {fleet!r} not found", source=source, field="base.fleet")
-    raw = _read_yaml(path)
+    raw = read_scenario_yaml(path)
     if not isinstance(raw, dict):
         raise InputError("a fleet must be a mapping", source=str(path))
     return raw
@@ -396,16 +396,3 @@ def build_scenario(raw: Any, *, source: str = "<scenario>", folder: Path | None 
         sweep_vary=doc.sweep.vary if doc.sweep is not None else None,
         capacity_question=doc.capacity_question,
     )
-
-
-def load_scenario(path: str | Path, *, check: bool = True) -> Scenario:
-    """Read, build and (with ``check``) validate a scenario file; errors name file and field.
-
-    Validation loads the workload once to check tenant and class names."""
-    p = Path(path)
-    scenario = build_scenario(_read_yaml(p), source=str(p), folder=p.parent)
-    if check:
-        from placement.whatif.validate import validate_scenario
-
-        validate_scenario(scenario)
-    return scenario

@@ -4,34 +4,34 @@ attainment can be read side by side.
 
 The simulator builds a replica's engine from measured operator profiles where its accelerator
 has them and from the roofline otherwise (a scenario's datasheet accelerator always takes the
-roofline). Returns None when this build has no ``placement`` policy.
+roofline). The caller supplies the policy that runs the plan (``policy_for``: the service's
+route path, :func:`bench.policies.policy_for_plan`), so what-if needs nothing above itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from placement.errors import InputError
 from placement.plan.schema import Plan
 from placement.whatif.inputs import CaseInputs
+from sim.costmodel.factory import cost_model_for_replica
+from sim.metrics import request_table, summarise
+from sim.router import RoutingPolicy
+from sim.simulator import SimConfig, Simulator
+from sim.workloads.base import Workload
+
+#: Builds the routing policy that serves ``plan``: (plan, seed, prefix block tokens) → policy.
+PlanPolicy = Callable[[Plan, int, int], RoutingPolicy]
 
 
-def simulate_plan(inputs: CaseInputs, plan: Plan, *, seed: int) -> dict[str, Any] | None:
+def simulate_plan(
+    inputs: CaseInputs, plan: Plan, *, seed: int, policy_for: PlanPolicy
+) -> dict[str, Any]:
     """Simulated SLO attainment (overall, per class, per tenant) and goodput of ``plan``."""
-    from placement.routing.policies import PolicyContext, make_policy
-    from sim.costmodel.factory import cost_model_for_replica
-    from sim.metrics import request_table, summarise
-    from sim.simulator import SimConfig, Simulator
-    from sim.workloads.base import Workload
-
-    try:
-        policy = make_policy(
-            "placement", PolicyContext(seed=seed, block_tokens=inputs.block_tokens, plan=plan)
-        )
-    except InputError:
-        return None
+    policy = policy_for(plan, seed, inputs.block_tokens)
     workload = Workload(
         name="whatif",
         requests=[r.unserved() for r in inputs.requests],  # the simulator fills in outcomes

@@ -20,7 +20,7 @@ class _Body(BaseModel):
 
 class RouteRequest(_Body):
     """One request to place. Give the prompt's prefix block hashes (chained, 63-bit, as
-    :mod:`placement.prefix` computes them), or the prompt text to be cut and hashed here."""
+    :mod:`placement.domain.prefix` computes them), or the prompt text to be cut and hashed here."""
 
     tenant: Name
     model: Name

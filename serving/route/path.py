@@ -39,7 +39,7 @@ from serving.route.compiled import GOLDEN_FRACTION, CompiledPlan, PlanEntry, com
 from serving.route.decision import make_decision
 from serving.route.fleet import FleetView
 from serving.route.plugins.base import FallbackContext, FallbackPicker, queued_prefill_tokens
-from serving.route.plugins.least_predicted_ttft import LeastPredictedTtftPicker
+from serving.route.plugins.pickers.least_predicted_ttft_picker import LeastPredictedTtftPicker
 from serving.route.prefix_index import RouterPrefixIndex
 from serving.route.profile import RouteProfile, load_profile
 from serving.route.ttft import QUEUED_PROMPT_TOKENS

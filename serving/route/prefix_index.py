@@ -1,7 +1,7 @@
 """The router's approximate prefix index: which prefix blocks it sent to which replica.
 
 Without cache events from the engines, a router knows only where it sent each prompt; like the
-simulator's peer routers (:mod:`placement.routing.prefix_index`) it keeps, per replica, an LRU
+simulator's peer routers (:mod:`placement.domain.prefix_index`) it keeps, per replica, an LRU
 of those blocks bounded by the replica's KV capacity, plus an inverted index (block hash →
 replica ids) so a request is matched against the fleet in one walk down its chain.
 Keyed by replica id, so it survives re-registration of the fleet.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from placement.routing.prefix_index import ReplicaPrefixCache, deepest_matches
+from placement.domain.prefix_index import ReplicaPrefixCache, deepest_matches
 
 
 class RouterPrefixIndex:

@@ -44,8 +44,8 @@ from serving.route.plugins import (
     ReplicaFilter,
     ReplicaScorer,
 )
-from serving.route.plugins.load_cap_filter import LoadCapFilter
-from serving.route.plugins.max_score import MaxScorePicker
+from serving.route.plugins.filters.load_cap_filter import LoadCapFilter
+from serving.route.plugins.pickers.max_score_picker import MaxScorePicker
 
 FALLBACK_SITUATIONS = ("unseen_prefix", "planned_unavailable", "no_plan")
 PLAN_PICKERS = ("weighted", "scored")

@@ -23,7 +23,7 @@ def point_of(text: str) -> int:
 
 def key_of(block_hash: int) -> int:
     """Ring position of a 63-bit prefix block hash. Block hashes are already the output of a
-    mixing function (:mod:`placement.prefix`), uniform and unrelated to the points' BLAKE2b,
+    mixing function (:mod:`placement.domain.prefix`), uniform and unrelated to the points' BLAKE2b,
     so their top bits are enough (and cost nothing on the hot path)."""
     return (block_hash >> (63 - RING_BITS)) & ((1 << RING_BITS) - 1)
 

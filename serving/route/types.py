@@ -20,7 +20,7 @@ class NoReplica(PlacementError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteQuery:
     """One request to place. ``block_hashes`` are the prompt's chained prefix block hashes
-    (:mod:`placement.prefix`), deepest last."""
+    (:mod:`placement.domain.prefix`), deepest last."""
 
     tenant: str
     model: str

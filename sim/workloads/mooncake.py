@@ -10,7 +10,8 @@ requests whose first k ids agree share their first k×512 prompt tokens. A reque
 ``ceil(input_length / 512)`` ids (checked here; it holds for every line of the published trace),
 so the last id usually names a *partial* block. All ids are kept; a consumer that counts cached
 tokens should cap ``k × 512`` at ``input_tokens``. The ids are mapped through
-:func:`placement.prefix.chain_block_ids` into the project's 63-bit chained hash space, which keeps
+:func:`placement.domain.prefix.chain_block_ids` into the project's 63-bit chained hash
+space, which keeps
 "share the first k hashes ⇔ share the first k blocks".
 """
 
@@ -21,10 +22,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from placement.domain.prefix import chain_block_ids
 from placement.domain.requests import Tenant
 from placement.errors import InputError
 from placement.paths import shared_data
-from placement.prefix import chain_block_ids
 from sim.workloads.assemble import assemble
 from sim.workloads.base import Workload
 

@@ -22,7 +22,8 @@ The model, per tenant ``i`` (named ``tenant-<i>``, 0 the busiest):
 
 Block hashes: block ``j`` of a session lies either wholly inside its system prompt (content id
 of the prompt's block ``j``, shared by every session using that prompt) or not (a content id
-unique to the session). Chaining these ids with :func:`placement.prefix.chain_block_ids` gives
+unique to the session). Chaining these ids with
+:func:`placement.domain.prefix.chain_block_ids` gives
 exactly "share the first k hashes ⇔ share the first k blocks". Only full blocks are hashed.
 """
 
@@ -35,9 +36,9 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from placement.domain.prefix import chain_block_ids
 from placement.domain.requests import Tenant
 from placement.errors import InputError
-from placement.prefix import chain_block_ids
 from sim.workloads.assemble import assemble
 from sim.workloads.base import Workload
 

@@ -15,9 +15,9 @@ from models.features import INPUT_COLUMNS
 from placement.cli import app
 from placement.domain.fleet import load_fleet
 from placement.paths import repo_root, shared_data
-from sim.telemetry import simulate_for_telemetry, telemetry_frames
 from sim.workloads.registry import load_workload
 from training.split import split_by_time
+from training.telemetry.simulated import simulate_for_telemetry, telemetry_frames
 from training.telemetry.store import write_telemetry
 from training.tracking import LATENCY_MODEL, THROUGHPUT_MODEL, TRACKING_URI_ENV
 from training.train import frame_digest, load_frame

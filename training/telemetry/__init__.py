@@ -1,6 +1,6 @@
 """Telemetry: per-request records and per-replica samples, their schemas, checks and store.
 
-Producers: :func:`sim.telemetry.telemetry_frames` (a simulated run) and
+Producers: :func:`training.telemetry.simulated.telemetry_frames` (a simulated run) and
 :func:`serving.scrape.scrape` (a vLLM replica's ``/metrics``). Consumers read the store with
 :func:`read_requests` / :func:`read_samples` and build features with
 :func:`training.dataset.build_training_frame`.

@@ -14,8 +14,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import ValidationError
 
+from placement.domain.prefix import hash_text
 from placement.errors import InputError
-from placement.prefix import hash_text
 from serving.api.deps import RouteCaller, RuntimeDep
 from serving.api.schemas import (
     BatchItem,

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from serving.route.plugins.base import FallbackPicker, ReplicaFilter, ReplicaScorer
-from serving.route.plugins.bounded_load_hash import BoundedLoadHashPicker
-from serving.route.plugins.freshness_filter import FreshnessFilter
-from serving.route.plugins.health_filter import HealthFilter
-from serving.route.plugins.kv_usage_scorer import KvUsageScorer
-from serving.route.plugins.least_predicted_ttft import LeastPredictedTtftPicker
-from serving.route.plugins.load_cap_filter import LoadCapFilter
-from serving.route.plugins.max_score import MaxScorePicker
+from serving.route.plugins.filters.freshness_filter import FreshnessFilter
+from serving.route.plugins.filters.health_filter import HealthFilter
+from serving.route.plugins.filters.load_cap_filter import LoadCapFilter
 from serving.route.plugins.params import Params
-from serving.route.plugins.predicted_ttft_scorer import PredictedTtftScorer
-from serving.route.plugins.prefix_match_scorer import PrefixMatchScorer
-from serving.route.plugins.queue_scorer import QueueScorer
+from serving.route.plugins.pickers.bounded_load_hash_picker import BoundedLoadHashPicker
+from serving.route.plugins.pickers.least_predicted_ttft_picker import LeastPredictedTtftPicker
+from serving.route.plugins.pickers.max_score_picker import MaxScorePicker
+from serving.route.plugins.scorers.kv_usage_scorer import KvUsageScorer
+from serving.route.plugins.scorers.predicted_ttft_scorer import PredictedTtftScorer
+from serving.route.plugins.scorers.prefix_match_scorer import PrefixMatchScorer
+from serving.route.plugins.scorers.queue_scorer import QueueScorer
 
 FILTERS: dict[str, Callable[[Params], ReplicaFilter]] = {
     HealthFilter.name: HealthFilter.from_params,

@@ -8,9 +8,9 @@ import pytest
 from bench.loop.bound import FluidBound, fluid_bound
 from models.capacity import Slo
 from placement.domain.fleet import Fleet, fleet_from_dict
+from placement.domain.prefix import chain_block_ids
 from placement.domain.requests import DEFAULT_CLASSES, Request
 from placement.errors import InputError
-from placement.prefix import chain_block_ids
 from placement.solver.capacity import CapacityLookup, CapacitySource, FixedCapacity
 
 MODEL = "llama-3-8b"

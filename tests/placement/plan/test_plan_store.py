@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_plan_validate import _plan
+from plan_builders import make_plan
 
 from placement.errors import InputError
 from placement.plan.schema import Plan
@@ -11,7 +11,7 @@ from placement.plan.store import DirectoryPlanStore, PlanStore, read_plan
 
 
 def _v(version: int) -> Plan:
-    return _plan(version=version)
+    return make_plan(version=version)
 
 
 def test_round_trip_and_latest(tmp_path: Path) -> None:

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from placement.domain.fleet import Fleet, fleet_from_dict
+from placement.domain.prefix import chain_block_ids
 from placement.domain.requests import DEFAULT_CLASSES, Request, Tenant
 from placement.errors import InfeasiblePlan
 from placement.plan.diff import diff_plans
 from placement.plan.validate import problems
-from placement.prefix import chain_block_ids
 from placement.solver import FixedCapacity, SolveOptions, build_instance, solve_plan
 from placement.solver.candidates import select_candidates
 from placement.solver.greedy import greedy_shares

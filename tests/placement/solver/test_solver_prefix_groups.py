@@ -1,7 +1,7 @@
 from __future__ import annotations
 
+from placement.domain.prefix import chain_block_ids
 from placement.domain.requests import Request
-from placement.prefix import chain_block_ids
 from placement.solver.demand import DEFAULT_KEY, aggregate_demand
 from placement.solver.prefix_groups import GroupRule, assign_groups, find_groups
 

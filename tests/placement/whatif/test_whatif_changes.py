@@ -12,7 +12,8 @@ from placement.solver.instance import Instance
 from placement.whatif.accelerators import scenario_accelerators
 from placement.whatif.changes import scale_demand
 from placement.whatif.inputs import base_workload, capacity_source, case_inputs
-from placement.whatif.scenario import DemandChange, Scenario, load_scenario
+from placement.whatif.load import load_scenario
+from placement.whatif.scenario import DemandChange, Scenario
 
 
 def _instances(write: Any, doc: dict[str, Any]) -> tuple[Scenario, dict[str, Instance]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from placement.whatif.load import load_scenario
 from placement.whatif.min_cost import answer_capacity_question
-from placement.whatif.scenario import load_scenario
 
 
 def _ask(doc: dict[str, Any], write: Any, rates: dict[str, float], **q: Any) -> Any:

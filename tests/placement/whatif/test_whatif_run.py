@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.policies import policy_for_plan
 from placement.plan.schema import Plan
+from placement.whatif.load import load_scenario
 from placement.whatif.run import run_scenario
-from placement.whatif.scenario import load_scenario
 
 
 def test_cases_run_in_order_with_plans_and_churn(doc: dict[str, Any], write: Any) -> None:
@@ -79,7 +80,7 @@ def test_a_local_cluster_gives_the_same_rows(doc: dict[str, Any], write: Any) ->
 def test_the_plan_runs_in_the_simulator_beside_its_prediction(
     doc: dict[str, Any], write: Any
 ) -> None:
-    (base,) = run_scenario(load_scenario(write(doc)), sync=True, simulate=True).cases
+    (base,) = run_scenario(load_scenario(write(doc)), sync=True, simulate=policy_for_plan).cases
     sim = base.simulated
     assert sim is not None, "the placement routing policy is missing"
     assert 0.0 <= sim["attainment"] <= 1.0

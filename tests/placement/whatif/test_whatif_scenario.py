@@ -9,7 +9,7 @@ import pytest
 
 from placement.domain.accelerators import CATALOGUE
 from placement.errors import InputError
-from placement.whatif.scenario import load_scenario
+from placement.whatif.load import load_scenario
 
 
 def _refused(write: Any, d: dict[str, Any]) -> InputError:

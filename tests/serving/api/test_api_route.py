@@ -4,7 +4,7 @@ import pytest
 from api_fakes import ACME_KEY, ADMIN_KEY, ROUTE_KEY, TELEMETRY_KEY, auth, make_plan, make_runtime
 from fastapi.testclient import TestClient
 
-from placement.prefix import hash_text
+from placement.domain.prefix import hash_text
 from serving.api.main import create_app
 
 

@@ -7,11 +7,11 @@ import math
 import pytest
 from route_builders import NOW, states
 
+from placement.domain.scoring import lower_is_better
 from placement.plan import ReplicaPlan
-from placement.routing.normalise import lower_is_better
-from serving.route.plugins.freshness_filter import FreshnessFilter
-from serving.route.plugins.health_filter import HealthFilter
-from serving.route.plugins.load_cap_filter import LoadCapFilter
+from serving.route.plugins.filters.freshness_filter import FreshnessFilter
+from serving.route.plugins.filters.health_filter import HealthFilter
+from serving.route.plugins.filters.load_cap_filter import LoadCapFilter
 from serving.route.types import ReplicaState
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from placement.errors import InputError
 from serving.route import load_profile, profile_from_text
-from serving.route.plugins.bounded_load_hash import BoundedLoadHashPicker
-from serving.route.plugins.freshness_filter import FreshnessFilter
-from serving.route.plugins.least_predicted_ttft import LeastPredictedTtftPicker
+from serving.route.plugins.filters.freshness_filter import FreshnessFilter
+from serving.route.plugins.pickers.bounded_load_hash_picker import BoundedLoadHashPicker
+from serving.route.plugins.pickers.least_predicted_ttft_picker import LeastPredictedTtftPicker
 
 
 def test_default_profile_loads() -> None:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from placement.domain.prefix import shared_prefix_blocks
 from placement.errors import InputError
 from placement.paths import repo_root, shared_data
-from placement.prefix import shared_prefix_blocks
 from sim.workloads.mooncake import MOONCAKE_TRACE, load_mooncake
 
 SAMPLE = repo_root() / "data/samples/mooncake/conversation_trace_first300.jsonl"

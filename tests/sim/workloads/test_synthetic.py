@@ -8,9 +8,9 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
+from placement.domain.prefix import shared_prefix_blocks
 from placement.domain.requests import Request
 from placement.errors import InputError
-from placement.prefix import shared_prefix_blocks
 from sim.workloads.synthetic import synthetic_tenants
 
 

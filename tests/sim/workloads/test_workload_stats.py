@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from placement.domain.prefix import chain_block_ids
 from placement.domain.requests import Request, Tenant
-from placement.prefix import chain_block_ids
 from sim.workloads.base import Workload
 from sim.workloads.stats import workload_stats
 

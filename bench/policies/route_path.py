@@ -1,0 +1,168 @@
+"""``placement``: the service's own route path (:mod:`serving.route`), run in the simulator.
+
+The very code that serves HTTP decides here: this adapter mirrors the simulator's
+:class:`ReplicaView` objects into :class:`~serving.route.types.ReplicaState` (health at every
+decision; scraped metrics when a new scrape has landed), turns each :class:`Request` into a
+:class:`~serving.route.types.RouteQuery`, and forwards the dispatch, first-token and completion
+hooks so the route path keeps its own in-flight counts and prefix index.
+
+Its settings are a :class:`PlacementSettings` under the ``placement`` key of
+``PolicyContext.settings``. With no plan (``PlacementSettings.plan`` None) every decision
+takes the profile's no-plan fallback, the greedy cache-and-load score; a closed-loop
+benchmark passes a solved plan in the settings and swaps in re-solved ones with
+:meth:`PlacementPolicy.install_plan`. With
+``PlacementSettings.slo_gate`` set, admission runs before dispatch as in the service
+(:class:`serving.admission.slo_gate.SloGate`): a refused request is returned as -1 (the
+simulator counts it refused, the client would get a 429) and counted in ``shed``.
+A request with no model name goes to the pool of the fleet's first replica. Replica views carry
+no tensor-parallel degree, so the predicted-TTFT table assumes TP 1 (a kind that does not fit
+one GPU gets the generic table).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from placement.domain.requests import DEFAULT_CLASSES, Request, RequestClass
+from placement.plan import Plan
+from serving.admission.slo_gate import SloGate
+from serving.route import NoReplica, PlacementRoutePath, ReplicaState, RouteQuery, load_profile
+from sim.peers.context import PolicyContext
+from sim.router import ReplicaView
+
+NAME = "placement"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateSettings:
+    """The ``placement`` policy's admission gate (:class:`serving.admission.slo_gate.SloGate`)."""
+
+    headroom: float = 1.0
+    credit_cut: float = 0.5
+    shed_factor: float = 0.5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlacementSettings:
+    """The ``placement`` policy's inputs (``PolicyContext.settings["placement"]``).
+
+    ``plan``: a solved plan (None: the no-plan fallback); ``route_profile``: a route profile
+    YAML (None: data/profiles/default.yaml); ``slo_gate``: admission before routing (None:
+    every request is routed), judged by ``classes``, starting from the tenants' ``credits``
+    shares (a plan's guaranteed shares replace them).
+    """
+
+    plan: Plan | None = None
+    route_profile: Path | None = None
+    slo_gate: GateSettings | None = None
+    classes: Mapping[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
+    credits: Mapping[str, float] = field(default_factory=dict)
+
+
+class PlacementPolicy:
+    name = "placement"
+
+    def __init__(self, path: PlacementRoutePath, gate: SloGate | None = None) -> None:
+        self.path = path
+        self.gate = gate
+        self.shed = 0
+        self._states: list[ReplicaState] = []
+        self._index: dict[str, int] = {}
+        self._queries: dict[int, RouteQuery] = {}
+        self._default_model = ""
+
+    def install_plan(self, plan: Plan | None) -> None:
+        """Swap in ``plan`` (its tenants' guaranteed shares weigh the gate's credit counters)."""
+        self.path.install_plan(plan)
+        if self.gate is not None and plan is not None and plan.tenants:
+            self.gate.set_credits({t.tenant: t.guaranteed_share for t in plan.tenants})
+
+    def _register(self, replicas: Sequence[ReplicaView]) -> None:
+        self._states = [
+            ReplicaState(
+                id=v.id,
+                address=v.id,
+                model=v.model,
+                accelerator=v.accelerator,
+                tp=1,
+                kv_capacity_tokens=v.kv_capacity_tokens,
+                scraped_at=-1.0,
+            )
+            for v in replicas
+        ]
+        self._index = {v.id: v.index for v in replicas}
+        self._default_model = replicas[0].model if replicas else ""
+        self.path.set_replicas(self._states)
+
+    def _sync(self, replicas: Sequence[ReplicaView]) -> None:
+        for v, s in zip(replicas, self._states, strict=True):
+            s.healthy = v.healthy
+            if v.scraped_at_s != s.scraped_at:
+                s.scraped_at = v.scraped_at_s
+                s.num_requests_running = v.num_running
+                s.num_requests_waiting = v.num_waiting
+                s.kv_cache_usage_perc = v.kv_usage
+
+    def route(self, req: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        if len(self._states) != len(replicas):
+            self._register(replicas)
+        self._sync(replicas)
+        query = RouteQuery(
+            tenant=req.tenant,
+            model=req.model or self._default_model,
+            request_class=req.request_class,
+            block_hashes=req.block_hashes,
+            input_tokens=req.input_tokens,
+            max_output_tokens=req.output_tokens,
+        )
+        try:
+            decision = self.path.decide(query, now)
+        except NoReplica:
+            return -1
+        gate = self.gate
+        if gate is not None:
+            admitted = gate.admit_decision(self.path, query, decision, now)
+            if admitted is None:
+                self.shed += 1
+                return -1
+            decision = admitted
+        self.path.on_dispatch(decision, query, now)
+        self._queries[req.id] = query
+        return self._index[decision.replica_id]
+
+    def on_first_token(self, req: Request, replica: ReplicaView, now: float) -> None:
+        query = self._queries.get(req.id)
+        if query is not None:
+            self.path.on_first_token(replica.id, query, now)
+
+    def on_complete(self, req: Request, replica: ReplicaView, now: float) -> None:
+        query = self._queries.pop(req.id, None)
+        if query is not None:
+            self.path.on_complete(
+                replica.id, query, now, ok=not req.error, output_tokens=req.output_tokens
+            )
+            if self.gate is not None:
+                self.gate.finished(req.tenant, 0 if req.error else req.output_tokens)
+
+
+def build(ctx: PolicyContext) -> PlacementPolicy:
+    """The route path with the settings' route profile (default profile when None), its prefix
+    block size set to ``ctx.block_tokens``, the settings' plan installed, and the SLO gate
+    when one is set."""
+    cfg = ctx.settings_for(NAME, PlacementSettings)
+    profile = dataclasses.replace(load_profile(cfg.route_profile), block_tokens=ctx.block_tokens)
+    gate = None
+    if cfg.slo_gate is not None:
+        gate = SloGate(
+            cfg.classes,
+            headroom=cfg.slo_gate.headroom,
+            credit_cut=cfg.slo_gate.credit_cut,
+            shed_factor=cfg.slo_gate.shed_factor,
+        )
+        gate.set_credits(cfg.credits)
+    policy = PlacementPolicy(PlacementRoutePath(profile=profile), gate)
+    policy.install_plan(cfg.plan)
+    return policy

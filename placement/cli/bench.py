@@ -1,0 +1,220 @@
+"""``placement bench`` subcommands (thin: parse options, call the benchmark, print, write)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from placement.cli.errors import user_errors
+
+app = typer.Typer(
+    help="Benchmarks: each prints a table and writes JSON (--out).", no_args_is_help=True
+)
+
+
+@app.command("routing")
+@user_errors
+def routing(
+    workload: Annotated[
+        str, typer.Option(help="mooncake, azure-conv, azure-code, servegen, mixed, synthetic")
+    ] = "mooncake",
+    fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
+    policies: Annotated[str, typer.Option(help="'all' or a comma list")] = "all",
+    loads: Annotated[str, typer.Option(help="offered load, × nominal capacity")] = (
+        "0.5,0.75,1.0,1.25,1.5"
+    ),
+    duration: Annotated[float | None, typer.Option(help="seconds of trace to use")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    scrape_interval: Annotated[float, typer.Option(help="router's metrics scrape, s")] = 0.05,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+    plot: Annotated[Path | None, typer.Option(help="PNG (default: beside --out)")] = None,
+    faults: Annotated[
+        Path | None, typer.Option(help="YAML list of {at_s, replica, kind: kill|slow, factor}")
+    ] = None,
+) -> None:
+    """Goodput at SLO of each routing policy against offered load."""
+    from bench.routing import RoutingBench, parse_loads, parse_policies, run_routing_bench
+    from placement.domain.fleet import load_fleet
+    from sim.faults import load_faults
+    from sim.simulator import SimConfig
+    from sim.workloads.registry import load_workload
+
+    bench = RoutingBench(
+        workload=load_workload(workload, seed=seed, duration_s=duration),
+        fleet=load_fleet(fleet),
+        policies=parse_policies(policies),
+        loads=parse_loads(loads),
+        seed=seed,
+        config=SimConfig(
+            scrape_interval_s=scrape_interval,
+            faults=load_faults(faults) if faults is not None else (),
+        ),
+    )
+    run_routing_bench(bench, out=out, plot=plot)
+
+
+@app.command("sim-speed")
+@user_errors
+def sim_speed(
+    requests: Annotated[int, typer.Option(min=1)] = 1_000_000,
+    replicas: Annotated[int, typer.Option(min=1)] = 100,
+    load: Annotated[float, typer.Option(min=0.01)] = 0.8,
+    policy: Annotated[str, typer.Option()] = "least_outstanding",
+    repeats: Annotated[int, typer.Option(min=1)] = 1,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+) -> None:
+    """Wall-clock speed of the simulator (target: 1M requests on 100 replicas in ≤60 s)."""
+    from bench.sim_speed import run_sim_speed
+
+    run_sim_speed(
+        requests=requests, replicas=replicas, load=load, policy=policy, repeats=repeats, out=out
+    )
+
+
+@app.command("cost-model")
+@user_errors
+def cost_model(
+    out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+) -> None:
+    """Accuracy of the engine cost model against Splitwise and LLM-Inference-Bench."""
+    from bench.cost_model import run_cost_model_bench
+
+    run_cost_model_bench(out)
+
+
+@app.command("predictors")
+@user_errors
+def predictors(
+    out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+    quick: Annotated[bool, typer.Option(help="fewer, shorter runs (~20 s)")] = False,
+) -> None:
+    """Accuracy of the latency/throughput predictors: held-out, Splitwise, unseen accelerator."""
+    from bench.predictors import PredictorBench, run_predictor_bench
+
+    bench = PredictorBench.quick() if quick else PredictorBench()
+    run_predictor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
+
+
+@app.command("predict-speed")
+@user_errors
+def predict_speed(
+    rows: Annotated[int, typer.Option(min=1, help="rows per predict() call")] = 10_000,
+    repeats: Annotated[int, typer.Option(min=1, help="timed calls (median reported)")] = 30,
+    model: Annotated[
+        Path | None, typer.Option(help="saved predictor directory (default: fit one)")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+) -> None:
+    """Batch prediction time of the latency predictor (target: 10k rows in ≤ 50 ms)."""
+    from bench.predict_speed import run_predict_speed
+
+    run_predict_speed(rows=rows, repeats=repeats, model_dir=model, out=out)
+
+
+@app.command("route")
+@user_errors
+def route(
+    replicas: Annotated[int, typer.Option(min=1)] = 1_000,
+    groups: Annotated[int, typer.Option(min=1)] = 100_000,
+    queries: Annotated[int, typer.Option(min=1, help="queries per repeat")] = 100_000,
+    repeats: Annotated[int, typer.Option(min=1, help="timed passes (median reported)")] = 5,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+    profile: Annotated[
+        Path | None, typer.Option(help="route profile YAML (default: the default profile)")
+    ] = None,
+) -> None:
+    """Route path speed: decision p50/p99 in process and batch decisions/s (targets: p99 ≤ 20 µs,
+    ≥ 100k decisions/s at 1,000 replicas and 100k prefix groups)."""
+    from bench.route import run_route_bench
+
+    run_route_bench(
+        replicas=replicas,
+        groups=groups,
+        queries=queries,
+        repeats=repeats,
+        seed=seed,
+        out=out,
+        profile=profile,
+    )
+
+
+@app.command("solver")
+@user_errors
+def solver(
+    out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+    sizes: Annotated[str, typer.Option(help="replica counts, comma list")] = "50,500,1000,2000",
+    time_limit: Annotated[float, typer.Option(min=0.1, help="solver time limit, s")] = 10.0,
+    backend: Annotated[str, typer.Option()] = "mathopt-glop",
+    compare: Annotated[bool, typer.Option(help="also compare backends on 50 replicas")] = True,
+) -> None:
+    """Solver scale: synthetic fleets (10 groups per replica, 200 tenants), cold and re-solve."""
+    from bench.solver import run_solver_bench
+
+    run_solver_bench(
+        sizes=tuple(int(s) for s in sizes.split(",") if s.strip()),
+        time_limit_s=time_limit,
+        backend=backend,
+        compare=compare,
+        out=out,
+    )
+
+
+@app.command("loop")
+@user_errors
+def loop(
+    out: Annotated[Path, typer.Option(help="JSON output (PNGs beside it)")] = Path("out/loop.json"),
+    workloads: Annotated[str, typer.Option(help="comma list")] = "mooncake,mixed,synthetic",
+    fleets: Annotated[str, typer.Option(help="comma list of fleet YAMLs")] = (
+        "data/fleets/h100x8.yaml,data/fleets/hetero.yaml"
+    ),
+    loads: Annotated[str, typer.Option(help="offered load, × nominal capacity")] = (
+        "0.5,1.0,1.25,1.5,2.0,3.0,4.0"
+    ),
+    peers: Annotated[str, typer.Option(help="'all' or a comma list")] = "all",
+    duration: Annotated[
+        float | None, typer.Option(help="seconds of each trace (default: per workload)")
+    ] = None,
+    period: Annotated[
+        float, typer.Option(min=1.0, help="re-solve period, s of trace time")
+    ] = 120.0,
+    learn: Annotated[bool, typer.Option(help="train predictors (else the roofline prior)")] = True,
+    store: Annotated[
+        Path | None, typer.Option(help="telemetry stores (default: beside --out)")
+    ] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """The closed loop (train → solve → route → re-solve) against every peer, per workload and
+    fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
+    from bench.loop.cases import build_cases
+    from bench.loop.report import run_loop_bench
+    from bench.routing import parse_loads, parse_policies
+
+    cases = build_cases(
+        workloads=workloads,
+        fleets=fleets,
+        loads=parse_loads(loads),
+        peers=tuple(p for p in parse_policies(peers) if p != "placement"),
+        duration_s=duration,
+        period_s=period,
+        learn=learn,
+        seed=seed,
+    )
+    run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
+
+
+@app.command("predictor-floor")
+@user_errors
+def predictor_floor(
+    out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+    quick: Annotated[bool, typer.Option(help="fewer, shorter runs")] = False,
+) -> None:
+    """Error floor of the latency predictors: held-out p50 MAPE with and without oracle
+    features (what arrives on the replica after the route decision)."""
+    from bench.predictor_floor import run_predictor_floor_bench
+    from bench.predictors import PredictorBench
+
+    bench = PredictorBench.quick() if quick else PredictorBench()
+    run_predictor_floor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))

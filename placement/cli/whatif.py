@@ -1,0 +1,63 @@
+"""``placement whatif SCENARIO.yaml --out DIR``: thin — load, run, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import Progress
+
+from placement.cli.errors import user_errors
+
+_console = Console(width=160)
+
+
+app = typer.Typer()
+
+
+@app.command("whatif")
+@user_errors
+def whatif(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML (see data/scenarios/)")],
+    out: Annotated[Path, typer.Option(help="folder for the table, plans and plots")],
+    scheduler: Annotated[
+        str | None, typer.Option(help="Dask scheduler address (default: a LocalCluster)")
+    ] = None,
+    local_sync: Annotated[
+        bool, typer.Option("--local-sync", help="run the cases in this process, without Dask")
+    ] = False,
+    simulate: Annotated[
+        bool | None,
+        typer.Option(
+            "--simulate/--no-simulate",
+            help="also run each plan in the simulator (default: the scenario's base.simulate)",
+        ),
+    ] = None,
+) -> None:
+    """Solve every case of a what-if scenario; print and write the table, plans and plots."""
+    from bench.policies import policy_for_plan
+    from placement.whatif.load import load_scenario
+    from placement.whatif.report import print_results, write_results
+    from placement.whatif.run import run_scenario, task_count
+
+    with _console.status("reading the scenario (fleet, workload, names)…"):
+        spec = load_scenario(scenario)
+    sim = spec.simulate if simulate is None else simulate
+    with Progress(console=_console, transient=True) as progress:
+        task = progress.add_task(f"{spec.name}: solving", total=task_count(spec))
+
+        def done(name: str) -> None:
+            progress.update(task, advance=1, description=f"{spec.name}: {name} done")
+
+        result = run_scenario(
+            spec,
+            scheduler=scheduler,
+            sync=local_sync,
+            simulate=policy_for_plan if sim else None,
+            progress=done,
+        )
+    print_results(spec, result.cases, _console, result.min_cost)
+    written = write_results(spec, result.cases, out, result.min_cost)
+    _console.print(f"wrote {len(written)} files to {out}")

@@ -1,0 +1,1 @@
+"""Route path filters (one module per plugin)."""

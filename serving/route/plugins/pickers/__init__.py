@@ -1,0 +1,1 @@
+"""Route path pickers (one module per plugin)."""

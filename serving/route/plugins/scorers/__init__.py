@@ -1,0 +1,1 @@
+"""Route path scorers (one module per plugin)."""

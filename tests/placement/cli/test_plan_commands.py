@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from plan_builders import make_plan
+from typer.testing import CliRunner
+
+from placement.cli import app
+
+runner = CliRunner()
+
+
+def test_unknown_fleet_file_exits_2_naming_it(tmp_path: Path) -> None:
+    res = runner.invoke(
+        app,
+        [
+            "plan",
+            "solve",
+            "--fleet",
+            str(tmp_path / "nope.yaml"),
+            "--workload",
+            "synthetic",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert res.exit_code == 2
+    assert "nope.yaml" in res.output and "cannot read fleet file" in res.output
+
+
+def test_bad_plan_json_exits_2_naming_the_field(tmp_path: Path) -> None:
+    p = tmp_path / "plan.json"
+    p.write_text(make_plan().to_json().replace('"objective":1.0', '"objective":"high"'))
+    res = runner.invoke(app, ["plan", "show", str(p)])
+    assert res.exit_code == 2 and "solver.objective" in res.output
+    p.write_text("{not json")
+    res = runner.invoke(app, ["plan", "validate", str(p)])
+    assert res.exit_code == 2 and "not valid JSON" in res.output
+
+
+def test_validate_and_diff_commands(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(make_plan().to_json())
+    b.write_text(make_plan(**{"version": 2, "replicas.0.planned_rps": 11.0}).to_json())
+    assert runner.invoke(app, ["plan", "validate", str(a)]).exit_code == 0
+    res = runner.invoke(app, ["plan", "validate", str(b)])
+    assert res.exit_code == 2 and "capacity: h100-0" in res.output
+    res = runner.invoke(app, ["plan", "diff", str(a), str(b)])
+    assert res.exit_code == 0 and "plan 1 → 2" in res.output
