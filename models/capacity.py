@@ -41,8 +41,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from models.predictor import LatencyModel, RooflineBaseline
-from models.roofline_prior import FloatArray, ReplicaKind, kind_roofline
+from models.features import RowInputs
+from models.predictor import LatencyArrays, LatencyModel, RooflineBaseline
+from models.roofline_prior import FloatArray, PriorInputs, ReplicaKind, kind_roofline
 from placement.domain.accelerators import get_accelerator
 from placement.domain.llm import get_model
 from placement.domain.requests import DEFAULT_CLASSES
@@ -157,14 +158,14 @@ def sequence_slots(kind: ReplicaKind, mix: MixArrays) -> FloatArray:
     return np.maximum(np.minimum(float(roof.max_num_seqs), by_memory), 0.0)
 
 
-def steady_state_rows(
+def _steady_state_columns(
     kind: ReplicaKind,
     mix: MixArrays,
     rate: FloatArray,
     e2e: FloatArray,
-    ttft: FloatArray | None = None,
-) -> pd.DataFrame:
-    """Prediction rows of the steady state at ``rate`` req/s with end-to-end time ``e2e``.
+    ttft: FloatArray | None,
+) -> dict[str, FloatArray]:
+    """The load and request columns of the steady state (the replica kind's aside).
 
     The router's backlog follows from Little's law too: ``λ·E`` requests in flight, of which
     ``λ·TTFT`` still wait for their first token, each with its uncached prompt to prefill.
@@ -176,29 +177,77 @@ def steady_state_rows(
     kv = (running * mix.kv_per_sequence + mix.mean_input * mix.cached_share) / (
         roof.kv_capacity_tokens
     )
-    return pd.DataFrame(
+    return {
+        "num_requests_running": running,
+        "num_requests_waiting": np.zeros(n),
+        "kv_cache_usage_perc": np.clip(kv, 0.0, 1.0),
+        "prompt_tokens_per_s": rate * mix.mean_input,
+        "generation_tokens_per_s": rate * mix.output,
+        "prefix_cache_hit_rate": np.broadcast_to(mix.cached_share, (n,)).astype(np.float64),
+        "input_tokens": np.broadcast_to(mix.mean_input, (n,)).astype(np.float64),
+        "uncached_tokens": np.minimum(mix.uncached, mix.mean_input),
+        "output_tokens": np.broadcast_to(mix.output, (n,)).astype(np.float64),
+        "backlog_requests": np.rint(running),
+        "backlog_prefill_tokens": np.rint(in_prefill * mix.uncached),
+    }
+
+
+def steady_state_rows(
+    kind: ReplicaKind,
+    mix: MixArrays,
+    rate: FloatArray,
+    e2e: FloatArray,
+    ttft: FloatArray | None = None,
+) -> pd.DataFrame:
+    """Prediction rows of the steady state at ``rate`` req/s with end-to-end time ``e2e``
+    (the table :func:`steady_state_inputs` builds without one)."""
+    n = len(rate)
+    columns = _steady_state_columns(kind, mix, rate, e2e, ttft)
+    frame = pd.DataFrame(
         {
             "accelerator": [kind.accelerator.kind] * n,
             "model": [kind.model.name] * n,
             "tp": np.full(n, kind.tp, dtype=np.int64),
-            "num_requests_running": running,
-            "num_requests_waiting": np.zeros(n),
-            "kv_cache_usage_perc": np.clip(kv, 0.0, 1.0),
-            "prompt_tokens_per_s": rate * mix.mean_input,
-            "generation_tokens_per_s": rate * mix.output,
-            "prefix_cache_hit_rate": mix.cached_share,
-            "input_tokens": mix.mean_input,
-            "uncached_tokens": np.minimum(mix.uncached, mix.mean_input),
-            "output_tokens": mix.output,
-            "backlog_requests": np.rint(running).astype(np.int64),
-            "backlog_prefill_tokens": np.rint(in_prefill * mix.uncached).astype(np.int64),
+            **columns,
         }
+    )
+    for column in ("backlog_requests", "backlog_prefill_tokens"):
+        frame[column] = frame[column].astype(np.int64)
+    return frame
+
+
+def steady_state_inputs(
+    kind: ReplicaKind,
+    mix: MixArrays,
+    rate: FloatArray,
+    e2e: FloatArray,
+    ttft: FloatArray | None = None,
+) -> RowInputs:
+    """The same rows as :func:`steady_state_rows`, straight into a predictor's inputs."""
+    c = _steady_state_columns(kind, mix, rate, e2e, ttft)
+    prior = PriorInputs(
+        kinds=(kind,),
+        kind_index=np.zeros(len(rate), dtype=np.int64),
+        input_tokens=c["input_tokens"],
+        uncached_tokens=c["uncached_tokens"],
+        output_tokens=c["output_tokens"],
+        running=c["num_requests_running"],
+        waiting=c["num_requests_waiting"],
+        kv_usage=c["kv_cache_usage_perc"],
+        prompt_tokens_per_s=c["prompt_tokens_per_s"],
+        prefix_cache_hit_rate=c["prefix_cache_hit_rate"],
+        backlog_prefill_tokens=c["backlog_prefill_tokens"],
+    )
+    return RowInputs(
+        prior=prior,
+        generation_tokens_per_s=c["generation_tokens_per_s"],
+        backlog_requests=c["backlog_requests"],
     )
 
 
-def _e2e(predicted: pd.DataFrame, mix: MixArrays) -> FloatArray:
-    ttft = predicted["ttft_p50"].to_numpy(dtype=np.float64)
-    tpot = predicted["tpot_p50"].to_numpy(dtype=np.float64)
+def _e2e(predicted: LatencyArrays, mix: MixArrays) -> FloatArray:
+    ttft = predicted["ttft_p50"]
+    tpot = predicted["tpot_p50"]
     e2e: FloatArray = ttft + np.maximum(mix.output - 1.0, 0.0) * tpot
     return e2e
 
@@ -211,7 +260,7 @@ class SteadyState:
     e2e_s: FloatArray
     running: FloatArray
     saturated: npt.NDArray[np.bool_]
-    predicted: pd.DataFrame
+    predicted: LatencyArrays
 
 
 def steady_state(
@@ -229,8 +278,8 @@ def steady_state(
     """
     slots = sequence_slots(kind, mix)
     zero = np.zeros_like(rate)
-    idle = model.predict(steady_state_rows(kind, mix, zero, zero))
-    ttft = idle["ttft_p50"].to_numpy(dtype=np.float64).copy()
+    idle = model.predict_rows(steady_state_inputs(kind, mix, zero, zero))
+    ttft = idle["ttft_p50"].astype(np.float64, copy=True)
     e2e = _e2e(idle, mix) if start_e2e is None else start_e2e.copy()
     active = rate > 0
     for _ in range(FIXED_POINT_ITERATIONS):
@@ -243,13 +292,13 @@ def steady_state(
             cached_share=mix.cached_share[rows],
             output=mix.output[rows],
         )
-        step = model.predict(steady_state_rows(kind, sub, rate[rows], e2e[rows], ttft[rows]))
-        ttft[rows] = np.maximum(step["ttft_p50"].to_numpy(dtype=np.float64), ttft[rows])
+        step = model.predict_rows(steady_state_inputs(kind, sub, rate[rows], e2e[rows], ttft[rows]))
+        ttft[rows] = np.maximum(step["ttft_p50"], ttft[rows])
         new = _e2e(step, sub)
         moved = np.abs(new - e2e[rows]) > FIXED_POINT_TOLERANCE * e2e[rows]
         e2e[rows] = np.maximum(new, e2e[rows])
         active[rows[~moved]] = False
-    predicted = model.predict(steady_state_rows(kind, mix, rate, e2e, ttft))
+    predicted = model.predict_rows(steady_state_inputs(kind, mix, rate, e2e, ttft))
     running = rate * e2e
     return SteadyState(
         rate=rate,
@@ -265,9 +314,7 @@ def _feasible(
 ) -> npt.NDArray[np.bool_]:
     p = state.predicted
     ok: npt.NDArray[np.bool_] = (
-        ~state.saturated
-        & (p["ttft_p95"].to_numpy() <= ttft_slo)
-        & (p["tpot_p95"].to_numpy() <= tpot_slo)
+        ~state.saturated & (p["ttft_p95"] <= ttft_slo) & (p["tpot_p95"] <= tpot_slo)
     )
     return ok
 

@@ -329,7 +329,12 @@ def _replica_columns(kinds: tuple[ReplicaKind, ...]) -> FloatArray:
 
 def feature_matrix(frame: pd.DataFrame, *, source: str = "frame") -> FeatureMatrix:
     """Features of every row (see the module table) plus the prior they include."""
-    rows = parse_rows(frame, source=source)
+    return features_of(parse_rows(frame, source=source))
+
+
+def features_of(rows: RowInputs) -> FeatureMatrix:
+    """Features of already validated rows (no table in between: capacity at SLO builds
+    :class:`RowInputs` straight from arrays, thousands of times per table)."""
     inputs, generation = rows.prior, rows.generation_tokens_per_s
     prior = prior_latency(inputs)
     n = len(inputs.kind_index)

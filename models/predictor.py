@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from models.features import FEATURES, FeatureMatrix, feature_matrix
+from models.features import FEATURES, FeatureMatrix, RowInputs, feature_matrix, features_of
 from models.quantile import (
     QUANTILES,
     TARGETS,
@@ -52,11 +52,20 @@ class PredictorNotFitted(PlacementError):
     """A predictor was asked for predictions before it was fitted or loaded."""
 
 
+#: Predicted quantiles by :data:`LATENCY_COLUMNS` name, one value per row.
+LatencyArrays = dict[str, FloatArray]
+
+
 class LatencyModel(Protocol):
     """Anything that predicts p50/p95 TTFT and TPOT (s) for rows of :data:`INPUT_COLUMNS`."""
 
     def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Columns :data:`LATENCY_COLUMNS`, one row per input row, same index."""
+        ...
+
+    def predict_rows(self, rows: RowInputs) -> LatencyArrays:
+        """The same for rows already validated (no table in or out: the capacity solver's
+        inner loop)."""
         ...
 
 
@@ -80,16 +89,19 @@ class RooflineBaseline:
 
     def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
         features = feature_matrix(frame, source="prediction rows")
+        return pd.DataFrame(self._quantiles(features), index=frame.index)
+
+    def predict_rows(self, rows: RowInputs) -> LatencyArrays:
+        return self._quantiles(features_of(rows))
+
+    def _quantiles(self, features: FeatureMatrix) -> LatencyArrays:
         ttft, tpot = features.prior.ttft_s, features.prior.tpot_s
-        return pd.DataFrame(
-            {
-                "ttft_p50": ttft * self.ttft_p50,
-                "ttft_p95": ttft * self.ttft_p95,
-                "tpot_p50": tpot * self.tpot_p50,
-                "tpot_p95": tpot * self.tpot_p95,
-            },
-            index=frame.index,
-        )
+        return {
+            "ttft_p50": ttft * self.ttft_p50,
+            "ttft_p95": ttft * self.ttft_p95,
+            "tpot_p50": tpot * self.tpot_p50,
+            "tpot_p95": tpot * self.tpot_p95,
+        }
 
     @classmethod
     def calibrated(cls, frame: pd.DataFrame) -> RooflineBaseline:
@@ -215,13 +227,19 @@ class LatencyPredictor:
 
     def predict_features(self, features: FeatureMatrix) -> pd.DataFrame:
         """Quantiles for an already built feature matrix (p95 never below p50)."""
+        return pd.DataFrame(self._quantiles(features))
+
+    def predict_rows(self, rows: RowInputs) -> LatencyArrays:
+        return self._quantiles(features_of(rows))
+
+    def _quantiles(self, features: FeatureMatrix) -> LatencyArrays:
         self._require_fitted()
         threads = self.config.predict_threads
         out = {name: m.predict(features, num_threads=threads) for name, m in self.models.items()}
         for target in TARGETS:
             p50, p95 = f"{target}_p50", f"{target}_p95"
             out[p95] = np.maximum(out[p95], out[p50])
-        return pd.DataFrame({c: out[c] for c in LATENCY_COLUMNS})
+        return {c: out[c] for c in LATENCY_COLUMNS}
 
     def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
         """p50/p95 TTFT and TPOT in seconds, columns :data:`LATENCY_COLUMNS`, same index."""

@@ -44,9 +44,8 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import lightgbm as lgb
 import numpy as np
 import numpy.typing as npt
 
@@ -59,6 +58,9 @@ from models.features import (
 )
 from models.roofline_prior import FloatArray
 from placement.errors import InputError
+
+if TYPE_CHECKING:
+    import lightgbm as lgb
 
 Target = Literal["ttft", "tpot"]
 TARGETS: tuple[Target, ...] = ("ttft", "tpot")
@@ -149,6 +151,8 @@ def train_booster(
     params: dict[str, Any], train: lgb.Dataset, stop: lgb.Dataset, config: QuantileConfig
 ) -> lgb.Booster:
     """Boost until the time-ordered ``stop`` tail stops improving; keep only the best rounds."""
+    import lightgbm as lgb
+
     booster = lgb.train(
         params,
         train,
@@ -213,6 +217,8 @@ class QuantileModel:
         base: float,
         offset: float,
     ) -> QuantileModel:
+        import lightgbm as lgb
+
         return cls(
             target=target,
             alpha=alpha,
@@ -280,6 +286,8 @@ def fit_quantile_model(
     """Boost one quantile model on ``split.train``, stop early on ``split.stop`` and calibrate
     on ``split.calibrate``. ``latency`` is the observed target (s), positive and finite on every
     row the split names. ``weight`` (per row, optional) weighs the training rows' loss."""
+    import lightgbm as lgb
+
     y = _target_values(features, latency, target, config.mode)
     x = features.values
     base = float(np.quantile(y[split.train], alpha))

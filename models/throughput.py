@@ -14,14 +14,16 @@ early on the tail).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import lightgbm as lgb
 import numpy as np
 
 from models.features import REPLICA_FEATURES, FeatureMatrix
 from models.quantile import QuantileConfig, TimeSplit, booster_params, train_booster
 from models.roofline_prior import FloatArray, prior_generation_rate
+
+if TYPE_CHECKING:
+    import lightgbm as lgb
 
 _LOAD = (
     "num_requests_running",
@@ -67,6 +69,8 @@ class ThroughputModel:
 
     @classmethod
     def from_text(cls, text: str) -> ThroughputModel:
+        import lightgbm as lgb
+
         return cls(booster=lgb.Booster(model_str=text))
 
 
@@ -74,6 +78,8 @@ def fit_throughput_model(
     features: FeatureMatrix, split: TimeSplit, config: QuantileConfig
 ) -> ThroughputModel:
     """Fit on ``split.train``, stopping early on ``split.stop`` (L2 on the log1p rate)."""
+    import lightgbm as lgb
+
     x = throughput_features(features)
     y = np.log1p(features.generation_tokens_per_s) - x[:, _PRIOR]
     names = list(THROUGHPUT_FEATURES)

@@ -23,7 +23,13 @@ from typing import Any
 from models.predictor import LatencyPredictor
 from placement.errors import InputError, PredictorUnavailable
 from training.pyfunc import unwrap
-from training.tracking import CHAMPION, LATENCY_MODEL, THROUGHPUT_MODEL, connect
+from training.tracking import (
+    CHAMPION,
+    LATENCY_MODEL,
+    THROUGHPUT_MODEL,
+    connect,
+    missing_champion,
+)
 from training.train import evaluate, frame_digest, load_frame, rows_between
 
 MAPE_TOLERANCE = 0.02
@@ -183,6 +189,9 @@ def load_champion() -> LatencyPredictor:
     """The predictor behind ``models:/placement-latency@champion``, for the planner.
 
     Raises PredictorUnavailable when nothing holds the alias or the store cannot be read."""
+    missing = missing_champion()
+    if missing is not None:
+        raise PredictorUnavailable(missing)
     from mlflow.exceptions import MlflowException
 
     client = connect()

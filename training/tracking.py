@@ -9,7 +9,9 @@ plain-file store for backward compatibility only), artifacts (model directories,
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +48,39 @@ def artifact_root(uri: str) -> Path | None:
         return None
     database = Path(uri.removeprefix(SQLITE_PREFIX))
     return database.parent / "artifacts"
+
+
+def alias_in_store(model: str, alias: str) -> bool | None:
+    """Whether the local SQLite store holds ``alias`` for ``model``, read without MLflow
+    (importing and opening MLflow costs seconds; a fresh install has no store at all).
+
+    ``None`` when this cannot tell (a tracking server or another database): ask MLflow."""
+    uri = tracking_uri()
+    if not uri.startswith(SQLITE_PREFIX):
+        return None
+    database = Path(uri.removeprefix(SQLITE_PREFIX))
+    if not database.exists():
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as db:
+            row = db.execute(
+                "SELECT 1 FROM registered_model_aliases WHERE name = ? AND alias = ? LIMIT 1",
+                (model, alias),
+            ).fetchone()
+    except sqlite3.Error:
+        return None  # an older or newer schema: let MLflow read it
+    return row is not None
+
+
+def missing_champion() -> str | None:
+    """Why no champion can be loaded, when the local store says so without MLflow; ``None``
+    when one may exist (then MLflow is asked)."""
+    if alias_in_store(LATENCY_MODEL, CHAMPION) is not False:
+        return None
+    return (
+        f"no version of {LATENCY_MODEL} holds the {CHAMPION} alias in {tracking_uri()}; "
+        "train one with `placement train` and promote it with `placement models promote`"
+    )
 
 
 def connect() -> MlflowClient:

@@ -75,6 +75,11 @@ class _Fixed:
 def default_capacity() -> TableCapacity:
     """The champion latency predictor if one is promoted, else the roofline prior; ``note``
     says why the prior was used."""
+    from training.tracking import missing_champion
+
+    missing = missing_champion()
+    if missing is not None:  # known without importing MLflow (seconds)
+        return TableCapacity(None, ROOFLINE_SOURCE, note=f"PredictorUnavailable: {missing}"[:300])
     try:
         from training.promote import load_champion
 
