@@ -59,12 +59,14 @@ redis-server:
 			"run 'apt-get install -y redis-server' as root (the Redis plan-store tests need it)"; \
 			exit 1; fi)
 
-## The MLflow UI on the project's tracking store (training/tracking.py), http://127.0.0.1:5000.
+## The MLflow UI on the project's tracking store (training/tracking.py), http://127.0.0.1:5000
+## (MLFLOW_PORT=5001 for another port).
 MLFLOW_URI ?= $(or $(MLFLOW_TRACKING_URI),sqlite:///$(CURDIR)/mlruns/mlflow.db)
+MLFLOW_PORT ?= 5000
 mlflow-ui: $(STAMP)
 	@mkdir -p mlruns
 	$(BIN)/mlflow ui --backend-store-uri $(MLFLOW_URI) \
-		--default-artifact-root $(CURDIR)/mlruns/artifacts --host 127.0.0.1 --port 5000
+		--default-artifact-root $(CURDIR)/mlruns/artifacts --host 127.0.0.1 --port $(MLFLOW_PORT)
 
 clean:
 	rm -rf $(VENV) $(OUT) build .mypy_cache .ruff_cache .pytest_cache

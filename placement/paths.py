@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from placement.errors import InputError
+
 SHARED_DATA_ENV = "PLACEMENT_SHARED_DATA"
 
 
@@ -19,3 +21,19 @@ def shared_data() -> Path:
     if configured:
         return Path(configured)
     return repo_root().parent / "shared" / "data"
+
+
+def shared_file(relative: str | Path) -> Path:
+    """``shared_data() / relative``, which must exist: otherwise an InputError that names the
+    missing path and the setting that points elsewhere (a clone not beside ``../shared``)."""
+    path = shared_data() / relative
+    if not path.exists():
+        base = shared_data()
+        where = "is not there" if not base.exists() else f"has no {relative}"
+        raise InputError(
+            f"the shared data folder {base} {where}",
+            field=SHARED_DATA_ENV,
+            expected="the folder holding the real traces and profiles (traces/, tenants/, "
+            "profiles/); set PLACEMENT_SHARED_DATA to it",
+        )
+    return path

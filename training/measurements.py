@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from placement.errors import InputError
-from placement.paths import shared_data
+from placement.paths import shared_file
 
 SPLITWISE_CSV = Path("profiles") / "splitwise" / "perf_model.csv"
 SPLITWISE_HARDWARE = {"a100-80gb": "A100-80G", "h100-80gb": "H100-SXM"}
@@ -36,7 +36,7 @@ SPLITWISE_COLUMNS = (
 
 def splitwise_frame(path: Path | None = None) -> pd.DataFrame:
     """Splitwise's Llama-2-70B rows on A100/H100 as predictor rows (see the module doc)."""
-    csv = path or shared_data() / SPLITWISE_CSV
+    csv = path or shared_file(SPLITWISE_CSV)
     try:
         raw = pd.read_csv(csv)
     except (OSError, pd.errors.ParserError) as exc:

@@ -218,3 +218,17 @@ def predictor_floor(
 
     bench = PredictorBench.quick() if quick else PredictorBench()
     run_predictor_floor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
+
+
+@app.command("usability")
+@user_errors
+def usability(
+    repeats: Annotated[int, typer.Option(min=1, help="runs per timed command (median)")] = 3,
+    idle_s: Annotated[float, typer.Option(min=1.0, help="idle window for the CPU share, s")] = 20.0,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+) -> None:
+    """A new user's first hour: help, plan solve, demo service ready and idle CPU (targets:
+    help ≤ 0.5 s, solve ≤ 3 × solver + 5 s, ready ≤ 10 s, idle ≤ 2 % of a core)."""
+    from bench.usability import run_usability_bench
+
+    run_usability_bench(repeats=repeats, idle_s=idle_s, out=out)

@@ -55,7 +55,7 @@ from placement.domain.accelerators import get_accelerator
 from placement.domain.fleet import DEFAULT_MAX_BATCHED_TOKENS
 from placement.domain.llm import get_model
 from placement.errors import InputError
-from placement.paths import shared_data
+from placement.paths import shared_file
 from sim.costmodel.base import IterationCostModel
 from sim.costmodel.profiled import FRAMEWORK_OVERHEAD_S, ProfiledCostModel
 from sim.costmodel.stack import (
@@ -219,7 +219,7 @@ def _case(
 
 def splitwise_cases(path: Path | None = None) -> list[Case]:
     """Decode cases per (TP, batch, prompt, tokens), prefill cases per (TP, batch, prompt)."""
-    path = path or shared_data() / SPLITWISE_CSV
+    path = path or shared_file(SPLITWISE_CSV)
     prefill_keys = ["model", "hardware", "tensor_parallel", "batch_size", "prompt_size"]
     decode_keys = [*prefill_keys, "token_size"]
     frame = _read_csv(path, [*decode_keys, "prompt_time", "token_time"])
@@ -287,7 +287,7 @@ def e2e_time_s(cm: IterationCostModel, batch: int, length: int) -> float:
 
 def llm_inference_bench_cases(path: Path | None = None) -> list[Case]:
     """Cases from the vLLM rows of LLM-Inference-Bench on A100/H100 for catalogue models."""
-    path = path or shared_data() / LLM_INFERENCE_BENCH_CSV
+    path = path or shared_file(LLM_INFERENCE_BENCH_CSV)
     keys = ["Hardware", "Num of Hardware", "Model", "Input Output Length", "Batch Size"]
     frame = _read_csv(path, [*keys, "Framework", "Latency"])
     frame = frame[

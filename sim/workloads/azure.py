@@ -16,7 +16,7 @@ from typing import Literal
 
 from placement.domain.requests import Tenant
 from placement.errors import InputError
-from placement.paths import shared_data
+from placement.paths import shared_file
 from sim.workloads.assemble import assemble
 from sim.workloads.base import Workload
 
@@ -31,7 +31,7 @@ _TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:\.(\d{1,9})
 
 def azure_trace_path(kind: AzureKind) -> Path:
     """The shared copy of one Azure trace."""
-    return shared_data() / AZURE_DIR / f"AzureLLMInferenceTrace_{kind}.csv"
+    return shared_file(AZURE_DIR / f"AzureLLMInferenceTrace_{kind}.csv")
 
 
 def load_azure(kind: AzureKind, path: Path | None = None, *, limit: int | None = None) -> Workload:

@@ -25,7 +25,7 @@ from typing import Any
 from placement.domain.prefix import chain_block_ids
 from placement.domain.requests import Tenant
 from placement.errors import InputError
-from placement.paths import shared_data
+from placement.paths import shared_file
 from sim.workloads.assemble import assemble
 from sim.workloads.base import Workload
 
@@ -41,7 +41,7 @@ def load_mooncake(path: Path | None = None, *, limit: int | None = None) -> Work
     ``path`` defaults to the shared copy; ``limit`` keeps the first requests in arrival order.
     Raises InputError naming the file, line and field of the first malformed line.
     """
-    source = path if path is not None else shared_data() / MOONCAKE_TRACE
+    source = path if path is not None else shared_file(MOONCAKE_TRACE)
     arrival_s: list[float] = []
     input_tokens: list[int] = []
     output_tokens: list[int] = []

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from placement.domain.requests import Tenant
 from placement.errors import InputError
-from placement.paths import shared_data
+from placement.paths import shared_file
 from sim.workloads.assemble import assemble
 from sim.workloads.base import Workload
 from sim.workloads.servegen_files import (
@@ -124,7 +124,7 @@ def servegen_client_rates(
 
 def servegen_directory(category: str, model: str, root: Path | None = None) -> Path:
     """``<root>/<category>/<model>``; InputError listing the known ones when it does not exist."""
-    base = root if root is not None else shared_data() / SERVEGEN_DIR
+    base = root if root is not None else shared_file(SERVEGEN_DIR)
     directory = base / category / model
     if not directory.is_dir():
         known = sorted(

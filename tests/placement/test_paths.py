@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from placement.paths import SHARED_DATA_ENV, repo_root, shared_data
+from placement.errors import InputError
+from placement.paths import SHARED_DATA_ENV, repo_root, shared_data, shared_file
 
 
 def test_repo_root_holds_the_package() -> None:
@@ -23,3 +24,27 @@ def test_shared_data_follows_the_environment(
 ) -> None:
     monkeypatch.setenv(SHARED_DATA_ENV, str(tmp_path))
     assert shared_data() == tmp_path
+
+
+def test_shared_file_that_exists_is_returned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "traces").mkdir()
+    monkeypatch.setenv(SHARED_DATA_ENV, str(tmp_path))
+    assert shared_file("traces") == tmp_path / "traces"
+
+
+@pytest.mark.parametrize("make_base", [False, True])
+def test_missing_shared_data_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, make_base: bool
+) -> None:
+    base = tmp_path / "data"
+    if make_base:
+        base.mkdir()
+    monkeypatch.setenv(SHARED_DATA_ENV, str(base))
+    with pytest.raises(InputError) as err:
+        shared_file("traces/mooncake/trace.jsonl")
+    message = str(err.value)
+    assert SHARED_DATA_ENV in message
+    assert str(base) in message
+    assert ("has no traces/mooncake/trace.jsonl" in message) is make_base

@@ -87,3 +87,13 @@ def test_bad_arguments_give_one_line_errors(args, message, tmp_path):
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "s").exists()
+
+
+def test_a_clone_not_beside_the_shared_data_is_told_the_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLACEMENT_SHARED_DATA", str(tmp_path / "nowhere"))
+    result = CliRunner().invoke(
+        app, ["telemetry", "export", "--out", str(tmp_path / "s"), "--duration", "5"]
+    )
+    assert result.exit_code == 2
+    assert "PLACEMENT_SHARED_DATA" in result.output
+    assert "Traceback" not in result.output
