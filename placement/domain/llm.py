@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement.errors import UnknownModel
+from placement.errors import InputError, UnknownModel
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,6 +19,8 @@ class ModelArchitecture:
     head_dim: int
     intermediate: int
     vocab: int
+    # the longest sequence (prompt + output) the served model takes: vLLM's max_model_len
+    context_tokens: int = 8192
     dtype_bytes: int = 2
     num_experts: int = 0
     experts_per_token: int = 0
@@ -57,6 +59,7 @@ CATALOGUE: dict[str, ModelArchitecture] = {
     for m in (
         ModelArchitecture(
             name="llama-3-8b",
+            context_tokens=131072,
             layers=32,
             hidden=4096,
             heads=32,
@@ -67,6 +70,7 @@ CATALOGUE: dict[str, ModelArchitecture] = {
         ),
         ModelArchitecture(
             name="llama-2-70b",
+            context_tokens=4096,
             layers=80,
             hidden=8192,
             heads=64,
@@ -77,6 +81,7 @@ CATALOGUE: dict[str, ModelArchitecture] = {
         ),
         ModelArchitecture(
             name="qwen2.5-32b",
+            context_tokens=32768,
             layers=64,
             hidden=5120,
             heads=40,
@@ -87,6 +92,7 @@ CATALOGUE: dict[str, ModelArchitecture] = {
         ),
         ModelArchitecture(
             name="mixtral-8x7b",
+            context_tokens=32768,
             layers=32,
             hidden=4096,
             heads=32,
@@ -99,6 +105,7 @@ CATALOGUE: dict[str, ModelArchitecture] = {
         ),
         ModelArchitecture(
             name="qwen3-30b-a3b",
+            context_tokens=32768,
             layers=48,
             hidden=2048,
             heads=32,
@@ -124,6 +131,26 @@ _ALIASES = {
     "mistralai/mixtral-8x7b-v0.1": "mixtral-8x7b",
     "qwen/qwen3-30b-a3b": "qwen3-30b-a3b",
 }
+
+
+def check_fits_context(
+    model: ModelArchitecture,
+    input_tokens: int,
+    max_output_tokens: int,
+    *,
+    source: str | None = None,
+) -> None:
+    """Refuse a request whose prompt plus requested output cannot fit the model's context
+    window (no replica of it could serve the request, so it must never reach demand)."""
+    total = input_tokens + max_output_tokens
+    if total > model.context_tokens:
+        raise InputError(
+            f"{input_tokens} prompt tokens + {max_output_tokens} output tokens = {total} tokens "
+            f"exceed the context window of {model.name}",
+            source=source,
+            field="input_tokens" if input_tokens > model.context_tokens else "max_output_tokens",
+            expected=f"prompt + output ≤ {model.context_tokens} tokens",
+        )
 
 
 def get_model(

@@ -8,11 +8,13 @@ and output tokens, and the prefix tokens a warm replica skips (0 for defaults).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from placement.errors import InputError
+from placement.domain.llm import get_model
+from placement.errors import InputError, UnknownModel
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule, assign_groups, find_groups
 
 DEFAULT_KEY = -1  # group key of a default unit (real keys are ≥ 0)
@@ -72,6 +74,18 @@ def window_span(requests: Sequence[RequestLike]) -> float:
     return max(max(times) - min(times), 1.0)
 
 
+def _context_tokens(model: str) -> int:
+    """The model's context window, or no bound for a model outside the catalogue.
+
+    No request longer than it can be served, so none counts for more in a unit's mean: one
+    malformed 9-million-token request would otherwise make its whole unit unservable and
+    shed the tenant's ordinary traffic with it."""
+    try:
+        return get_model(model).context_tokens
+    except UnknownModel:
+        return sys.maxsize
+
+
 def aggregate_demand(
     requests: Iterable[RequestLike],
     *,
@@ -93,14 +107,15 @@ def aggregate_demand(
                 field="model",
                 expected="requests that name their model",
             )
+        context = _context_tokens(model)
         records.append(
             _Record(
                 r.tenant,
                 model,
                 r.request_class,
                 tuple(r.block_hashes),
-                r.input_tokens,
-                r.output_tokens,
+                min(r.input_tokens, context),
+                min(r.output_tokens, context),
             )
         )
     groups = find_groups(records, window_s=window_s, block_tokens=block_tokens, rule=rule)

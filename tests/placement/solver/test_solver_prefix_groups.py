@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import pytest
+
+from placement.domain.llm import get_model
 from placement.domain.prefix import chain_block_ids
 from placement.domain.requests import Request
 from placement.solver.demand import DEFAULT_KEY, aggregate_demand
@@ -52,3 +55,24 @@ def test_tenants_get_their_own_groups() -> None:
     reqs += [_req(10 + i, [1, 2, 300 + i], tenant="b") for i in range(4)]
     groups = find_groups(reqs, window_s=8.0, block_tokens=512, rule=GroupRule(min_saved_share=0.0))
     assert {g.tenant for g in groups} == {"a", "b"}
+
+
+def test_one_request_longer_than_the_context_window_counts_only_up_to_it() -> None:
+    # 19 ordinary requests and one of 9 million tokens: the unit's mean prompt stays what a
+    # llama-3-8b replica can hold, so the tenant's ordinary traffic is not priced out with it
+    reqs = [_req(i, [500 + i]) for i in range(19)]
+    huge = _req(19, [999])
+    huge.input_tokens = 9_000_000
+    for r in [*reqs, huge]:
+        r.model = "llama-3-8b"
+    (unit,) = aggregate_demand([*reqs, huge], window_s=20.0, block_tokens=512)
+    context = get_model("llama-3-8b").context_tokens
+    assert unit.mean_input_tokens == pytest.approx((19 * 612 + context) / 20)
+    assert unit.mean_input_tokens < context
+
+
+def test_a_model_outside_the_catalogue_is_not_clipped() -> None:
+    reqs = [_req(i, [500 + i]) for i in range(4)]
+    reqs[0].input_tokens = 9_000_000
+    (unit,) = aggregate_demand(reqs, window_s=4.0, block_tokens=512)
+    assert unit.mean_input_tokens == pytest.approx((9_000_000 + 3 * 612) / 4)
