@@ -9,18 +9,21 @@ infeasible window keeps the previous plan, as the service's planner does.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from placement.domain.fleet import Fleet
 from placement.domain.requests import Request, RequestClass, Tenant
-from placement.errors import InfeasiblePlan
+from placement.errors import InfeasiblePlan, PlacementError
 from placement.plan import Plan
 from placement.solver.capacity import CapacitySource
 from placement.solver.instance import build_instance
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions, solve_plan
+
+log = logging.getLogger(__name__)
 
 NO_GROUPS = GroupRule(max_groups=0)
 
@@ -29,7 +32,7 @@ NO_GROUPS = GroupRule(max_groups=0)
 class SolveRecord:
     at_s: float
     reason: str
-    status: str  # the solver's status, or "infeasible" (the previous plan stays)
+    status: str  # the solver's status, or "infeasible" / "failed" (the previous plan stays)
     solve_s: float
     churn: float
     version: int | None
@@ -80,12 +83,16 @@ class Planning:
                 options=self.options,
                 created_at=at_s,
             )
-        except InfeasiblePlan:
+        except PlacementError as exc:  # infeasible, or the solver failed: keep the plan
+            status = "infeasible" if isinstance(exc, InfeasiblePlan) else "failed"
+            log.warning(
+                "re-solve at %.0f s (%s) kept the previous plan: %s: %s", at_s, reason, status, exc
+            )
             self.records.append(
                 SolveRecord(
                     at_s=at_s,
                     reason=reason,
-                    status="infeasible",
+                    status=status,
                     solve_s=time.perf_counter() - started,
                     churn=0.0,
                     version=None,

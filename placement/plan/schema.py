@@ -116,6 +116,7 @@ class SolverReport(_Frozen):
     solve_s: float = Field(ge=0)
     time_limit_s: float = Field(ge=0)
     churn: float = Field(ge=0, default=0.0)  # share of traffic moved against the previous plan
+    detail: str = ""  # what the solver said when it did not prove an optimum (status, reason)
 
 
 class Plan(_Frozen):

@@ -225,6 +225,7 @@ def extract_plan(
         solve_s=solution.solve_s,
         time_limit_s=time_limit_s,
         churn=_churn(inst, solution.pools) if previous is not None else 0.0,
+        detail=solution.detail,
     )
     return Plan(
         version=version,

@@ -19,7 +19,19 @@ import numpy as np
 
 from placement.solver.instance import BoolArray, FloatArray, IntArray
 
-LpStatus = Literal["optimal", "feasible", "infeasible", "no_solution", "model_invalid"]
+#: What a solve ended with, whatever the backend: a proven optimum; a feasible solution (a
+#: limit stopped it); proven infeasible; no solution in the time limit; a solution the solver
+#: could not certify (``imprecise``) or a numerical failure (both worth another backend); an
+#: invalid model (a bug: the programs here are bounded and finite by construction).
+LpStatus = Literal[
+    "optimal",
+    "feasible",
+    "infeasible",
+    "no_solution",
+    "imprecise",
+    "numerical_error",
+    "model_invalid",
+]
 BACKENDS = ("mathopt-highs", "mathopt-glop", "mathopt-pdlp", "mathopt-scip", "cp-sat")
 
 # Simplex basis statuses, as MathOpt numbers them (``BasisStatusProto``).
@@ -149,12 +161,27 @@ def _model_proto(lp: LinearProgram) -> object:
     return proto
 
 
-_TERMINATION: dict[int, LpStatus] = {
+#: MathOpt's ``TerminationReasonProto`` by number, every value (a test walks the enum).
+MATHOPT_TERMINATION: dict[int, LpStatus] = {
+    0: "model_invalid",  # UNSPECIFIED: never a real answer
     1: "optimal",
-    9: "feasible",
     2: "infeasible",
-    4: "infeasible",
-    6: "no_solution",
+    3: "model_invalid",  # UNBOUNDED: every program here is bounded, so this is a bug
+    4: "infeasible",  # INFEASIBLE_OR_UNBOUNDED: and it is bounded
+    5: "imprecise",
+    6: "no_solution",  # NO_SOLUTION_FOUND: a limit stopped it first
+    7: "numerical_error",
+    8: "numerical_error",  # OTHER_ERROR: the solver failed, another one may not
+    9: "feasible",  # FEASIBLE: a limit stopped it with a solution
+}
+
+#: CP-SAT's ``CpSolverStatus`` by number, every value.
+CPSAT_STATUS: dict[int, LpStatus] = {
+    0: "no_solution",  # UNKNOWN: the time limit came first
+    1: "model_invalid",
+    2: "feasible",
+    3: "infeasible",
+    4: "optimal",
 }
 
 
@@ -215,11 +242,10 @@ def _solve_mathopt(lp: LinearProgram, solver_name: str, time_limit_s: float) -> 
         return LpResult("model_invalid", np.zeros(0), math.nan, math.inf, 0.0, str(exc))
     elapsed = time.perf_counter() - t0
     term = result.termination
-    status = _TERMINATION.get(term.reason)
-    if status is None:
-        return LpResult(
-            "model_invalid", np.zeros(0), math.nan, math.inf, elapsed, term.detail or "error"
-        )
+    status = MATHOPT_TERMINATION.get(term.reason, "model_invalid")
+    detail = term.detail or f"termination reason {term.reason}"
+    if status in ("imprecise", "numerical_error", "model_invalid"):
+        return LpResult(status, np.zeros(0), math.nan, math.inf, elapsed, detail)
     bound = term.objective_bounds.dual_bound
     x = np.zeros(lp.n_vars)
     primal = [s.primal_solution for s in result.solutions if s.HasField("primal_solution")]
@@ -230,7 +256,7 @@ def _solve_mathopt(lp: LinearProgram, solver_name: str, time_limit_s: float) -> 
     else:
         if status == "feasible":
             status = "no_solution"
-        return LpResult(status, np.zeros(0), math.nan, bound, elapsed, term.detail)
+        return LpResult(status, np.zeros(0), math.nan, bound, elapsed, detail)
     return LpResult(status, x, objective, max(bound, objective), elapsed, term.detail)
 
 
@@ -295,15 +321,11 @@ def _solve_cpsat(lp: LinearProgram, time_limit_s: float) -> LpResult:
     cp.parameters.num_workers = 2
     code = cp.solve(model)
     elapsed = time.perf_counter() - t0
-    if code == cp_model.MODEL_INVALID:
-        return LpResult("model_invalid", np.zeros(0), math.nan, math.inf, elapsed, "invalid")
-    if code == cp_model.INFEASIBLE:
-        return LpResult("infeasible", np.zeros(0), math.nan, math.inf, elapsed)
-    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return LpResult("no_solution", np.zeros(0), math.nan, math.inf, elapsed)
+    status = CPSAT_STATUS.get(int(code), "model_invalid")
+    if status not in ("optimal", "feasible"):
+        return LpResult(status, np.zeros(0), math.nan, math.inf, elapsed, cp.status_name(code))
     xi = np.asarray([cp.value(v) for v in xs], dtype=np.float64)
     x = np.where(lp.integer, xi, lp.lb + xi * scale)
     bound = cp.best_objective_bound / obj_scale + float(lp.obj @ np.where(lp.integer, 0.0, lp.lb))
-    status: LpStatus = "optimal" if code == cp_model.OPTIMAL else "feasible"
     objective = float(lp.obj @ x)
     return LpResult(status, x, objective, max(bound, objective), elapsed)

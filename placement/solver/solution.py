@@ -24,6 +24,7 @@ class PoolSolution:
     status: SolverStatus
     objective: float
     bound: float
+    detail: str = ""  # what the solver said when it did not prove the optimum
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,3 +36,4 @@ class Solution:
     gap: float
     solve_s: float
     backend: str
+    detail: str = ""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from placement.solver.candidates import TOP_K, Candidates, select_candidates
 from placement.solver.explain import explain_credits, explain_slos, explain_unserved_models
 from placement.solver.greedy import greedy_shares
 from placement.solver.instance import BoolArray, FloatArray, Instance, IntArray
-from placement.solver.lp import LpResult, solve
+from placement.solver.lp import LinearProgram, LpResult, solve
 from placement.solver.model import DEFAULT_WEIGHTS, PoolModel, Weights, build_pool_model
 from placement.solver.previous import pair_shares, previous_shares
 from placement.solver.solution import PoolSolution, Solution
@@ -58,6 +58,39 @@ class SolveOptions:
     integer_warm: bool = False
     top_k: int = TOP_K
     weights: Weights = DEFAULT_WEIGHTS
+
+
+#: Relaxation outcomes with no solution to use: the pool takes the greedy plan (status
+#: ``greedy``), whose shares respect every capacity, rather than stopping the loop.
+UNUSABLE = ("no_solution", "imprecise", "numerical_error")
+#: A relaxation the solver could not certify or failed numerically is tried once more on
+#: another backend before the greedy plan is taken.
+OTHER_BACKEND = {"mathopt-glop": "mathopt-highs"}
+DEFAULT_OTHER_BACKEND = "mathopt-glop"
+RETRIED = "retried"
+
+
+def _relax(lp: LinearProgram, *, backend: str, time_limit_s: float) -> LpResult:
+    """The relaxation on ``backend``, and once on another one when the first answer was
+    imprecise or a numerical failure (what each said is kept in ``detail``)."""
+    t0 = time.perf_counter()
+    first = solve(lp, backend=backend, time_limit_s=time_limit_s)
+    if first.status not in ("imprecise", "numerical_error"):
+        return first
+    other = OTHER_BACKEND.get(backend, DEFAULT_OTHER_BACKEND)
+    left = max(time_limit_s - (time.perf_counter() - t0), 0.05)
+    second = solve(replace(lp, basis=None), backend=other, time_limit_s=left)
+    said = f"{backend}: {first.status} ({first.detail}); {other}: {second.status}"
+    return replace(second, detail=said, extra={**second.extra, RETRIED: 1.0})
+
+
+def _said(relaxed: LpResult) -> str:
+    """What the plan records of the relaxation: nothing for a first-time optimum."""
+    if relaxed.status == "optimal" and RETRIED not in relaxed.extra:
+        return ""
+    if RETRIED in relaxed.extra:
+        return relaxed.detail
+    return f"relaxation {relaxed.status}" + (f" ({relaxed.detail})" if relaxed.detail else "")
 
 
 def _pool_cands(cands: Candidates, inst: Instance, model: int) -> Candidates:
@@ -161,7 +194,7 @@ def _solve_pool(
         if relax_backend == "mathopt-glop":
             # start the simplex at the previous plan, or for a cold solve at the greedy one
             pm.lp.basis = basis_at(pm, prev if prev.any() else greedy_shares(inst, pm, prev))
-        relaxed = solve(
+        relaxed = _relax(
             pm.lp,
             backend=relax_backend,
             time_limit_s=time_limit_s * (0.3 if integer else RELAXATION_TIME_SHARE),
@@ -189,7 +222,7 @@ def _solve_pool(
     left = max(time_limit_s - (time.perf_counter() - t0), 0.05)
     status: SolverStatus
     n_main = _n_main(pm)
-    if relaxed.status == "no_solution":
+    if relaxed.status in UNUSABLE:
         x = greedy_shares(inst, pm, prev)
         sol = np.zeros(n_main)
         sol[: pm.n_pairs] = x
@@ -233,6 +266,7 @@ def _solve_pool(
         status=status,
         objective=objective,
         bound=max(bound, objective),
+        detail=_said(relaxed),
     )
 
 
@@ -302,6 +336,7 @@ def solve_instance(
         gap=gap,
         solve_s=time.perf_counter() - t0,
         backend=backend,
+        detail="; ".join(f"{inst.models[p.model]}: {p.detail}" for p in pools if p.detail),
     )
 
 
