@@ -24,6 +24,7 @@ import numpy as np
 from bench.loop.bound import fluid_bound
 from bench.loop.engine_capacity import EngineCapacity
 from bench.loop.fairness import MIN_TENANT_REQUESTS, entitled_ratios, jain_overload
+from bench.loop.gate_quality import gate_quality
 from bench.loop.gated import Gated
 from bench.loop.learn import learn_capacity, roofline_capacity
 from bench.loop.plans import NO_GROUPS, Planning
@@ -73,6 +74,7 @@ class Variant:
     gate: bool = True
     credits: bool = True
     scored: bool = True  # data/profiles/scored.yaml (False: the default weighted lookup)
+    shadow: bool = False  # the gate judges but admits all (its precision and recall)
 
 
 FULL = Variant(name=OURS)
@@ -85,6 +87,7 @@ ABLATIONS = (
     Variant(name="ours:weighted_lookup", scored=False),
 )
 LOCALITY_ONLY = Variant(name="ours:locality_only", credits=False)
+SHADOW_GATE = Variant(name="ours:shadow_gate", shadow=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,7 +169,11 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
     wl = ctx.tune
     settings = PlacementSettings(
         slo_gate=(
-            GateSettings(headroom=headroom, credit_cut=ctx.case.credit_cut if v.credits else 0.0)
+            GateSettings(
+                headroom=headroom,
+                credit_cut=ctx.case.credit_cut if v.credits else 0.0,
+                shadow=v.shadow,
+            )
             if v.gate
             else None
         ),
@@ -190,6 +197,22 @@ def ours(
 ) -> tuple[SimResult, Workload, Planning]:
     """Our loop at ``load`` on the report window (or ``on``): first plan from the head's demand,
     re-solved every period from what was routed."""
+    result, target, planning, _ = ours_with_policy(
+        ctx, load, v, on=on, headroom=headroom, faults=faults
+    )
+    return result, target, planning
+
+
+def ours_with_policy(
+    ctx: CaseContext,
+    load: float,
+    v: Variant = FULL,
+    *,
+    on: Workload | None = None,
+    headroom: float | None = None,
+    faults: tuple[Fault, ...] = (),
+) -> tuple[SimResult, Workload, Planning, PlacementPolicy]:
+    """:func:`ours`, and the policy that routed (what its gate decided)."""
     source = on if on is not None else ctx.report
     rate = rate_multiplier(load, source, ctx.nominal_rps)
     target = source.scaled(rate)
@@ -211,7 +234,13 @@ def ours(
         # the period is in trace time: compressing the trace to a load compresses it too, so
         # every load re-solves after the same number of requests
         routing = Replanning(policy, planning, period_s=ctx.case.period_s / rate, plan=first)
-    return _simulate(ctx, routing, target, faults), target, planning
+    return _simulate(ctx, routing, target, faults), target, planning, policy
+
+
+def shadow_gate(ctx: CaseContext, load: float) -> dict[str, Any]:
+    """The gate's precision and recall at ``load`` (:mod:`bench.loop.gate_quality`)."""
+    result, target, _, policy = ours_with_policy(ctx, load, SHADOW_GATE)
+    return gate_quality(result.requests, target.classes, policy.would_refuse)
 
 
 def planning_rule(v: Variant) -> GroupRule:
@@ -290,6 +319,22 @@ def best_peer(peer_rows: dict[str, list[dict[str, Any]]]) -> str:
     )
 
 
+#: A load's precision counts toward the minimum only with this many refusals behind it.
+MIN_REFUSALS = 20
+
+
+def gate_summary(by_load: dict[str, dict[str, Any]], overload: float) -> dict[str, Any]:
+    """The gate's precision at its worst swept load (over loads with enough refusals), its
+    recall at overload, and every load's figures with their prompt buckets."""
+    judged = [q["precision"] for q in by_load.values() if q["refused"] >= MIN_REFUSALS]
+    at_overload = by_load[f"overload {overload:.3g}"]
+    return {
+        "gate_precision": min(judged) if judged else None,
+        "gate_recall_overload": at_overload["recall"],
+        "gate_by_load": by_load,
+    }
+
+
 def ratio_load(rows: Sequence[dict[str, Any]]) -> float | None:
     """The first swept load at which attainment is below 90% (None: never in the sweep)."""
     for r in sorted(rows, key=lambda r: float(r["load"])):
@@ -332,6 +377,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
     tag = {"workload": case.workload.name, "fleet": case.fleet.name}
     engine = EngineCapacity(case.fleet)
     kept: dict[tuple[str, float], SimResult] = {}
+    gate_by_load: dict[str, dict[str, Any]] = {}
     for load in case.loads:
         for p in case.peers:
             say(f"{name}: {p} @ load {load}")
@@ -357,6 +403,14 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
             share_of_bound=row["goodput_rps"] / max(bound.goodput_rps, 1e-9),
             resolves=len(planning.records),
         )
+        say(f"{name}: ours with the gate in shadow @ load {load}")
+        quality = shadow_gate(ctx, load)
+        row.update(
+            gate_precision=quality["precision"],
+            gate_recall=quality["recall"],
+            gate_refused_share=quality["refused_share"],
+        )
+        gate_by_load[str(load)] = quality
         rows.append(row)
         solves += [dict(dataclasses.asdict(s), load=load, **tag) for s in planning.records]
     peer_rows = {p: [r for r in rows if r["policy"] == p] for p in case.peers}
@@ -402,14 +456,24 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
     summary["ratio_vs_best_peer_with_our_gate"] = goodput_at(our_rows, ablation_load) / max(
         float(gated_row["goodput_rps"]), 1e-9
     )
+    full_goodput = goodput_at(our_rows, ablation_load)
+    ablations: dict[str, float] = {}
     for v in ABLATIONS:
         say(f"{name}: {v.name} @ load {ablation_load}")
         result, wl, planning = ours(ctx, ablation_load, v)
-        rows.append(_row(result, wl, policy=v.name, load=ablation_load, **tag))
+        ablated = _row(result, wl, policy=v.name, load=ablation_load, **tag)
+        rows.append(ablated)
+        ablations[v.name] = full_goodput / max(float(ablated["goodput_rps"]), 1e-9)
+    # the full service over its own fallbacks: what the global plan adds
+    ablations["plan_gain"] = ablations["ours:fallbacks_only"]
+    summary["ablations"] = ablations
     # "2× overload": twice the load we serve at SLO (our knee), not twice the nominal capacity,
     # which a cache-aware fleet may exceed without overload
     overload = case.overload * (knee(our_rows) or max(case.loads))
     summary.update(fairness(ctx, rows, tag, say, overload))
+    say(f"{name}: ours with the gate in shadow @ overload {overload:.3g}")
+    gate_by_load[f"overload {overload:.3g}"] = shadow_gate(ctx, overload)
+    summary.update(gate_summary(gate_by_load, overload))
     failure, failure_runs = failures(ctx, best, say)
     summary["lost_requests"] = failure["ours"]["lost_requests"]
     summary["failures"] = failure

@@ -43,6 +43,9 @@ class GateSettings:
     headroom: float = 1.0
     credit_cut: float = 0.5
     shed_factor: float = 0.5
+    # shadow: judge every request but admit them all, recording which the gate would have
+    # refused (``PlacementPolicy.would_refuse``) — what the gate's precision is measured on
+    shadow: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,9 +68,13 @@ class PlacementSettings:
 class PlacementPolicy:
     name = "placement"
 
-    def __init__(self, path: PlacementRoutePath, gate: SloGate | None = None) -> None:
+    def __init__(
+        self, path: PlacementRoutePath, gate: SloGate | None = None, *, shadow: bool = False
+    ) -> None:
         self.path = path
         self.gate = gate
+        self.shadow = shadow
+        self.would_refuse: set[int] = set()
         self.shed = 0
         self._states: list[ReplicaState] = []
         self._index: dict[str, int] = {}
@@ -125,10 +132,14 @@ class PlacementPolicy:
         gate = self.gate
         if gate is not None:
             admitted = gate.admit_decision(self.path, query, decision, now)
-            if admitted is None:
+            if admitted is None and self.shadow:
+                self.would_refuse.add(req.id)
+                gate.started(req.tenant, req.input_tokens)  # admitted after all: charged
+            elif admitted is None:
                 self.shed += 1
                 return -1
-            decision = admitted
+            else:
+                decision = admitted
         self.path.on_dispatch(decision, query, now)
         self._queries[req.id] = query
         return self._index[decision.replica_id]
@@ -163,6 +174,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             shed_factor=cfg.slo_gate.shed_factor,
         )
         gate.set_credits(cfg.credits)
-    policy = PlacementPolicy(PlacementRoutePath(profile=profile), gate)
+    shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow
+    policy = PlacementPolicy(PlacementRoutePath(profile=profile), gate, shadow=shadow)
     policy.install_plan(cfg.plan)
     return policy

@@ -55,6 +55,16 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
     assert len(payload["plots"]) == 3 and all(Path(p).exists() for p in payload["plots"])
     assert summary["route_profile"].startswith("scored-p")
     assert set(summary["targets_met"]) >= {"ratio_vs_best_peer", "lost_requests"}
+    # the gate judged in shadow at every swept load and at overload
+    assert set(summary["gate_by_load"]) >= {"1.0", "3.0"}
+    assert any(k.startswith("overload") for k in summary["gate_by_load"])
+    for quality in summary["gate_by_load"].values():
+        assert (
+            sum(b["requests"] for b in quality["by_prompt_bucket"].values()) == quality["requests"]
+        )
+    assert summary["gate_precision"] is None or 0 <= summary["gate_precision"] <= 1
+    assert summary["ablations"]["plan_gain"] == summary["ablations"]["ours:fallbacks_only"] > 0
+    assert all("gate_precision" in r for r in ours)
 
 
 def test_cli_names_a_bad_workload() -> None:

@@ -1,0 +1,67 @@
+"""How well the admission gate judges: a shadow run admits every request and records which the
+gate would have refused; each of those either met its SLO anyway (a refusal that cost goodput)
+or missed it (a refusal that was right).
+
+- **precision**: of the requests the gate would refuse, the share that missed their SLO when
+  admitted;
+- **recall**: of the requests that missed their SLO when all were admitted, the share the gate
+  would have refused.
+
+Both per prompt-length bucket too, since long prompts are where a TTFT bound errs: the gate
+must judge them by what they really cost (chunked prefill, the prefix already cached, the
+queue ahead), not by their length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import numpy as np
+
+from placement.domain.requests import Request, RequestClass
+from sim.metrics import request_table
+
+#: Prompt-length buckets, tokens: [lower, upper).
+PROMPT_BUCKETS: tuple[tuple[str, int, float], ...] = (
+    ("<4k", 0, 4096),
+    ("4-16k", 4096, 16384),
+    ("16-32k", 16384, 32768),
+    (">=32k", 32768, float("inf")),
+)
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def gate_quality(
+    requests: Sequence[Request],
+    classes: dict[str, RequestClass],
+    would_refuse: Collection[int],
+) -> dict[str, Any]:
+    """Precision, recall and refused share of the gate over a shadow run's ``requests``
+    (``would_refuse``: ids of those it would have refused), overall and per prompt bucket."""
+    table = request_table(list(requests), classes)
+    ids = np.fromiter((r.id for r in requests), np.int64, len(requests))
+    refused = np.isin(ids, np.fromiter(would_refuse, np.int64, len(would_refuse)))
+    missed = ~table.met
+
+    def stats(mask: np.ndarray[Any, np.dtype[np.bool_]]) -> dict[str, Any]:
+        n, r, m = int(mask.sum()), int((refused & mask).sum()), int((missed & mask).sum())
+        right = int((refused & missed & mask).sum())
+        return {
+            "requests": n,
+            "refused": r,
+            "missed_if_admitted": m,
+            "refused_share": _share(r, n),
+            "precision": _share(right, r),
+            "recall": _share(right, m),
+        }
+
+    overall = stats(np.ones(len(ids), dtype=bool))
+    tokens = table.input_tokens
+    overall["by_prompt_bucket"] = {
+        name: stats((tokens >= lo) & (tokens < hi)) for name, lo, hi in PROMPT_BUCKETS
+    }
+    return overall

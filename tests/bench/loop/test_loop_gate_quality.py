@@ -1,0 +1,39 @@
+"""The gate's precision and recall from a shadow run's outcomes."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.loop.gate_quality import gate_quality
+from placement.domain.requests import DEFAULT_CLASSES, Request
+
+
+def _served(i: int, prompt: int, ttft: float) -> Request:
+    r = Request(i, 0.0, prompt, 10, tenant="a", request_class="interactive")
+    r.first_token_s = ttft
+    r.finish_s = ttft + 0.01 * 9
+    return r
+
+
+def test_precision_and_recall_count_refusals_against_misses() -> None:
+    slo = DEFAULT_CLASSES["interactive"].ttft_slo_s
+    requests = [
+        _served(0, 1000, slo / 2),  # met, admitted
+        _served(1, 1000, slo * 3),  # missed, the gate would refuse: right
+        _served(2, 20_000, slo / 2),  # met, the gate would refuse: wrong
+        _served(3, 40_000, slo * 3),  # missed, the gate would admit: not caught
+    ]
+    q = gate_quality(requests, dict(DEFAULT_CLASSES), {1, 2})
+    assert q["refused"] == 2 and q["missed_if_admitted"] == 2
+    assert q["precision"] == pytest.approx(0.5)
+    assert q["recall"] == pytest.approx(0.5)
+    buckets = q["by_prompt_bucket"]
+    assert buckets["<4k"]["precision"] == 1.0
+    assert buckets["16-32k"]["precision"] == 0.0
+    assert buckets[">=32k"]["refused"] == 0 and buckets[">=32k"]["precision"] is None
+    assert buckets["4-16k"]["requests"] == 0
+
+
+def test_no_refusals_have_no_precision() -> None:
+    q = gate_quality([_served(0, 100, 0.01)], dict(DEFAULT_CLASSES), set())
+    assert q["precision"] is None and q["refused_share"] == 0.0
