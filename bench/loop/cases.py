@@ -10,8 +10,11 @@ from pathlib import Path
 
 from bench.loop.run import Case
 from placement.domain.fleet import load_fleet
+from placement.domain.tenancy import load_tenancy
 from placement.errors import InputError
-from sim.workloads.registry import WORKLOADS, load_workload
+from sim.workloads.base import Workload
+from sim.workloads.registry import WORKLOADS, load_mixed, load_workload
+from sim.workloads.trace_file import load_trace_file, with_tenancy
 
 DEFAULT_SPAN_S: dict[str, float | None] = {"mooncake": None, "mixed": 1800.0, "synthetic": 600.0}
 
@@ -33,28 +36,56 @@ def build_cases(
     period_s: float,
     learn: bool,
     seed: int,
+    trace: Path | None = None,
+    tenants: Path | None = None,
 ) -> list[Case]:
+    """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
+    workloads the tenants and classes of a tenants file."""
     if not peers:
         raise InputError("no peer policy to compare with", field="--peers")
     fleet_list = [load_fleet(Path(f)) for f in _names(fleets, "--fleets")]
-    cases = []
-    for name in _names(workloads, "--workloads"):
-        if name not in WORKLOADS:
-            raise InputError(
-                f"unknown workload {name!r}", field="--workloads", expected=", ".join(WORKLOADS)
-            )
-        span = duration_s if duration_s is not None else DEFAULT_SPAN_S.get(name, 600.0)
-        workload = load_workload(name, seed=seed, duration_s=span)
-        for fleet in fleet_list:
-            cases.append(
-                Case(
-                    workload=workload,
-                    fleet=fleet,
-                    peers=peers,
-                    loads=loads,
-                    period_s=period_s,
-                    learn=learn,
-                    seed=seed,
-                )
-            )
-    return cases
+    tenancy = load_tenancy(tenants) if tenants is not None else None
+    if trace is not None:
+        loaded = [load_trace_file(trace)]
+        if duration_s is not None:
+            loaded = [loaded[0].window(0.0, duration_s)]
+    else:
+        loaded = [
+            _named_workload(name, seed=seed, duration_s=duration_s)
+            for name in _names(workloads, "--workloads")
+        ]
+    if tenancy is not None:
+        loaded = [with_tenancy(w, tenancy, seed=seed) for w in loaded]
+    return [
+        Case(
+            workload=workload,
+            fleet=fleet,
+            peers=peers,
+            loads=loads,
+            period_s=period_s,
+            learn=learn,
+            seed=seed,
+        )
+        for workload in loaded
+        for fleet in fleet_list
+    ]
+
+
+def _named_workload(name: str, *, seed: int, duration_s: float | None) -> Workload:
+    """A shipped workload by name; ``mixed:CATEGORY/MODEL`` picks the ServeGen population."""
+    base, _, variant = name.partition(":")
+    if base not in WORKLOADS:
+        raise InputError(
+            f"unknown workload {name!r}", field="--workloads", expected=", ".join(WORKLOADS)
+        )
+    span = duration_s if duration_s is not None else DEFAULT_SPAN_S.get(base, 600.0)
+    if not variant:
+        return load_workload(base, seed=seed, duration_s=span)
+    category, _, model = variant.partition("/")
+    if base != "mixed" or not category or not model:
+        raise InputError(
+            f"unknown workload {name!r}",
+            field="--workloads",
+            expected="a name, or mixed:CATEGORY/MODEL (a ServeGen population)",
+        )
+    return load_mixed(seed=seed, duration_s=span, category=category, model=model)

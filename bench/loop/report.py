@@ -25,6 +25,8 @@ SUMMARY_COLUMNS = (
     "fairness_cost",
     "lost_requests",
     "gate_headroom",
+    "gate_precision",
+    "gate_recall_overload",
 )
 RUN_COLUMNS = ("policy", "load", "goodput_rps", "slo_attainment", "prefix_hit_rate", "shed")
 # targets from the issue: (figure, comparison, threshold)
@@ -34,6 +36,8 @@ TARGETS = (
     ("jain_overload", ">=", 0.95),
     ("fairness_cost", "<=", 0.05),
     ("lost_requests", "<=", 0),
+    ("gate_precision", ">=", 0.90),
+    ("gate_recall_overload", ">=", 0.80),
 )
 
 

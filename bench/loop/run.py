@@ -323,14 +323,14 @@ def best_peer(peer_rows: dict[str, list[dict[str, Any]]]) -> str:
 MIN_REFUSALS = 20
 
 
-def gate_summary(by_load: dict[str, dict[str, Any]], overload: float) -> dict[str, Any]:
+def gate_summary(by_load: dict[str, dict[str, Any]], overload: float | None) -> dict[str, Any]:
     """The gate's precision at its worst swept load (over loads with enough refusals), its
     recall at overload, and every load's figures with their prompt buckets."""
     judged = [q["precision"] for q in by_load.values() if q["refused"] >= MIN_REFUSALS]
-    at_overload = by_load[f"overload {overload:.3g}"]
+    at_overload = by_load[f"overload {overload:.3g}"] if overload is not None else None
     return {
         "gate_precision": min(judged) if judged else None,
-        "gate_recall_overload": at_overload["recall"],
+        "gate_recall_overload": at_overload["recall"] if at_overload is not None else None,
         "gate_by_load": by_load,
     }
 
@@ -469,11 +469,22 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
     summary["ablations"] = ablations
     # "2× overload": twice the load we serve at SLO (our knee), not twice the nominal capacity,
     # which a cache-aware fleet may exceed without overload
-    overload = case.overload * (knee(our_rows) or max(case.loads))
-    summary.update(fairness(ctx, rows, tag, say, overload))
-    say(f"{name}: ours with the gate in shadow @ overload {overload:.3g}")
-    gate_by_load[f"overload {overload:.3g}"] = shadow_gate(ctx, overload)
-    summary.update(gate_summary(gate_by_load, overload))
+    our_knee = knee(our_rows)
+    if our_knee == 0.0:
+        # below 90% attainment at every swept load: "twice our knee" does not exist, and twice
+        # the grid's top would be far outside what was measured
+        ctx.notes.append(
+            "our attainment is below 90% at every swept load (knee at load 0): no overload "
+            "figures; sweep lower loads"
+        )
+        summary.update(jain_overload=None, overload_load=None)
+        summary.update(gate_summary(gate_by_load, None))
+    else:
+        overload = case.overload * (our_knee or max(case.loads))
+        summary.update(fairness(ctx, rows, tag, say, overload))
+        say(f"{name}: ours with the gate in shadow @ overload {overload:.3g}")
+        gate_by_load[f"overload {overload:.3g}"] = shadow_gate(ctx, overload)
+        summary.update(gate_summary(gate_by_load, overload))
     failure, failure_runs = failures(ctx, best, say)
     summary["lost_requests"] = failure["ours"]["lost_requests"]
     summary["failures"] = failure

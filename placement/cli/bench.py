@@ -166,10 +166,20 @@ def solver(
 @user_errors
 def loop(
     out: Annotated[Path, typer.Option(help="JSON output (PNGs beside it)")] = Path("out/loop.json"),
-    workloads: Annotated[str, typer.Option(help="comma list")] = "mooncake,mixed,synthetic",
+    workloads: Annotated[
+        str, typer.Option(help="comma list (mixed:CATEGORY/MODEL picks the ServeGen population)")
+    ] = "mooncake,mixed,synthetic",
     fleets: Annotated[str, typer.Option(help="comma list of fleet YAMLs")] = (
         "data/fleets/h100x8.yaml,data/fleets/hetero.yaml"
     ),
+    trace: Annotated[
+        Path | None,
+        typer.Option(help="a trace file instead of --workloads (.jsonl Mooncake keys, .csv Azure)"),
+    ] = None,
+    tenants: Annotated[
+        Path | None, typer.Option(help="tenants file (YAML): credits, classes, traffic shares")
+    ] = None,
+    fleet: Annotated[Path | None, typer.Option(help="one fleet YAML (instead of --fleets)")] = None,
     loads: Annotated[str, typer.Option(help="offered load, × nominal capacity")] = (
         "0.5,1.0,1.25,1.5,2.0,3.0,4.0"
     ),
@@ -194,7 +204,9 @@ def loop(
 
     cases = build_cases(
         workloads=workloads,
-        fleets=fleets,
+        fleets=str(fleet) if fleet is not None else fleets,
+        trace=trace,
+        tenants=tenants,
         loads=parse_loads(loads),
         peers=tuple(p for p in parse_policies(peers) if p != "placement"),
         duration_s=duration,

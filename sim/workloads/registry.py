@@ -59,8 +59,15 @@ def _synthetic(seed: int, duration_s: float | None) -> Workload:
     return synthetic_tenants(duration_s=span, rate_rps=SYNTHETIC_RATE_RPS, seed=seed)
 
 
-def load_mixed(*, seed: int = 0, duration_s: float | None = None) -> Workload:
-    """ServeGen m-small tenants + Azure conv + Azure code, merged by arrival time.
+def load_mixed(
+    *,
+    seed: int = 0,
+    duration_s: float | None = None,
+    category: str = "language",
+    model: str = "m-small",
+) -> Workload:
+    """ServeGen tenants (``category``/``model``: language/m-small by default) + Azure conv +
+    Azure code, merged by arrival time.
 
     Tenants: ``servegen-<i>`` (one per active ServeGen client), ``azure-conv`` and ``azure-code``.
     Credits are split 0.5 / 0.3 / 0.2 over the three populations (:data:`MIXED_CREDITS`); inside
@@ -77,9 +84,14 @@ def load_mixed(*, seed: int = 0, duration_s: float | None = None) -> Workload:
     code = load_azure("code").window(0.0, span)
     share = MIXED_SERVEGEN_REQUEST_SHARE
     wanted_rps = share / (1.0 - share) * (len(conv) + len(code)) / span
-    trace_rps = sum(servegen_client_rates(duration_s=span).values())
+    trace_rps = sum(servegen_client_rates(category, model, duration_s=span).values())
     servegen = load_servegen(
-        duration_s=span, seed=seed, tenant_prefix="servegen", rate_scale=wanted_rps / trace_rps
+        category,
+        model,
+        duration_s=span,
+        seed=seed,
+        tenant_prefix="servegen",
+        rate_scale=wanted_rps / trace_rps,
     )
     tenants = {
         name: Tenant(name=name, credit_share=MIXED_CREDITS["servegen"] * t.credit_share)

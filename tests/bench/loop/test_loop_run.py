@@ -71,3 +71,89 @@ def test_cli_names_a_bad_workload() -> None:
     result = CliRunner().invoke(app, ["bench", "loop", "--workloads", "nope", "--out", "x.json"])
     assert result.exit_code == 2
     assert "--workloads" in result.output
+
+
+def test_a_trace_file_with_a_tenants_file_becomes_one_case_per_fleet() -> None:
+    from bench.loop.cases import build_cases
+
+    root = repo_root()
+    cases = build_cases(
+        workloads="ignored",
+        fleets=f"{root}/data/fleets/h100x8.yaml,{root}/data/fleets/hetero.yaml",
+        trace=root / "data" / "samples" / "mooncake" / "conversation_trace_first300.jsonl",
+        tenants=root / "data" / "tenants" / "example.yaml",
+        loads=(1.0,),
+        peers=("round_robin",),
+        duration_s=None,
+        period_s=10.0,
+        learn=False,
+        seed=3,
+    )
+    assert [c.fleet.name for c in cases] == ["h100x8", "hetero"]
+    workload = cases[0].workload
+    assert workload.name == "conversation_trace_first300"
+    assert set(workload.tenants) == {"acme", "globex", "initech"}
+    assert {r.tenant for r in workload.requests} <= set(workload.tenants)
+
+
+def test_mixed_takes_another_servegen_population() -> None:
+    from bench.loop.cases import build_cases
+
+    (case,) = build_cases(
+        workloads="mixed:reason/deepseek-r1",
+        fleets=str(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+        loads=(1.0,),
+        peers=("round_robin",),
+        duration_s=120.0,
+        period_s=10.0,
+        learn=False,
+        seed=0,
+    )
+    tenants = {r.tenant for r in case.workload.requests}
+    assert {"azure-conv", "azure-code"} <= tenants
+    assert any(t.startswith("servegen-") for t in tenants)
+
+
+@pytest.mark.parametrize("bad", ["mixed:reason", "mooncake:x/y", "nope"])
+def test_bad_workload_names_are_refused(bad: str) -> None:
+    from bench.loop.cases import build_cases
+    from placement.errors import InputError
+
+    with pytest.raises(InputError, match="--workloads"):
+        build_cases(
+            workloads=bad,
+            fleets=str(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+            loads=(1.0,),
+            peers=("round_robin",),
+            duration_s=60.0,
+            period_s=10.0,
+            learn=False,
+            seed=0,
+        )
+
+
+def test_the_same_seed_gives_the_same_figures(tmp_path: Path) -> None:
+    def once(where: Path) -> dict[str, object]:
+        case = Case(
+            workload=load_workload("synthetic", duration_s=40.0, seed=5),
+            fleet=load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+            peers=("round_robin",),
+            loads=(2.0,),
+            period_s=10.0,
+            learn=False,
+            seed=5,
+            settings=(Setting(4.0, 0.5, 1.0),),
+        )
+        payload = run_loop_bench([case], out=where / "loop.json", store=where / "store")
+        return {
+            "summary": {k: v for k, v in payload["summary"][0].items() if "wall" not in k},
+            "runs": [
+                {k: v for k, v in r.items() if "wall" not in k and not k.endswith("_s")}
+                for r in payload["runs"]
+            ],
+        }
+
+    first, second = once(tmp_path / "a"), once(tmp_path / "b")
+    assert first["runs"] == second["runs"]
+    assert first["summary"]["ratio_vs_best_peer"] == second["summary"]["ratio_vs_best_peer"]
+    assert first["summary"]["gate_by_load"] == second["summary"]["gate_by_load"]

@@ -1,0 +1,149 @@
+"""Tenants and request classes as configuration: a YAML file an operator writes.
+
+```yaml
+classes:                       # optional: the defaults are interactive and batch
+  interactive: {priority: 0, ttft_slo_s: 2.0, tpot_slo_s: 0.1, sheddable: false}
+tenants:
+  acme:
+    credit_share: 0.5          # guaranteed share of fleet capacity, 0..1
+    burst_cap: 1.0             # most of the fleet it may take when others are idle
+    weight: 1.0
+    models: [llama-3-8b]       # optional: the models it may use (default: all)
+    traffic_share: 0.6         # optional: share of a trace's requests it sends (benchmarks)
+```
+
+Credit shares may not add up to more than 1 (they are guarantees); every error names the file
+and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from placement.domain.requests import DEFAULT_CLASSES, RequestClass, Tenant
+from placement.errors import InputError
+
+CREDIT_TOLERANCE = 1e-9
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClassSpec(_Strict):
+    priority: int = Field(ge=0)
+    ttft_slo_s: float = Field(gt=0)
+    tpot_slo_s: float = Field(gt=0)
+    sheddable: bool = False
+
+
+class TenantSpec(_Strict):
+    credit_share: float = Field(default=0.0, ge=0, le=1)
+    burst_cap: float = Field(default=1.0, gt=0, le=1)
+    weight: float = Field(default=1.0, gt=0)
+    models: tuple[str, ...] | None = None
+    traffic_share: float | None = Field(default=None, gt=0, le=1)
+
+
+class _TenancyDoc(_Strict):
+    classes: dict[str, ClassSpec] = Field(default_factory=dict)
+    tenants: dict[str, TenantSpec] = Field(min_length=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tenancy:
+    """Who may use the fleet, with which credits, under which request classes."""
+
+    tenants: Mapping[str, Tenant]
+    classes: Mapping[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
+    models: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # absent: every model
+    traffic_shares: Mapping[str, float] = field(default_factory=dict)
+
+    def may_use(self, tenant: str, model: str) -> bool:
+        allowed = self.models.get(tenant)
+        return allowed is None or model in allowed
+
+
+def tenancy_from_dict(raw: Any, *, source: str = "<tenants>") -> Tenancy:
+    """A tenancy from a parsed document; InputError naming ``source`` and the field."""
+    try:
+        doc = _TenancyDoc.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(
+            first["msg"], source=source, field=where, expected=_expected(first)
+        ) from None
+    total = sum(t.credit_share for t in doc.tenants.values())
+    if total > 1.0 + CREDIT_TOLERANCE:
+        raise InputError(
+            f"credit shares add up to {total:.3g}",
+            source=source,
+            field="tenants.*.credit_share",
+            expected="guarantees that add up to at most 1",
+        )
+    shares = {n: t.traffic_share for n, t in doc.tenants.items() if t.traffic_share is not None}
+    if shares and len(shares) != len(doc.tenants):
+        missing = sorted(set(doc.tenants) - set(shares))
+        raise InputError(
+            f"traffic_share given for some tenants but not {', '.join(missing)}",
+            source=source,
+            field=f"tenants.{missing[0]}.traffic_share",
+            expected="a share for every tenant, or for none",
+        )
+    classes = dict(DEFAULT_CLASSES)
+    classes.update(
+        {
+            name: RequestClass(
+                name=name,
+                priority=c.priority,
+                ttft_slo_s=c.ttft_slo_s,
+                tpot_slo_s=c.tpot_slo_s,
+                sheddable=c.sheddable,
+            )
+            for name, c in doc.classes.items()
+        }
+    )
+    return Tenancy(
+        tenants={
+            name: Tenant(
+                name=name, credit_share=t.credit_share, burst_cap=t.burst_cap, weight=t.weight
+            )
+            for name, t in doc.tenants.items()
+        },
+        classes=classes,
+        models={n: t.models for n, t in doc.tenants.items() if t.models is not None},
+        traffic_shares=shares,
+    )
+
+
+def load_tenancy(path: str | Path) -> Tenancy:
+    """Read a tenants file (YAML); every error names the file and the field."""
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text", source=str(p)) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(
+            f"not YAML: {getattr(exc, 'problem', exc)}",
+            source=str(p),
+            line=mark.line + 1 if mark is not None else None,
+        ) from None
+    return tenancy_from_dict(raw, source=str(p))
+
+
+def _expected(error: Any) -> str | None:
+    ctx = error.get("ctx") or {}
+    if "ge" in ctx or "gt" in ctx or "le" in ctx:
+        return ", ".join(f"{k} {v}" for k, v in ctx.items())
+    return None
