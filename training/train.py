@@ -88,6 +88,17 @@ def rows_between(frame: pd.DataFrame, first: str, last: str) -> pd.DataFrame:
     return frame[(arrival >= pd.Timestamp(first)) & (arrival <= pd.Timestamp(last))]
 
 
+def latest_window(frame: pd.DataFrame, window_s: float | None) -> pd.DataFrame:
+    """The rows that arrived in the last ``window_s`` seconds of the frame (all when None)."""
+    if window_s is None:
+        return frame
+    if not window_s > 0:
+        raise InputError(f"got {window_s}", field="window_s", expected="seconds > 0")
+    arrival = frame["arrival_time"]
+    recent: pd.DataFrame = frame[arrival >= arrival.max() - pd.Timedelta(seconds=window_s)]
+    return recent
+
+
 def _time_range(frame: pd.DataFrame) -> tuple[str, str]:
     return frame["arrival_time"].min().isoformat(), frame["arrival_time"].max().isoformat()
 
@@ -251,6 +262,7 @@ def train(
     config: QuantileConfig | None = None,
     measurements: str | None = None,
     progress: Progress | None = None,
+    window_s: float | None = None,
 ) -> TrainResult:
     """Train on the first ``train_fraction`` of the store's requests (by arrival), evaluate on
     the rest, log everything to MLflow (see the module doc) and register new versions.
@@ -260,7 +272,7 @@ def train(
 
     say = progress or (lambda _message: None)
     say(f"reading telemetry from {telemetry_dir}")
-    frame = load_frame(telemetry_dir)
+    frame = latest_window(load_frame(telemetry_dir), window_s)
     measured = load_measurements(measurements) if measurements else None
     split = split_by_time(frame, train_fraction)
     client = connect()
@@ -271,6 +283,7 @@ def train(
         mlflow.log_params(
             {
                 "train_fraction": train_fraction,
+                "window_s": window_s if window_s is not None else "all",
                 "train_rows": len(split.train),
                 "heldout_rows": len(split.heldout),
                 "accelerators": ",".join(sorted(frame["accelerator"].astype(str).unique())),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from placement.cli import bench, plan, serve, telemetry, train, whatif
+from placement.cli import bench, plan, retrain, serve, telemetry, train, whatif
 
 app = typer.Typer(
     help="Placement service for LLM inference fleets.",
@@ -17,6 +17,7 @@ app = typer.Typer(
 )
 app.add_typer(serve.app)
 app.add_typer(train.app)
+app.add_typer(retrain.app)
 app.add_typer(whatif.app)
 app.add_typer(train.models_app, name="models")
 app.add_typer(plan.app, name="plan")
