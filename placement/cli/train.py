@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from training.train import TrainResult
+
 app = typer.Typer()
 models_app = typer.Typer(
     help="Registered predictor versions: list them, promote one to champion.",
@@ -86,6 +88,19 @@ def train_command(
             measurements=measurements,
             progress=status.update,
         )
+    print_accuracy(console, result)
+    console.print(
+        f"registered {LATENCY_MODEL} v{result.latency_version} and {THROUGHPUT_MODEL} "
+        f"v{result.throughput_version} in {tracking_uri()}",
+        highlight=False,
+    )
+    console.print(f"promote with: placement models promote --candidate {result.latency_version}")
+
+
+def print_accuracy(console: Console, result: TrainResult) -> None:
+    """The run's held-out accuracy: the latency predictor's TTFT/TPOT metrics beside the
+    roofline baseline's (the baseline's row only when it was scored), then the throughput
+    predictor's own metric."""
     metrics = result.metrics
     table = _metrics_table(
         f"held-out accuracy (run {result.run_id})", ("model",), LATENCY_METRICS, lines=True
@@ -94,15 +109,16 @@ def train_command(
         f"{LATENCY_MODEL} v{result.latency_version}",
         *(_value(metrics, k) for k in LATENCY_METRICS),
     )
-    if _has_values(metrics, LATENCY_METRICS, BASELINE):
+    baseline = _has_values(metrics, LATENCY_METRICS, BASELINE)
+    if baseline:
         table.add_row(
             "roofline baseline", *(_value(metrics, BASELINE + k) for k in LATENCY_METRICS)
         )
     console.print(table)
-    if not _has_values(metrics, LATENCY_METRICS, BASELINE):
+    if not baseline:
         console.print(
-            "no roofline baseline row: no held-out request has an observed TTFT or TPOT to "
-            "score it on"
+            "no roofline baseline row: the run logged no baseline metric (no held-out request "
+            "with an observed TTFT or TPOT to score it on)"
         )
     throughput = _value(metrics, "throughput.mape")
     console.print(
@@ -112,12 +128,6 @@ def train_command(
         "held-out row has a replica generating tokens)",
         highlight=False,
     )
-    console.print(
-        f"registered {LATENCY_MODEL} v{result.latency_version} and {THROUGHPUT_MODEL} "
-        f"v{result.throughput_version} in {tracking_uri()}",
-        highlight=False,
-    )
-    console.print(f"promote with: placement models promote --candidate {result.latency_version}")
 
 
 @models_app.command("promote")
