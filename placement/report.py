@@ -36,6 +36,14 @@ def console() -> Console:
     return Console(width=PIPE_WIDTH)
 
 
+def folding(table: Table) -> Table:
+    """``table`` with every column folding a cell too long for it onto the next line (rich's
+    default cuts it to an ellipsis, and a cut replica id or metric name reads as another)."""
+    for column in table.columns:
+        column.overflow = "fold"
+    return table
+
+
 def print_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
     table = Table(title=title, show_lines=False)
     for c in columns:
