@@ -13,6 +13,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+# columns of a table printed to a pipe or a file, where no terminal sets the width: wide
+# enough that a log keeps each row of a benchmark's table on one line
+PIPE_WIDTH = 200
+
 
 def _fmt(v: object) -> str:
     if isinstance(v, float):
@@ -20,6 +24,24 @@ def _fmt(v: object) -> str:
             return "—"
         return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
     return str(v)
+
+
+def console() -> Console:
+    """A console as wide as the terminal it prints to (or ``$COLUMNS``); :data:`PIPE_WIDTH`
+    wide when it prints to a pipe or a file. Tables printed on it should fold or wrap their
+    cells (``overflow="fold"``) rather than cut them: a cut cell ends in an ellipsis."""
+    out = Console()
+    if out.is_terminal or "COLUMNS" in os.environ:
+        return out
+    return Console(width=PIPE_WIDTH)
+
+
+def folding(table: Table) -> Table:
+    """``table`` with every column folding a cell too long for it onto the next line (rich's
+    default cuts it to an ellipsis, and a cut replica id or metric name reads as another)."""
+    for column in table.columns:
+        column.overflow = "fold"
+    return table
 
 
 def print_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
@@ -30,10 +52,11 @@ def print_table(title: str, rows: Sequence[dict[str, Any]], columns: Sequence[st
             justify="left"
             if c in ("policy", "hardware", "model", "phase", "source", "workload")
             else "right",
+            overflow="fold",
         )
     for r in rows:
         table.add_row(*(_fmt(r.get(c, "")) for c in columns))
-    Console(width=200).print(table)
+    console().print(table)
 
 
 def _clean(obj: Any) -> Any:

@@ -7,9 +7,15 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from placement.plan.capacity_source import parse_model_source
+from training.tracking import CHAMPION
+
 # decisions take microseconds; the buckets resolve 10 µs … 50 ms
 DECISION_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2)
 SOLVE_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+# placement_model_version when the installed plan's capacities came from the champion but the
+# plan predates recorded versions ("models:/placement-latency@champion")
+UNRECORDED_VERSION = -1
 
 
 class ServiceMetrics:
@@ -59,12 +65,30 @@ class ServiceMetrics:
         self.in_flight = Gauge(
             "placement_in_flight", "Admitted requests not yet completed", registry=self.registry
         )
+        self.model_version = Gauge(
+            "placement_model_version",
+            "Version of placement-latency the installed plan's capacities came from, by the alias "
+            f"it was loaded by (0: not that alias's model: roofline prior or no plan; "
+            f"{UNRECORDED_VERSION}: a plan that did not record the version)",
+            ["alias"],
+            registry=self.registry,
+        )
+        self.model_version.labels(alias=CHAMPION).set(0)
         self.scrape_failures = Counter(
             "placement_scrape_failures",
             "Failed scrapes of a replica's /metrics",
             ["replica"],
             registry=self.registry,
         )
+
+    def track_capacity_source(self, capacity_source: str | None) -> None:
+        """Set ``placement_model_version{alias="champion"}`` from the installed plan's
+        ``capacity_source`` (None: no plan)."""
+        source = None if capacity_source is None else parse_model_source(capacity_source)
+        version = 0
+        if source is not None and source.alias == CHAMPION:
+            version = UNRECORDED_VERSION if source.version is None else source.version
+        self.model_version.labels(alias=CHAMPION).set(version)
 
     def track_plan(self, created_at: Callable[[], float | None]) -> None:
         """Compute the plan age when scraped, not when the plan changed."""

@@ -124,6 +124,7 @@ class PlacementService:
         self.route_path.install_plan(plan)
         self.plan = plan
         self.metrics.plan_version.set(0 if plan is None else plan.version)
+        self.metrics.track_capacity_source(None if plan is None else plan.capacity_source)
         if plan is not None and plan.tenants:
             shares = {t.tenant: t.guaranteed_share for t in plan.tenants}
             self.admission.vtc.set_credit_weights(shares)

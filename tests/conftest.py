@@ -1,10 +1,13 @@
-"""Fixtures shared across the suite: router views of a small fleet and requests for them."""
+"""Fixtures shared across the suite: router views of a small fleet and requests for them; a
+telemetry store and an MLflow registry with a promoted champion, built once per session."""
 
 from __future__ import annotations
 
 import heapq
 import random
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -13,6 +16,11 @@ from placement.domain.prefix import chain_block_ids
 from placement.domain.requests import Request
 from sim.costmodel.linear import LinearCostModel
 from sim.router import ReplicaView
+
+if TYPE_CHECKING:
+    from registry_builders import Registry
+
+    from placement.plan import Plan
 
 MakeViews = Callable[..., list[ReplicaView]]
 MakeRequest = Callable[..., Request]
@@ -213,3 +221,30 @@ def random_requests(n: int, rate: float, seed: int = 0, roots: int = 20) -> list
 @pytest.fixture
 def make_requests():
     return random_requests
+
+
+@pytest.fixture(scope="session")
+def telemetry_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A telemetry store of two simulated minutes of Mooncake on 8 × H100, once per session."""
+    from registry_builders import make_store, shared_traces_present
+
+    if not shared_traces_present():
+        pytest.skip("shared data missing")
+    return make_store(tmp_path_factory.mktemp("telemetry"))
+
+
+@pytest.fixture(scope="session")
+def champion_registry(telemetry_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    """An MLflow store where `placement train` registered version 1 and it was promoted
+    (trained once per session; set ``MLFLOW_TRACKING_URI`` to ``.uri`` to use it)."""
+    from registry_builders import train_and_promote
+
+    return train_and_promote(telemetry_store, tmp_path_factory.mktemp("mlflow") / "mlflow.db")
+
+
+@pytest.fixture(scope="session")
+def champion_plan(champion_registry: Registry) -> Plan:
+    """A plan solved for real with the champion's capacities (20 s of Mooncake on 8 × H100)."""
+    from registry_builders import solve_with_champion
+
+    return solve_with_champion(champion_registry)

@@ -22,6 +22,7 @@ from typing import Any
 
 from models.predictor import LatencyPredictor
 from placement.errors import InputError, PredictorUnavailable
+from placement.plan.capacity_source import model_source
 from training.pyfunc import unwrap
 from training.tracking import (
     CHAMPION,
@@ -50,6 +51,19 @@ class PromotionDecision:
     champion: dict[str, float]
     candidate_version: str
     champion_version: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Champion:
+    """The predictor that holds the ``champion`` alias and its version of ``placement-latency``."""
+
+    predictor: LatencyPredictor
+    version: str
+
+    @property
+    def source(self) -> str:
+        """What a plan made from it records: ``models:/placement-latency/<v> (@champion)``."""
+        return model_source(LATENCY_MODEL, self.version, CHAMPION)
 
 
 def compare(candidate: dict[str, float], champion: dict[str, float]) -> list[str]:
@@ -169,7 +183,7 @@ def promote(
             champion_version=None,
         )
     champion_version = str(champion_mv.version)
-    champion = evaluate(_load_predictor(f"models:/{LATENCY_MODEL}@{CHAMPION}"), frame)
+    champion = evaluate(_load_predictor(f"models:/{LATENCY_MODEL}/{champion_version}"), frame)
     failures = compare(candidate, champion)
     if failures:
         reason = (
@@ -185,8 +199,10 @@ def promote(
     return PromotionDecision(True, reason, candidate, champion, version, champion_version)
 
 
-def load_champion() -> LatencyPredictor:
-    """The predictor behind ``models:/placement-latency@champion``, for the planner.
+def load_champion() -> Champion:
+    """The version of ``placement-latency`` behind ``@champion`` and its predictor, for the
+    planner. The version is read first and then loaded by number, so a promotion in between
+    cannot pair one version's number with another's predictor.
 
     Raises PredictorUnavailable when nothing holds the alias or the store cannot be read."""
     missing = missing_champion()
@@ -196,12 +212,14 @@ def load_champion() -> LatencyPredictor:
 
     client = connect()
     try:
-        if _champion_version(client) is None:
+        champion_mv = _champion_version(client)
+        if champion_mv is None:
             raise PredictorUnavailable(
                 f"no version of {LATENCY_MODEL} holds the {CHAMPION} alias; train one with "
                 "`placement train` and promote it with `placement models promote`"
             )
-        return _load_predictor(f"models:/{LATENCY_MODEL}@{CHAMPION}")
+        version = str(champion_mv.version)
+        return Champion(_load_predictor(f"models:/{LATENCY_MODEL}/{version}"), version)
     except (MlflowException, OSError) as exc:
         raise PredictorUnavailable(
             f"cannot load models:/{LATENCY_MODEL}@{CHAMPION}: {exc}"

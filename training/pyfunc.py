@@ -4,7 +4,8 @@ The logged model holds the predictor's own directory (LightGBM model texts and
 ``manifest.json``, no pickles of boosters) as the artifact ``predictor``; this wrapper loads it
 with :meth:`LatencyPredictor.load`. The same predictor directory backs both registered models;
 what ``predict`` returns differs.
-The output is chosen when the model is logged (``PredictorModel(output)``, stored with it):
+Each output is logged as code (:data:`MODEL_CODE`: ``pyfunc_latency.py``,
+``pyfunc_throughput.py``; MLflow's "models from code", so nothing is pickled):
 
 * ``latency`` (``placement-latency``): columns ``ttft_p50, ttft_p95, tpot_p50, tpot_p95`` (s);
 * ``throughput`` (``placement-throughput``): column ``throughput_tok_s`` (output tokens/s the
@@ -16,6 +17,7 @@ project's packages, so the environment that loads it must have ``placement`` ins
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
@@ -28,6 +30,10 @@ PREDICTOR_ARTIFACT = "predictor"
 Output = Literal["latency", "throughput"]
 OUTPUTS: tuple[Output, ...] = ("latency", "throughput")
 THROUGHPUT_COLUMN = "throughput_tok_s"
+# per output, the file MLflow logs as the model and runs to rebuild it
+MODEL_CODE: dict[Output, Path] = {
+    output: Path(__file__).with_name(f"pyfunc_{output}.py") for output in OUTPUTS
+}
 
 
 def predict_output(predictor: LatencyPredictor, frame: pd.DataFrame, output: str) -> pd.DataFrame:
@@ -51,7 +57,8 @@ class PredictorModel(PythonModel):
         self.predictor: LatencyPredictor | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        # only the choice of output is pickled; the boosters travel as the predictor artifact
+        # only the choice of output is pickled (models logged before they were logged as
+        # code were pickled); the boosters travel as the predictor artifact
         return {"output": self.output}
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ plain-file store for backward compatibility only), artifacts (model directories,
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 from pathlib import Path
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+LOGGING_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"
 LATENCY_MODEL = "placement-latency"
 THROUGHPUT_MODEL = "placement-throughput"
 CHAMPION = "champion"
@@ -81,6 +83,17 @@ def missing_champion() -> str | None:
         f"no version of {LATENCY_MODEL} holds the {CHAMPION} alias in {tracking_uri()}; "
         "train one with `placement train` and promote it with `placement models promote`"
     )
+
+
+def mlflow_warnings_only() -> None:
+    """Let MLflow's own log through from WARNING up, unless ``MLFLOW_LOGGING_LEVEL`` says
+    otherwise: MLflow logs routine steps (creating the store's tables, validating the input
+    example) at INFO, which a command reporting its own progress would print twice."""
+    if os.environ.get(LOGGING_LEVEL_ENV):
+        return
+    import mlflow  # noqa: F401  (configures its loggers when imported; the level goes after)
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
 
 
 def connect() -> MlflowClient:

@@ -26,7 +26,7 @@ from models.quantile import QuantileConfig
 from placement.errors import InputError
 from training.dataset import build_training_frame
 from training.measurements import load_measurements
-from training.pyfunc import OUTPUTS, PREDICTOR_ARTIFACT, PredictorModel, predict_output
+from training.pyfunc import MODEL_CODE, OUTPUTS, PREDICTOR_ARTIFACT, predict_output
 from training.split import split_by_time
 from training.telemetry.store import read_requests, read_samples
 from training.tracking import (
@@ -243,7 +243,8 @@ def _log_models(predictor: LatencyPredictor, frame: pd.DataFrame) -> tuple[str, 
             )
             info = mlflow.pyfunc.log_model(
                 name=output,
-                python_model=PredictorModel(output),
+                # logged as code, not pickled (MLflow warns on every pickled python_model)
+                python_model=MODEL_CODE[output],
                 artifacts={PREDICTOR_ARTIFACT: str(directory)},
                 signature=signature,
                 input_example=example,

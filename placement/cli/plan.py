@@ -11,6 +11,7 @@ from rich.table import Table
 
 from placement.cli.errors import user_errors
 from placement.errors import InputError
+from placement.report import folding
 
 app = typer.Typer(
     help="Solve, inspect, compare and validate placement plans.", no_args_is_help=True
@@ -118,7 +119,7 @@ def _print_plan(plan: object) -> None:
             f"{r.load_cap_rps:.2f}",
             f"{r.warm_prefix_tokens:,}",
         )
-    _console.print(reps)
+    _console.print(folding(reps))
     out = Table(
         "tenant", "class", "demand req/s", "served req/s", "shed", "attainment", title="outcomes"
     )
@@ -131,7 +132,7 @@ def _print_plan(plan: object) -> None:
             f"{o.shed_share:.1%}",
             f"{o.predicted_attainment:.1%}",
         )
-    _console.print(out)
+    _console.print(folding(out))
 
 
 @app.command("show")
@@ -162,12 +163,12 @@ def diff(
         t = Table("replica", "old cap", "new cap", title="caps changed")
         for rid, old, new in d.caps_changed:
             t.add_row(rid, f"{old:.2f}", f"{new:.2f}")
-        _console.print(t)
+        _console.print(folding(t))
     if d.attainment_changed:
         t = Table("tenant", "class", "old", "new", title="predicted attainment changed")
         for tenant, cls, old, new in d.attainment_changed:
             t.add_row(tenant, cls, f"{old:.1%}", f"{new:.1%}")
-        _console.print(t)
+        _console.print(folding(t))
 
 
 @app.command("validate")

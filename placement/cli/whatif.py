@@ -6,13 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import Progress
 
 from placement.cli.errors import user_errors
-
-_console = Console(width=160)
-
 
 app = typer.Typer()
 
@@ -38,14 +34,16 @@ def whatif(
 ) -> None:
     """Solve every case of a what-if scenario; print and write the table, plans and plots."""
     from bench.policies import policy_for_plan
+    from placement.report import console
     from placement.whatif.load import load_scenario
     from placement.whatif.report import print_results, write_results
     from placement.whatif.run import run_scenario, task_count
 
-    with _console.status("reading the scenario (fleet, workload, names)…"):
+    out_console = console()
+    with out_console.status("reading the scenario (fleet, workload, names)…"):
         spec = load_scenario(scenario)
     sim = spec.simulate if simulate is None else simulate
-    with Progress(console=_console, transient=True) as progress:
+    with Progress(console=out_console, transient=True) as progress:
         task = progress.add_task(f"{spec.name}: solving", total=task_count(spec))
 
         def done(name: str) -> None:
@@ -58,6 +56,6 @@ def whatif(
             simulate=policy_for_plan if sim else None,
             progress=done,
         )
-    print_results(spec, result.cases, _console, result.min_cost)
+    print_results(spec, result.cases, out_console, result.min_cost)
     written = write_results(spec, result.cases, out, result.min_cost)
-    _console.print(f"wrote {len(written)} files to {out}")
+    out_console.print(f"wrote {len(written)} files to {out}")

@@ -126,7 +126,9 @@ class Plan(_Frozen):
     previous_version: int | None = None
     fleet: str
     inputs_digest: str
-    capacity_source: str  # "models:/placement-latency/<v>" or "roofline-prior"
+    # "models:/placement-latency/<v> (@champion)", "models:/placement-latency/<v>" or
+    # "roofline-prior": see placement.plan.capacity_source
+    capacity_source: str
     solver: SolverReport
     replicas: tuple[ReplicaPlan, ...]
     groups: tuple[PrefixGroupRoute, ...] = ()

@@ -14,7 +14,6 @@ from models.capacity import CapacityTable, Slo, build_capacity_table, replica_ki
 from models.predictor import LatencyModel
 
 ROOFLINE_SOURCE = "roofline-prior"
-CHAMPION_SOURCE = "models:/placement-latency@champion"
 
 
 class CapacityLookup(Protocol):
@@ -73,8 +72,9 @@ class _Fixed:
 
 
 def default_capacity() -> TableCapacity:
-    """The champion latency predictor if one is promoted, else the roofline prior; ``note``
-    says why the prior was used."""
+    """The champion latency predictor if one is promoted (the plan records its version:
+    ``models:/placement-latency/<v> (@champion)``), else the roofline prior; ``note`` says why
+    the prior was used."""
     from training.tracking import missing_champion
 
     missing = missing_champion()
@@ -83,6 +83,7 @@ def default_capacity() -> TableCapacity:
     try:
         from training.promote import load_champion
 
-        return TableCapacity(load_champion(), CHAMPION_SOURCE)
+        champion = load_champion()
+        return TableCapacity(champion.predictor, champion.source)
     except Exception as exc:  # PredictorUnavailable, or the tracking store failing to open
         return TableCapacity(None, ROOFLINE_SOURCE, note=f"{type(exc).__name__}: {exc}"[:300])

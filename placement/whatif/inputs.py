@@ -16,7 +16,6 @@ from placement.domain.accelerators import Accelerator, get_accelerator
 from placement.domain.fleet import Fleet, fleet_from_dict
 from placement.domain.requests import Request, RequestClass, Tenant
 from placement.solver.capacity import (
-    CHAMPION_SOURCE,
     ROOFLINE_SOURCE,
     CapacityLookup,
     CapacitySource,
@@ -59,7 +58,8 @@ def _latency_model(mode: CapacityMode) -> tuple[Any, str]:
     try:
         from training.promote import load_champion
 
-        return load_champion(), CHAMPION_SOURCE
+        champion = load_champion()
+        return champion.predictor, champion.source
     except Exception:  # PredictorUnavailable, or the tracking store failing to open
         if mode == "champion":
             raise

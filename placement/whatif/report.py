@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,13 @@ def _pct(x: float | None) -> str:
 
 def _classes(results: Sequence[CaseResult]) -> list[str]:
     return sorted({c for r in results for c in r.attainment_by_class})
+
+
+def _split_classes(results: Sequence[CaseResult]) -> list[str]:
+    """The request classes worth a line of their own in a plot: none when demand has one class
+    only, whose attainment is then the overall attainment."""
+    classes = _classes(results)
+    return classes if len(classes) > 1 else []
 
 
 def _tenants(results: Sequence[CaseResult]) -> list[str]:
@@ -80,20 +87,24 @@ def print_results(
     console: Console,
     min_cost: MinCostResult | None = None,
 ) -> None:
-    classes, tenants = _classes(results), _tenants(results)
+    """The table of cases; then predicted attainment per request class and per tenant, each
+    only where demand has more than one (one class's or tenant's attainment is the overall)."""
     simulated = any(r.simulated for r in results)
     t = Table(title=f"what-if: {scenario.name} ({scenario.workload}, {scenario.window_s:g} s)")
-    for col in ("case", "fleet", "$/h", "attainment", *classes, "shed", "churn", "status"):
-        t.add_column(col, justify="left" if col in ("case", "fleet", "status") else "right")
+    for col in ("case", "fleet", "$/h", "attainment", "shed", "churn", "status"):
+        t.add_column(
+            col,
+            justify="left" if col in ("case", "fleet", "status") else "right",
+            overflow="fold",
+        )
     if simulated:
-        t.add_column("simulated", justify="right")
+        t.add_column("simulated", justify="right", overflow="fold")
     for r in results:
         cells = [
             r.case,
             r.fleet,
             f"{r.cost_per_hour:.2f}",
             _pct(r.attainment),
-            *(_pct(r.attainment_by_class.get(c)) for c in classes),
             _pct(r.shed_share),
             _pct(r.churn),
             r.status,
@@ -102,23 +113,51 @@ def print_results(
             cells.append(_pct((r.simulated or {}).get("attainment")))
         t.add_row(*cells)
     console.print(t)
+    classes = _classes(results)
+    if len(classes) > 1:
+        console.print(
+            _breakdown(
+                "predicted attainment per request class",
+                results,
+                classes,
+                lambda r: r.attainment_by_class,
+            )
+        )
+    all_tenants = tenants = _tenants(results)
     if len(tenants) > MAX_PRINTED_TENANTS:
         # many tenants: print those the scenario changes (all are in the CSV and JSON)
         named = {t for c in scenario.cases for t in (*c.changes.tenants, *c.changes.demand.tenants)}
         tenants = [t for t in tenants if t in named][:MAX_PRINTED_TENANTS]
-    if tenants:
-        tt = Table(title="predicted attainment per tenant")
-        tt.add_column("case")
-        for name in tenants:
-            tt.add_column(name, justify="right")
-        for r in results:
-            tt.add_row(r.case, *(_pct(r.attainment_by_tenant.get(n)) for n in tenants))
-        console.print(tt)
+    if len(all_tenants) > 1 and tenants:
+        console.print(
+            _breakdown(
+                "predicted attainment per tenant",
+                results,
+                tenants,
+                lambda r: r.attainment_by_tenant,
+            )
+        )
     for r in results:
         if r.status in ("infeasible", "error"):
             console.print(f"[bold]{r.case}[/bold] {r.status}: " + "; ".join(r.explanation[:4]))
     if min_cost is not None:
         console.print(min_cost.describe())
+
+
+def _breakdown(
+    title: str,
+    results: Sequence[CaseResult],
+    names: Sequence[str],
+    attainment: Callable[[CaseResult], dict[str, float]],
+) -> Table:
+    """A case × name table of predicted attainment (by request class or by tenant)."""
+    table = Table(title=title)
+    table.add_column("case", overflow="fold")
+    for name in names:
+        table.add_column(name, justify="right", overflow="fold")
+    for r in results:
+        table.add_row(r.case, *(_pct(attainment(r).get(n)) for n in names))
+    return table
 
 
 def _slug(name: str) -> str:
@@ -193,7 +232,7 @@ def _plot_cost_vs_attainment(
     min_cost: MinCostResult | None,
 ) -> Path:
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    classes = _classes(results)
+    classes = _split_classes(results)
     solved = [r for r in results if r.attainment is not None]
     ax.scatter(
         [r.cost_per_hour for r in solved],
@@ -268,7 +307,7 @@ def _plot_sweep(scenario: Scenario, swept: Sequence[CaseResult], path: Path) -> 
         color="black",
         label="attainment (all)",
     )
-    for c in _classes(rows):
+    for c in _split_classes(rows):
         ax.plot(
             xs,
             [r.attainment_by_class.get(c, math.nan) for r in rows],

@@ -7,23 +7,20 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from test_train import make_store
+from registry_builders import shared_traces_present
 
 from models.predictor import LatencyPredictor
 from placement.errors import InputError, PredictorUnavailable
-from placement.paths import shared_data
 from training.promote import compare, load_champion, promote
 from training.tracking import CHAMPION, LATENCY_MODEL, THROUGHPUT_MODEL, TRACKING_URI_ENV
 from training.train import train
 
-pytestmark = pytest.mark.skipif(
-    not (shared_data() / "traces/mooncake").exists(), reason="shared data missing"
-)
+pytestmark = pytest.mark.skipif(not shared_traces_present(), reason="shared data missing")
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_store(tmp_path_factory.mktemp("telemetry"))
+def store(telemetry_store: Path) -> Path:
+    return telemetry_store
 
 
 @pytest.fixture
@@ -47,7 +44,9 @@ def test_promotion_sequence(store: Path, tracking: MlflowClient) -> None:
     assert "no champion yet" in decision.reason
     assert _champion(tracking) == "1"
     assert _champion(tracking, THROUGHPUT_MODEL) == "1"
-    assert isinstance(load_champion(), LatencyPredictor)
+    champion = load_champion()
+    assert isinstance(champion.predictor, LatencyPredictor)
+    assert champion.source == f"models:/{LATENCY_MODEL}/1 (@{CHAMPION})"
 
     # trained on the first 20% only: its held-out part is the last 80%, part of which the
     # champion trained on, so the champion can only look better there
@@ -65,6 +64,7 @@ def test_promotion_sequence(store: Path, tracking: MlflowClient) -> None:
     assert decision.candidate["ttft.mape_p50"] == pytest.approx(decision.champion["ttft.mape_p50"])
     assert _champion(tracking) == str(again.latency_version)
     assert _champion(tracking, THROUGHPUT_MODEL) == str(again.throughput_version)
+    assert load_champion().version == str(again.latency_version)
 
 
 def test_unknown_candidate_version_is_an_input_error(tracking: MlflowClient) -> None:

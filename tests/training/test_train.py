@@ -2,66 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
+from registry_builders import Registry, shared_traces_present
 from typer.testing import CliRunner
 
 from models.features import INPUT_COLUMNS
 from placement.cli import app
-from placement.domain.fleet import load_fleet
-from placement.paths import repo_root, shared_data
-from sim.workloads.registry import load_workload
 from training.split import split_by_time
-from training.telemetry.simulated import simulate_for_telemetry, telemetry_frames
-from training.telemetry.store import write_telemetry
 from training.tracking import LATENCY_MODEL, THROUGHPUT_MODEL, TRACKING_URI_ENV
 from training.train import frame_digest, load_frame
 
-pytestmark = pytest.mark.skipif(
-    not (shared_data() / "traces/mooncake").exists(), reason="shared data missing"
-)
-
-
-def make_store(folder: Path, *, duration_s: float = 120.0, load: float = 0.8) -> Path:
-    """Two simulated minutes of Mooncake on 8 × H100 (≈340 requests), as a telemetry store."""
-    workload = load_workload("mooncake", seed=0, duration_s=duration_s)
-    fleet = load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml")
-    result = simulate_for_telemetry(workload, fleet, load=load, seed=0)
-    requests, samples = telemetry_frames(result)
-    write_telemetry(folder, requests, samples)
-    return folder
+pytestmark = pytest.mark.skipif(not shared_traces_present(), reason="shared data missing")
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_store(tmp_path_factory.mktemp("telemetry"))
+def store(telemetry_store: Path) -> Path:
+    return telemetry_store
 
 
 @pytest.fixture(scope="module")
-def trained(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """`placement train` once into a SQLite store of its own; the CLI's output and a client."""
-    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(TRACKING_URI_ENV, uri)
-        outcome = CliRunner().invoke(
-            app,
-            [
-                "train",
-                "--telemetry",
-                str(store),
-                "--experiment",
-                "test",
-                "--measurements",
-                "splitwise",
-            ],
-        )
-        client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-        yield {"outcome": outcome, "client": client, "uri": uri}
+def trained(champion_registry: Registry) -> dict[str, Any]:
+    """`placement train` once into a SQLite store of its own (the session's registry); the
+    CLI's output and a client."""
+    uri = champion_registry.uri
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    return {"outcome": champion_registry.train, "client": client, "uri": uri}
 
 
 def _run(client: MlflowClient) -> Any:
@@ -155,3 +125,17 @@ def test_unreadable_measurements_exit_2_naming_the_file(
     )
     assert outcome.exit_code == 2
     assert str(missing) in outcome.output
+
+
+def test_training_logs_both_models_as_code_without_an_mlflow_warning(
+    trained: dict[str, Any],
+) -> None:
+    outcome = trained["outcome"]
+    # MLflow warned on every run that the pickled python_model ran arbitrary code on load
+    assert "WARNING" not in outcome.output
+    assert "CloudPickle" not in outcome.output
+    mlflow.set_tracking_uri(trained["uri"])
+    mlflow.set_registry_uri(trained["uri"])
+    for name in (LATENCY_MODEL, THROUGHPUT_MODEL):
+        flavor = mlflow.models.get_model_info(f"models:/{name}/1").flavors["python_function"]
+        assert flavor["loader_module"] == "mlflow.pyfunc.loaders.code_model"
