@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
-from test_train import make_store
 from typer.testing import CliRunner
 
 from placement.cli import app
@@ -24,9 +23,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_store(tmp_path_factory.mktemp("telemetry"))
+@pytest.fixture
+def store(telemetry_store: Path) -> Path:
+    return telemetry_store
 
 
 @pytest.fixture
