@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from placement.errors import InputError
+from placement.errors import InputError, read_text
 from serving.admission.slo_gate import DEFAULT_TPOT_HEADROOM
 
 Scope = Literal["route", "telemetry", "admin"]
@@ -98,10 +98,9 @@ class Settings(BaseSettings):
 
 def load_keys_file(path: Path) -> list[ApiKey]:
     """A JSON list of keys (``name``, ``digest``, ``scopes``, optional ``tenant``)."""
+    text = read_text(path, "keys file")
     try:
-        raw = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read keys file: {exc.strerror}", source=str(path)) from None
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg}", source=str(path), line=exc.lineno) from None
     if not isinstance(raw, list):
