@@ -149,6 +149,7 @@ class PlacementService:
     def register_replica(self, state: ReplicaState, *, metrics_url: str | None = None) -> bool:
         """Add or replace a replica; True when it is new."""
         get_accelerator(state.accelerator, field="accelerator")
+        decode_table(state.accelerator, state.model, state.tp)  # built now, not on the route path
         new = state.id not in self.replicas
         if not new:  # keep the router's own counters across a re-registration
             old = self.replicas[state.id]

@@ -16,7 +16,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from models.roofline_prior import QUEUED_PROMPT_TOKENS, PriorInputs, kind_roofline, prior_latency
+from models.roofline_prior import (
+    QUEUED_PROMPT_TOKENS,
+    PriorInputs,
+    ReplicaKind,
+    kind_roofline,
+    prior_latency,
+)
+from placement.domain.accelerators import get_accelerator
+from placement.domain.llm import get_model
 from placement.errors import PlacementError
 
 GRID_EXPONENTS = 11  # d = 0, 1, 3, 7, … 1,023 running sequences
@@ -46,16 +54,15 @@ class DecodeTable:
 
 @lru_cache(maxsize=128)
 def decode_table(accelerator: str, model: str, tp: int) -> DecodeTable:
-    """The table of one replica kind (cached: built once per kind)."""
-    from models.capacity import replica_kind  # heavy import, only at the first lease
-
+    """The table of one replica kind (cached: a millisecond to build, once per kind; the
+    service builds it when a replica registers, off the route path)."""
     try:
-        kind = replica_kind(accelerator, model, max(tp, 1))
+        kind = ReplicaKind(get_accelerator(accelerator), get_model(model), max(tp, 1))
+        capacity = kind_roofline(kind).kv_capacity_tokens  # raises if tp cannot split it
     except PlacementError:
         return DecodeTable("generic", (GENERIC_TPOT_S,) * GRID_EXPONENTS)
     n = GRID_EXPONENTS
     running = 2.0 ** np.arange(n, dtype=np.float64) - 1.0
-    capacity = kind_roofline(kind).kv_capacity_tokens
     kv_usage = np.minimum(1.0, running * CONTEXT_TOKENS / max(capacity, 1.0))
     zeros = np.zeros(n)
     prompt = np.full(n, CONTEXT_TOKENS)

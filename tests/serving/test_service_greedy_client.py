@@ -5,6 +5,7 @@ route path on 8 H100 replicas, on a clock the test moves."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -75,10 +76,8 @@ def take(service: PlacementService, tenant: str, n: int) -> list[str]:
     """Route ``n`` requests of ``tenant``; the decision ids of those admitted."""
     ids = []
     for i in range(n):
-        try:
+        with contextlib.suppress(Refused):
             ids.append(service.route(query(tenant, i)).decision_id)
-        except Refused:
-            pass
     return ids
 
 
