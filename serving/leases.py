@@ -85,6 +85,11 @@ class LeaseBook:
             heapq.heapify(self._expiry)
         return lease
 
+    def due(self, now: float) -> bool:
+        """Whether a lease (perhaps a stale entry) is due by ``now``: one comparison, so a
+        decision pays for the sweep only when there is something to sweep."""
+        return bool(self._expiry) and self._expiry[0][0] <= now
+
     def expired(self, now: float, limit: int) -> Iterator[Lease]:
         """Remove and yield up to ``limit`` leases whose expiry is at or before ``now``,
         soonest first."""

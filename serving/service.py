@@ -27,7 +27,7 @@ from serving.admission import AdmissionController, class_budgets
 from serving.admission.slo_gate import SloGate
 from serving.leases import Lease, LeaseBook, LeaseTerms
 from serving.metrics import ServiceMetrics
-from serving.route.tpot import decode_table
+from serving.route.tpot import DecodeTable, decode_table
 from serving.route.types import Decision, NoReplica, ReplicaState, RoutePath, RouteQuery
 
 # a fleet's in-flight budget per replica when nothing better is known (vLLM's max_num_seqs is
@@ -86,6 +86,7 @@ class PlacementService:
     ) -> None:
         self._factory = route_path_factory
         self.replicas: dict[str, ReplicaState] = {}
+        self._decode: dict[str, DecodeTable] = {}  # replica → its kind's predicted TPOT
         self.registrations: dict[str, ReplicaRegistration] = {}
         self.route_path: RoutePath = route_path_factory(self.replicas)
         self.admission = admission or AdmissionController(
@@ -149,7 +150,8 @@ class PlacementService:
     def register_replica(self, state: ReplicaState, *, metrics_url: str | None = None) -> bool:
         """Add or replace a replica; True when it is new."""
         get_accelerator(state.accelerator, field="accelerator")
-        decode_table(state.accelerator, state.model, state.tp)  # built now, not on the route path
+        # the kind's predicted TPOT, built now rather than on the route path
+        self._decode[state.id] = decode_table(state.accelerator, state.model, state.tp)
         new = state.id not in self.replicas
         if not new:  # keep the router's own counters across a re-registration
             old = self.replicas[state.id]
@@ -168,6 +170,7 @@ class PlacementService:
         if replica_id not in self.replicas:
             raise InputError(f"no replica '{replica_id}'", field="replica_id")
         del self.replicas[replica_id]
+        del self._decode[replica_id]
         del self.registrations[replica_id]
         self._rebuild()
         self._fleet_changed(f"replica {replica_id} deregistered")
@@ -257,7 +260,7 @@ class PlacementService:
             tpot = state.tpot_s
             if tpot <= 0.0:
                 running = max(state.num_requests_running, float(state.in_flight))
-                tpot = decode_table(state.accelerator, state.model, state.tp).tpot(running)
+                tpot = self._decode[state.id].tpot(running)
         lifetime = self.lease_terms.lifetime_s(
             decision.predicted_ttft_s, query.max_output_tokens, tpot
         )
@@ -295,6 +298,8 @@ class PlacementService:
             self.slo_gate.finished(query.tenant, output_tokens if ok else 0)
 
     def _expire(self, now: float) -> None:
+        if not self.leases.due(now):
+            return
         for lease in self.leases.expired(now, MAX_EXPIRED_PER_CALL):
             self.metrics.lease_expiries.inc()
             self._release(lease, lease.query.max_output_tokens, ok=True)

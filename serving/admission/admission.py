@@ -124,6 +124,8 @@ class AdmissionController:
         self.bound_tenants = bound_tenants
         self._shares: dict[str, float] = {}
         self._last_seen: dict[str, float] = {}  # credited tenant → its last request
+        self._floor = 1
+        self._entitled: dict[str, int] = {}  # credited tenant → its entitlement
         self.set_credit_shares(credit_shares or {})
         # level of each sheddable class: 0 for the highest priority, n-1 for the lowest
         shed = sorted((c for c in self.classes.values() if c.sheddable), key=lambda c: c.priority)
@@ -153,6 +155,7 @@ class AdmissionController:
             for n, c in self.classes.items()
         }
         self.fleet_in_flight = new
+        self._entitle()
 
     def set_credit_shares(self, shares: Mapping[str, float]) -> None:
         """The tenants' credit shares (scaled down to sum to 1 if they sum to more)."""
@@ -160,17 +163,25 @@ class AdmissionController:
         scale = 1.0 / max(1.0, sum(positive.values()))
         self._shares = {t: s * scale for t, s in positive.items()}
         self._last_seen = {t: self._last_seen.get(t, -math.inf) for t in self._shares}
+        self._entitle()
+
+    def _entitle(self) -> None:
+        # entitlements change with the shares and the fleet, not per request: computed here
+        self._floor = max(1, math.ceil(self.tenant_floor_fraction * self.fleet_in_flight))
+        self._entitled = {
+            t: max(self._floor, int(s * self.fleet_in_flight)) for t, s in self._shares.items()
+        }
 
     def credit_share(self, tenant: str) -> float:
         return self._shares.get(tenant, 0.0)
 
     def tenant_floor(self) -> int:
         """In-flight requests any tenant may hold, a new one included."""
-        return max(1, math.ceil(self.tenant_floor_fraction * self.fleet_in_flight))
+        return self._floor
 
     def entitlement(self, tenant: str) -> int:
         """In-flight requests ``tenant`` may hold however busy the others are."""
-        return max(self.tenant_floor(), int(self._shares.get(tenant, 0.0) * self.fleet_in_flight))
+        return self._entitled.get(tenant, self._floor)
 
     def claimed_by_others(self, tenant: str, now: float) -> int:
         """The unused entitlement of the credited tenants other than ``tenant`` that are active
@@ -180,14 +191,14 @@ class AdmissionController:
         claimed = 0
         for other, seen in self._last_seen.items():
             if other != tenant and (seen >= horizon or other in held):
-                claimed += max(0, self.entitlement(other) - held.get(other, 0))
+                claimed += max(0, self._entitled[other] - held.get(other, 0))
         return claimed
 
     def check(self, tenant: str, request_class: str, now: float = 0.0) -> Verdict:
         """Would a request be admitted at ``now``? (Counts nothing.)"""
         budget = self.class_of(request_class)
         if self.bound_tenants:
-            if self.in_flight_by_tenant.get(tenant, 0) < self.entitlement(tenant):
+            if self.in_flight_by_tenant.get(tenant, 0) < self._entitled.get(tenant, self._floor):
                 return self._check_owed(budget)
             claimed = self.claimed_by_others(tenant, now)
             if claimed and self.in_flight + 1 + claimed > self.fleet_in_flight:
@@ -220,7 +231,7 @@ class AdmissionController:
     def _check_owed(self, budget: ClassBudget) -> Verdict:
         # within its entitlement: borrowers left room for it, or it is a newcomer let in past
         # a fleet others filled, by at most the floor
-        if self.in_flight >= self.fleet_in_flight + self.tenant_floor():
+        if self.in_flight >= self.fleet_in_flight + self._floor:
             return self._refuse("saturated", budget)
         return ADMITTED
 
