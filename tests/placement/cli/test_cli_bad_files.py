@@ -111,6 +111,19 @@ def test_serve_refuses_a_binary_fleet_file(tmp_path: Path) -> None:
     assert len(error) == 1 and str(fleet) in error[0] and "not UTF-8" in error[0]
 
 
+def test_serve_refuses_a_tenants_file_over_the_fleet(tmp_path: Path) -> None:
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text("tenants:\n  a: {credit_share: 0.7}\n  b: {credit_share: 0.7}\n")
+    fleet = repo_root() / "data/fleets/h100x8.yaml"
+    result = CliRunner().invoke(
+        app,
+        ["serve", "--dev", "--fleet", str(fleet), "--tenants", str(tenants), "--port", "1"],
+    )
+    assert result.exit_code == 2
+    error = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and str(tenants) in error[0] and "sum to 1.4" in error[0]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
