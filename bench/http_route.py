@@ -39,6 +39,7 @@ def serve_fixture(fixture: str, port: int) -> None:
     from serving.api.runtime import build_runtime
     from serving.api.security import hash_key
     from serving.api.settings import ApiKey, Settings
+    from serving.leases import LeaseTerms
     from serving.route import load_profile
     from serving.service import PlacementService
 
@@ -48,7 +49,7 @@ def serve_fixture(fixture: str, port: int) -> None:
     service = PlacementService(
         route_path_factory=lambda r: PlacementRoutePath(list(r.values()), profile=profile),
         in_flight_per_replica=1_000_000,  # measure the path, not admission refusals
-        lease_s=0.5,
+        lease_terms=LeaseTerms(floor_s=0.5, ceiling_s=0.5),
     )
     for s in states:
         s.scraped_at = float("inf")  # never stale: there is no scraper here

@@ -6,6 +6,8 @@ one-line message and a non-zero exit, never a traceback.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class PlacementError(Exception):
     """Base of every error this project raises on purpose."""
@@ -41,6 +43,18 @@ class InputError(PlacementError):
         if expected is not None:
             text += f" (expected {expected})"
         super().__init__(text)
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """The UTF-8 text of a file a user gave; a missing, unreadable or binary file is an
+    :class:`InputError` naming it (``cannot read <what>: …``)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+    except UnicodeDecodeError as exc:
+        reason = f"byte {exc.start} is not UTF-8 text (a binary file?)"
+    raise InputError(f"cannot read {what}: {reason}", source=str(path))
 
 
 class UnknownAccelerator(InputError):

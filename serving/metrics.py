@@ -1,9 +1,17 @@
-"""The service's own Prometheus metrics, in one registry per service (tests run many)."""
+"""The service's own Prometheus metrics, in one registry per service (tests run many).
+
+Label values that come from clients are bounded: each new value is a new series, so a client
+sending a new tenant name per request would otherwise grow ``/metrics`` without end. A tenant
+label is the tenant's name only for declared tenants (the tenants file, tenant-scoped API keys,
+credited tenants of a plan), and every other name is counted under ``other``; and no label fed
+by input takes more than :data:`MAX_LABEL_VALUES` distinct values (the rest fold into
+``other`` too).
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -16,6 +24,34 @@ SOLVE_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 # placement_model_version when the installed plan's capacities came from the champion but the
 # plan predates recorded versions ("models:/placement-latency@champion")
 UNRECORDED_VERSION = -1
+
+OTHER = "other"
+MAX_LABEL_VALUES = 200  # distinct values of one input-fed label, ``other`` included
+
+
+class BoundedLabel:
+    """The values one label may take: ``known`` names (all of them, when ``known`` is None)
+    up to ``cap`` distinct values, and :data:`OTHER` for everything else."""
+
+    def __init__(self, *, cap: int = MAX_LABEL_VALUES, known: Iterable[str] | None = ()) -> None:
+        self.cap = cap
+        self._known: set[str] | None = None if known is None else set(known)
+        self._seen: set[str] = set()
+
+    def declare(self, names: Iterable[str]) -> None:
+        """Let ``names`` be label values (a no-op for a label open to every value)."""
+        if self._known is not None:
+            self._known.update(names)
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        if self._known is not None and value not in self._known:
+            return OTHER
+        if len(self._seen) >= self.cap - 1:  # keep one value for ``other``
+            return OTHER
+        self._seen.add(value)
+        return value
 
 
 class ServiceMetrics:
@@ -43,6 +79,15 @@ class ServiceMetrics:
             "placement_shed",
             "Requests shed by admission (429), by tenant and request class",
             ["tenant", "request_class"],
+            registry=self.registry,
+        )
+        # tenants: declared ones only; request classes and replicas: any, up to the cap
+        self.tenant_label = BoundedLabel()
+        self.class_label = BoundedLabel(known=None)
+        self.replica_label = BoundedLabel(known=None)
+        self.lease_expiries = Counter(
+            "placement_lease_expiries",
+            "Leases released unreported, after their request's predicted completion",
             registry=self.registry,
         )
         self.solve_time = Histogram(
@@ -89,6 +134,12 @@ class ServiceMetrics:
         if source is not None and source.alias == CHAMPION:
             version = UNRECORDED_VERSION if source.version is None else source.version
         self.model_version.labels(alias=CHAMPION).set(version)
+
+    def count_shed(self, tenant: str, request_class: str) -> None:
+        self.shed.labels(self.tenant_label(tenant), self.class_label(request_class)).inc()
+
+    def count_scrape_failure(self, replica_id: str) -> None:
+        self.scrape_failures.labels(self.replica_label(replica_id)).inc()
 
     def track_plan(self, created_at: Callable[[], float | None]) -> None:
         """Compute the plan age when scraped, not when the plan changed."""

@@ -77,7 +77,7 @@ class ReplicaScraper:
 
     def _failed(self, reg: ReplicaRegistration, exc: BaseException) -> None:
         reg.scrape_failures += 1
-        self.service.metrics.scrape_failures.labels(reg.state.id).inc()
+        self.service.metrics.count_scrape_failure(reg.state.id)
         if not isinstance(exc, PlacementError):
             log.warning("scrape of %s crashed: %r", reg.state.id, exc)
         if reg.scrape_failures >= self.lost_after:

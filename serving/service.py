@@ -4,8 +4,10 @@ The HTTP layer (:mod:`serving.api`) is a thin skin over this; the object itself 
 of HTTP, so it can be driven from tests and tools directly.
 
 A routed request holds a **lease** until its router reports the outcome; a lease that is never
-reported expires after ``lease_s`` and is released as if it had produced its maximum output,
-so a router that forgets to report cannot hold in-flight budget forever.
+reported expires some time after the request's predicted completion (:mod:`serving.leases`)
+and is released as if it had produced its maximum output, so a router that forgets to report
+holds in-flight budget for about as long as its requests would have run, and admission bounds
+how much of it one tenant can hold (:mod:`serving.admission.admission`).
 """
 
 from __future__ import annotations
@@ -13,23 +15,24 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from placement.domain.accelerators import get_accelerator
-from placement.domain.requests import Request
+from placement.domain.requests import Request, Tenant
 from placement.errors import InputError, PlacementError
 from placement.plan import Plan
 from serving.admission import AdmissionController, class_budgets
 from serving.admission.slo_gate import SloGate
+from serving.leases import Lease, LeaseBook, LeaseTerms
 from serving.metrics import ServiceMetrics
+from serving.route.tpot import DecodeTable, decode_table
 from serving.route.types import Decision, NoReplica, ReplicaState, RoutePath, RouteQuery
 
 # a fleet's in-flight budget per replica when nothing better is known (vLLM's max_num_seqs is
 # 256; keeping a quarter of it keeps queues short enough for interactive SLOs)
 DEFAULT_IN_FLIGHT_PER_REPLICA = 64
-DEFAULT_LEASE_S = 300.0
 SLO_RETRY_AFTER_S = 1  # a request refused for its predicted TTFT may retry after a second
 MAX_EXPIRED_PER_CALL = 64  # bound the work an unlucky request does sweeping leases
 
@@ -47,14 +50,6 @@ class Refused(PlacementError):
 
 class UnknownDecision(PlacementError):
     """An outcome for a decision this process did not make (or whose lease expired)."""
-
-
-@dataclass(slots=True)
-class Lease:
-    query: RouteQuery
-    replica_id: str
-    expires_at: float
-    first_token: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,13 +78,15 @@ class PlacementService:
         slo_gate: SloGate | None = None,
         metrics: ServiceMetrics | None = None,
         no_plan_fallback: bool = False,
-        lease_s: float = DEFAULT_LEASE_S,
+        lease_terms: LeaseTerms | None = None,
+        tenants: Mapping[str, Tenant] | None = None,
         in_flight_per_replica: int = DEFAULT_IN_FLIGHT_PER_REPLICA,
         clock: Callable[[], float] = time.monotonic,
         demand_window: int = 0,
     ) -> None:
         self._factory = route_path_factory
         self.replicas: dict[str, ReplicaState] = {}
+        self._decode: dict[str, DecodeTable] = {}  # replica → its kind's predicted TPOT
         self.registrations: dict[str, ReplicaRegistration] = {}
         self.route_path: RoutePath = route_path_factory(self.replicas)
         self.admission = admission or AdmissionController(
@@ -97,15 +94,20 @@ class PlacementService:
             fleet_in_flight=in_flight_per_replica,
         )
         self._per_replica = in_flight_per_replica
+        # the declared tenants (their credits reach the planner's solves and admission)
+        self.tenants: dict[str, Tenant] = dict(tenants or {})
+        self.admission.set_credit_shares(self._declared_shares())
+        self.admission.vtc.set_credit_weights(self._declared_shares())
         # admission by predicted TTFT after the decision (None: the in-flight budget alone)
         self.slo_gate = slo_gate
         self.metrics = metrics or ServiceMetrics()
+        self.metrics.tenant_label.declare(self.tenants)
         self.metrics.track_plan(lambda: None if self.plan is None else self.plan.created_at)
         self.no_plan_fallback = no_plan_fallback
         self.plan: Plan | None = None
-        self.lease_s = lease_s
+        self.lease_terms = lease_terms or LeaseTerms()
         self.clock = clock
-        self.leases: OrderedDict[str, Lease] = OrderedDict()
+        self.leases = LeaseBook()
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid():x}-{int(time.time()):x}-"
         # the recent requests the planner solves for (None: no planner in this process)
@@ -126,10 +128,16 @@ class PlacementService:
         self.metrics.plan_version.set(0 if plan is None else plan.version)
         self.metrics.track_capacity_source(None if plan is None else plan.capacity_source)
         if plan is not None and plan.tenants:
-            shares = {t.tenant: t.guaranteed_share for t in plan.tenants}
+            shares = self._declared_shares()
+            shares.update({t.tenant: t.guaranteed_share for t in plan.tenants})
+            self.admission.set_credit_shares(shares)
             self.admission.vtc.set_credit_weights(shares)
+            self.metrics.tenant_label.declare(t for t, share in shares.items() if share > 0)
             if self.slo_gate is not None:
                 self.slo_gate.set_credits(shares)
+
+    def _declared_shares(self) -> dict[str, float]:
+        return {name: t.credit_share for name, t in self.tenants.items()}
 
     def readiness(self) -> tuple[bool, str]:
         if self.plan is not None:
@@ -143,6 +151,8 @@ class PlacementService:
     def register_replica(self, state: ReplicaState, *, metrics_url: str | None = None) -> bool:
         """Add or replace a replica; True when it is new."""
         get_accelerator(state.accelerator, field="accelerator")
+        # the kind's predicted TPOT, built now rather than on the route path
+        self._decode[state.id] = decode_table(state.accelerator, state.model, state.tp)
         new = state.id not in self.replicas
         if not new:  # keep the router's own counters across a re-registration
             old = self.replicas[state.id]
@@ -161,6 +171,7 @@ class PlacementService:
         if replica_id not in self.replicas:
             raise InputError(f"no replica '{replica_id}'", field="replica_id")
         del self.replicas[replica_id]
+        del self._decode[replica_id]
         del self.registrations[replica_id]
         self._rebuild()
         self._fleet_changed(f"replica {replica_id} deregistered")
@@ -195,10 +206,10 @@ class PlacementService:
         started = time.perf_counter()
         now = self.clock()
         self._expire(now)
-        verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens)
+        verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens, now)
         if not verdict.admitted:
             self.metrics.refusals.labels(verdict.reason).inc()
-            self.metrics.shed.labels(query.tenant, query.request_class).inc()
+            self.metrics.count_shed(query.tenant, query.request_class)
             raise Refused(verdict.reason, verdict.retry_after_s)
         try:
             decision = self.route_path.decide(query, now)
@@ -212,12 +223,14 @@ class PlacementService:
             if admitted is None:
                 self.admission.release(query.tenant, query.request_class, 0)
                 self.metrics.refusals.labels("slo").inc()
-                self.metrics.shed.labels(query.tenant, query.request_class).inc()
+                self.metrics.count_shed(query.tenant, query.request_class)
                 raise Refused("slo", SLO_RETRY_AFTER_S)
             decision = admitted
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
-        self.leases[decision_id] = Lease(query, decision.replica_id, now + self.lease_s)
+        self.leases.add(
+            decision_id, Lease(query, decision.replica_id, self._expiry(query, decision, now))
+        )
         addresses = (
             decision.address,
             *(self.replicas[r].address for r in decision.fallbacks if r in self.replicas),
@@ -239,6 +252,21 @@ class PlacementService:
         self.metrics.decision_latency.observe(time.perf_counter() - started)
         return Routed(decision_id=decision_id, decision=decision, addresses=addresses)
 
+    def _expiry(self, query: RouteQuery, decision: Decision, now: float) -> float:
+        """When an unreported lease of this decision expires: its predicted completion, with
+        the replica's observed TPOT, or the predicted one before any was observed."""
+        state = self.replicas.get(decision.replica_id)
+        tpot = 0.0
+        if state is not None:
+            tpot = state.tpot_s
+            if tpot <= 0.0:
+                running = max(state.num_requests_running, float(state.in_flight))
+                tpot = self._decode[state.id].tpot(running)
+        lifetime = self.lease_terms.lifetime_s(
+            decision.predicted_ttft_s, query.max_output_tokens, tpot
+        )
+        return now + lifetime
+
     def lease(self, decision_id: str) -> Lease:
         lease = self.leases.get(decision_id)
         if lease is None:
@@ -254,7 +282,7 @@ class PlacementService:
     def complete(self, decision_id: str, *, output_tokens: int, ok: bool) -> Lease:
         """The request finished: release its lease, charge its decode tokens."""
         lease = self.lease(decision_id)
-        del self.leases[decision_id]
+        self.leases.pop(decision_id)
         self._release(lease, output_tokens, ok=ok)
         return lease
 
@@ -271,14 +299,10 @@ class PlacementService:
             self.slo_gate.finished(query.tenant, output_tokens if ok else 0)
 
     def _expire(self, now: float) -> None:
-        # leases share one lifetime, so insertion order is expiry order
-        for _ in range(MAX_EXPIRED_PER_CALL):
-            if not self.leases:
-                return
-            decision_id, lease = next(iter(self.leases.items()))
-            if lease.expires_at > now:
-                return
-            del self.leases[decision_id]
+        if not self.leases.due(now):
+            return
+        for lease in self.leases.expired(now, MAX_EXPIRED_PER_CALL):
+            self.metrics.lease_expiries.inc()
             self._release(lease, lease.query.max_output_tokens, ok=True)
 
     def credit_counters(self) -> Mapping[str, float]:

@@ -10,11 +10,13 @@ from fastapi import FastAPI
 
 from placement.domain.fleet import Fleet, load_fleet
 from placement.domain.requests import DEFAULT_CLASSES
+from placement.domain.tenancy import load_tenants
 from placement.plan import Plan
 from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
 from serving.api.runtime import build_runtime
 from serving.api.settings import Settings
+from serving.leases import LeaseTerms
 from serving.plan_store import open_plan_store
 from serving.planner import Planner
 from serving.route import PlacementRoutePath, ReplicaState, load_profile
@@ -58,6 +60,7 @@ def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None)
         return PlacementRoutePath(list(replicas.values()), profile=profile)
 
     fleet = load_fleet(settings.fleet) if settings.fleet is not None else None
+    tenants = load_tenants(settings.tenants_file) if settings.tenants_file is not None else {}
     service = PlacementService(
         route_path_factory=route_path,
         slo_gate=SloGate(
@@ -68,7 +71,12 @@ def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None)
         if settings.slo_gate
         else None,
         no_plan_fallback=settings.no_plan_fallback,
-        lease_s=settings.lease_s,
+        lease_terms=LeaseTerms(
+            margin=settings.lease_margin,
+            floor_s=settings.lease_floor_s,
+            ceiling_s=settings.lease_s,
+        ),
+        tenants=tenants,
         demand_window=DEMAND_WINDOW if fleet is not None else 0,
     )
     for state in fleet_states(fleet, addresses) if fleet is not None else ():
@@ -93,4 +101,6 @@ def _instance(fleet: Fleet, service: PlacementService) -> Any:
 
     requests: Sequence[Any] = list(service.demand or ())
     unhealthy = [r for r, s in service.replicas.items() if not s.healthy]
-    return build_instance(fleet, requests, {}, unhealthy=unhealthy, shed_unreachable=True)
+    return build_instance(
+        fleet, requests, service.tenants, unhealthy=unhealthy, shed_unreachable=True
+    )

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import yaml
 
-from placement.errors import InputError
+from placement.errors import InputError, read_text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,10 +65,9 @@ def faults_from_list(raw: Sequence[Any], *, source: str = "<faults>") -> tuple[F
 def load_faults(path: str | Path) -> tuple[Fault, ...]:
     """Read a fault schedule: a YAML list of ``{at_s, replica, kind[, factor]}``."""
     p = Path(path)
+    text = read_text(p, "fault file")
     try:
-        raw = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read fault file: {exc.strerror}", source=str(p)) from None
+        raw = yaml.safe_load(text)
     except yaml.YAMLError:
         raise InputError("not valid YAML", source=str(p)) from None
     if not isinstance(raw, list):

@@ -34,18 +34,65 @@ SPLITWISE_COLUMNS = (
 )
 
 
-def splitwise_frame(path: Path | None = None) -> pd.DataFrame:
-    """Splitwise's Llama-2-70B rows on A100/H100 as predictor rows (see the module doc)."""
-    csv = path or shared_file(SPLITWISE_CSV)
+NUMERIC_COLUMNS = (
+    "tensor_parallel",
+    "prompt_size",
+    "batch_size",
+    "token_size",
+    "prompt_time",
+    "token_time",
+)
+INTEGER_COLUMNS = ("tensor_parallel", "prompt_size", "batch_size", "token_size")
+
+
+def read_splitwise_csv(csv: Path) -> pd.DataFrame:
+    """The CSV with every column :func:`splitwise_frame` uses present and numeric where it
+    must be; any other file (binary, truncated mid-row, a column missing or not a number) is
+    an :class:`InputError` naming the file, the line and the column."""
     try:
-        raw = pd.read_csv(csv)
+        raw = pd.read_csv(csv, encoding="utf-8", skip_blank_lines=False)
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"cannot read measurements: byte {exc.start} is not UTF-8 text (a binary file?)",
+            source=str(csv),
+        ) from None
+    except pd.errors.EmptyDataError:
+        raise InputError("empty file", source=str(csv), expected="a Splitwise CSV") from None
     except (OSError, pd.errors.ParserError) as exc:
-        raise InputError(f"cannot read measurements: {exc}", source=str(csv)) from None
+        reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())
+        raise InputError(f"cannot read measurements: {reason}", source=str(csv)) from None
     missing = [c for c in SPLITWISE_COLUMNS if c not in raw.columns]
     if missing:
         raise InputError(
             f"missing column {missing[0]}", source=str(csv), field=missing[0], expected="Splitwise"
         )
+    raw = raw.dropna(how="all")  # blank lines (kept above so the index counts file lines)
+    numbers = {c: pd.to_numeric(raw[c], errors="coerce") for c in NUMERIC_COLUMNS}
+    bad = pd.DataFrame({c: _not_valid(v, integer=c in INTEGER_COLUMNS) for c, v in numbers.items()})
+    if bad.to_numpy().any():
+        row = int(bad.any(axis=1).to_numpy().argmax())  # the first bad line, its first column
+        column = next(c for c in raw.columns if c in numbers and bad[c].iloc[row])
+        given = raw[column].iloc[row]
+        raise InputError(
+            "empty (a truncated file?)" if pd.isna(given) else f"'{given}' is not a number",
+            source=str(csv),
+            line=int(raw.index.to_numpy()[row]) + 2,  # the header is line 1; blank lines counted
+            field=column,
+            expected="an integer" if column in INTEGER_COLUMNS else "a number",
+        )
+    for column, values in numbers.items():
+        raw[column] = values
+    return raw
+
+
+def _not_valid(values: pd.Series, *, integer: bool) -> pd.Series:
+    bad = values.isna() | ~values.abs().lt(float("inf"))
+    return bad | values.ne(values.round()) if integer else bad
+
+
+def splitwise_frame(path: Path | None = None) -> pd.DataFrame:
+    """Splitwise's Llama-2-70B rows on A100/H100 as predictor rows (see the module doc)."""
+    raw = read_splitwise_csv(path or shared_file(SPLITWISE_CSV))
     raw = raw[(raw["model"] == "llama2-70b") & raw["hardware"].isin(list(SPLITWISE_HARDWARE))]
     batch = raw["batch_size"].astype("int64")
     prompt = raw["prompt_size"].astype("int64")

@@ -272,9 +272,10 @@ def train(
     import mlflow
 
     say = progress or (lambda _message: None)
+    # a bad measurements file is refused before the (longer) read of the telemetry
+    measured = load_measurements(measurements) if measurements else None
     say(f"reading telemetry from {telemetry_dir}")
     frame = latest_window(load_frame(telemetry_dir), window_s)
-    measured = load_measurements(measurements) if measurements else None
     split = split_by_time(frame, train_fraction)
     client = connect()
     experiment_id = ensure_experiment(client, experiment)

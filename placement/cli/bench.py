@@ -141,6 +141,37 @@ def route(
     )
 
 
+@app.command("greedy-client")
+@user_errors
+def greedy_client(
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+    fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
+    duration: Annotated[float, typer.Option(min=60.0, help="simulated seconds")] = 200.0,
+    load: Annotated[float, typer.Option(min=0.05, help="steady tenant's load")] = 0.4,
+    steady_share: Annotated[float, typer.Option(min=0.0, max=1.0)] = 0.6,
+    burst: Annotated[int, typer.Option(min=0, help="unreported decisions at 30 s")] = 600,
+    greedy_rps: Annotated[
+        float, typer.Option(min=0.1, help="unreported requests/s after the burst")
+    ] = 20.0,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """A client that never reports outcomes, against a steady credited tenant and a newcomer:
+    share admitted and SLO attainment per tenant, before and after issue 19's fix."""
+    from bench.greedy_client import GreedyBench, run_greedy_client_bench
+    from placement.domain.fleet import load_fleet
+
+    bench = GreedyBench(
+        fleet=load_fleet(fleet),
+        duration_s=duration,
+        load=load,
+        steady_share=steady_share,
+        burst=burst,
+        greedy_rps=greedy_rps,
+        seed=seed,
+    )
+    run_greedy_client_bench(bench, out=out)
+
+
 @app.command("solver")
 @user_errors
 def solver(

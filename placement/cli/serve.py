@@ -23,6 +23,9 @@ def serve(
         Path | None, typer.Option(help="fleet YAML (replicas and the planner)")
     ] = None,
     profile: Annotated[Path | None, typer.Option(help="route profile YAML")] = None,
+    tenants: Annotated[
+        Path | None, typer.Option(help="tenants YAML: declared tenants and credit shares")
+    ] = None,
     host: Annotated[str | None, typer.Option(help="bind address")] = None,
     port: Annotated[int | None, typer.Option(help="port")] = None,
     no_plan_fallback: Annotated[
@@ -60,6 +63,7 @@ def serve(
     flags = {
         "fleet": fleet,
         "profile": profile,
+        "tenants_file": tenants,
         "host": host,
         "port": port,
         "plan_dir": plan_dir,

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from placement.domain.accelerators import Accelerator, get_accelerator
 from placement.domain.llm import ModelArchitecture, get_model
-from placement.errors import InputError
+from placement.errors import InputError, read_text
 
 # vLLM v0's chunked-prefill default; latency-oriented (an 8192-token chunk of an 8B model
 # alone takes ~0.2 s on an H100, twice the interactive TPOT SLO)
@@ -159,10 +159,7 @@ def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
 def load_fleet(path: str | Path) -> Fleet:
     """Read a fleet YAML file; every error names the file and the field."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read fleet file: {exc.strerror}", source=str(p)) from None
+    text = read_text(p, "fleet file")
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:

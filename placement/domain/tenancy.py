@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from placement.domain.requests import DEFAULT_CLASSES, RequestClass, Tenant
-from placement.errors import InputError
+from placement.errors import InputError, read_text
 
 CREDIT_TOLERANCE = 1e-9
 
@@ -45,7 +45,7 @@ class ClassSpec(_Strict):
 
 class TenantSpec(_Strict):
     credit_share: float = Field(default=0.0, ge=0, le=1)
-    burst_cap: float = Field(default=1.0, gt=0, le=1)
+    burst_cap: float = Field(default=1.0, ge=0, le=1)
     weight: float = Field(default=1.0, gt=0)
     models: tuple[str, ...] | None = None
     traffic_share: float | None = Field(default=None, gt=0, le=1)
@@ -72,21 +72,34 @@ class Tenancy:
 
 def tenancy_from_dict(raw: Any, *, source: str = "<tenants>") -> Tenancy:
     """A tenancy from a parsed document; InputError naming ``source`` and the field."""
+    if not isinstance(raw, dict):
+        raise InputError(
+            "a tenants file must be a mapping", source=source, expected="a 'tenants' key"
+        )
     try:
         doc = _TenancyDoc.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise InputError(
-            first["msg"], source=source, field=where, expected=_expected(first)
-        ) from None
+        message = "unknown field (a typo?)" if first["type"] == "extra_forbidden" else first["msg"]
+        raise InputError(message, source=source, field=where, expected=_expected(first)) from None
+    for name, t in doc.tenants.items():
+        if not name.strip():
+            raise InputError("a tenant needs a name", source=source, field="tenants")
+        if t.burst_cap + CREDIT_TOLERANCE < t.credit_share:
+            raise InputError(
+                f"burst_cap {t.burst_cap:g} is below credit_share {t.credit_share:g}",
+                source=source,
+                field=f"tenants.{name}.burst_cap",
+                expected="burst_cap ≥ credit_share",
+            )
     total = sum(t.credit_share for t in doc.tenants.values())
     if total > 1.0 + CREDIT_TOLERANCE:
         raise InputError(
-            f"credit shares add up to {total:.3g}",
+            f"credit shares sum to {total:g}",
             source=source,
-            field="tenants.*.credit_share",
-            expected="guarantees that add up to at most 1",
+            field="tenants",
+            expected="at most 1: they are shares of one fleet",
         )
     shares = {n: t.traffic_share for n, t in doc.tenants.items() if t.traffic_share is not None}
     if shares and len(shares) != len(doc.tenants):
@@ -126,20 +139,22 @@ def tenancy_from_dict(raw: Any, *, source: str = "<tenants>") -> Tenancy:
 def load_tenancy(path: str | Path) -> Tenancy:
     """Read a tenants file (YAML); every error names the file and the field."""
     p = Path(path)
+    text = read_text(p, "tenants file")
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", source=str(p)) from None
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(
-            f"not YAML: {getattr(exc, 'problem', exc)}",
+            f"not valid YAML: {getattr(exc, 'problem', exc)}",
             source=str(p),
             line=mark.line + 1 if mark is not None else None,
         ) from None
     return tenancy_from_dict(raw, source=str(p))
+
+
+def load_tenants(path: str | Path) -> dict[str, Tenant]:
+    """Just the declared tenants of a tenants file (their credits, caps and weights)."""
+    return dict(load_tenancy(path).tenants)
 
 
 def _expected(error: Any) -> str | None:

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from placement.errors import InputError
+from placement.errors import InputError, read_text
 from placement.plan.schema import Plan
 
 LATEST = "latest"
@@ -46,11 +46,7 @@ def plan_file_name(version: int) -> str:
 def read_plan(path: str | Path) -> Plan:
     """A plan from a JSON file; InputError naming the file (and field) otherwise."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read plan: {exc.strerror}", source=str(p)) from None
-    return Plan.from_json(text, source=str(p))
+    return Plan.from_json(read_text(p, "plan"), source=str(p))
 
 
 class DirectoryPlanStore:

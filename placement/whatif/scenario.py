@@ -39,7 +39,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from placement.errors import InputError
+from placement.errors import InputError, read_text
 
 BASE_CASE = "base"
 CapacityMode = Literal["auto", "prior", "champion"]
@@ -238,10 +238,7 @@ class Scenario(_Strict):
 
 
 def read_scenario_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read scenario: {exc.strerror}", source=str(path)) from None
+    text = read_text(path, "scenario")
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

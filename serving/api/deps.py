@@ -33,6 +33,16 @@ RuntimeDep = Annotated[ServiceRuntime, Depends(get_runtime)]
 ServiceDep = Annotated[PlacementService, Depends(get_service)]
 
 
+def _authorise(request: Request, token: str | None, scopes: tuple[str, ...]) -> Principal:
+    principal = get_runtime(request).keys.authenticate(token)
+    if principal is None:
+        detail = "missing API key" if not token else "invalid API key"
+        raise HTTPException(401, detail, headers=UNAUTHORISED)
+    if not principal.scopes.intersection(scopes):
+        raise HTTPException(403, f"this key lacks the scope: {' or '.join(scopes)}")
+    return principal
+
+
 def requires(*scopes: str) -> Callable[..., Principal]:
     """A dependency admitting callers whose key holds any of ``scopes``."""
 
@@ -42,15 +52,25 @@ def requires(*scopes: str) -> Callable[..., Principal]:
         bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
     ) -> Principal:
         token = api_key or (bearer.credentials if bearer is not None else None)
-        principal = get_runtime(request).keys.authenticate(token)
-        if principal is None:
-            detail = "missing API key" if not token else "invalid API key"
-            raise HTTPException(401, detail, headers=UNAUTHORISED)
-        if not principal.scopes.intersection(scopes):
-            raise HTTPException(403, f"this key lacks the scope: {' or '.join(scopes)}")
-        return principal
+        return _authorise(request, token, scopes)
 
     return check
+
+
+def metrics_reader(
+    request: Request,
+    api_key: Annotated[str | None, Security(_api_key_header)],
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+) -> Principal | None:
+    """Anyone, unless ``PLACEMENT_METRICS_AUTH`` is set: then a fleet-wide key with the
+    ``metrics`` or ``admin`` scope (the metrics name tenants)."""
+    if not get_runtime(request).settings.metrics_auth:
+        return None
+    token = api_key or (bearer.credentials if bearer is not None else None)
+    principal = _authorise(request, token, ("metrics", "admin"))
+    if principal.tenant is not None:
+        raise HTTPException(403, "a tenant-scoped key cannot read fleet-wide state")
+    return principal
 
 
 def requires_fleet_wide(*scopes: str) -> Callable[..., Principal]:
@@ -71,3 +91,4 @@ TelemetryCaller = Annotated[Principal, Depends(requires("telemetry", "route"))]
 PlanReader = Annotated[Principal, Depends(requires_fleet_wide("route", "admin"))]
 FleetReader = Annotated[Principal, Depends(requires_fleet_wide("telemetry", "admin"))]
 Admin = Annotated[Principal, Depends(requires_fleet_wide("admin"))]
+MetricsReader = Annotated[Principal | None, Depends(metrics_reader)]

@@ -43,7 +43,10 @@ def build_runtime(
 ) -> ServiceRuntime:
     """The runtime for ``settings``: keys (plus the development key), the scraper, a planner
     that has resumed the store's last good plan and the persisted credit counters."""
-    keys = KeyRing(settings.all_keys(), dev_key=settings.dev_key)
+    all_keys = settings.all_keys()
+    keys = KeyRing(all_keys, dev_key=settings.dev_key)
+    # a tenant-scoped key's tenant is a declared one: its name may label metrics
+    service.metrics.tenant_label.declare(k.tenant for k in all_keys if k.tenant is not None)
     if planner is not None:
         planner.resume()
         service.admission.vtc.restore(planner.store.load_credits())

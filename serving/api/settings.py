@@ -3,7 +3,8 @@
 Outside ``development`` the class refuses what is only safe on a laptop: no API keys, the
 generated development key, keys given in clear rather than hashed, a wildcard bind without
 keys. API keys are stored as ``sha256:<hex>`` digests (``placement serve --hash-key`` prints
-one), in ``PLACEMENT_API_KEYS`` (a JSON list) or in a JSON keys file.
+one), in ``PLACEMENT_API_KEYS`` (a JSON list) or in a JSON keys file. With
+``PLACEMENT_METRICS_AUTH`` set, ``/metrics`` too needs a key (scope ``metrics`` or ``admin``).
 """
 
 from __future__ import annotations
@@ -15,18 +16,18 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from placement.errors import InputError
+from placement.errors import InputError, read_text
 from serving.admission.slo_gate import DEFAULT_TPOT_HEADROOM
+from serving.leases import DEFAULT_LEASE_CEILING_S, DEFAULT_LEASE_FLOOR_S, DEFAULT_LEASE_MARGIN
 
-Scope = Literal["route", "telemetry", "admin"]
-SCOPES: tuple[Scope, ...] = ("route", "telemetry", "admin")
+Scope = Literal["route", "telemetry", "admin", "metrics"]
+SCOPES: tuple[Scope, ...] = ("route", "telemetry", "admin", "metrics")
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # a 1 MiB prompt is far longer than any context window
 DEFAULT_TEXT_BLOCK_CHARS = 2048  # ~512 tokens of English, the simulator's block size
 DEFAULT_SCRAPE_INTERVAL_S = 1.0
 DEFAULT_SOLVE_PERIOD_S = 60.0
 DEFAULT_SOLVE_TIME_LIMIT_S = 10.0
-DEFAULT_LEASE_S = 300.0
 
 
 class ApiKey(BaseModel):
@@ -50,6 +51,8 @@ class Settings(BaseSettings):
     api_keys_file: Path | None = None
     # set only in development, when no key was configured: printed once at startup
     dev_key: str | None = None
+    # /metrics answers only a key with the ``metrics`` or ``admin`` scope (else anyone)
+    metrics_auth: bool = False
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
@@ -57,6 +60,8 @@ class Settings(BaseSettings):
     text_block_chars: int = Field(default=DEFAULT_TEXT_BLOCK_CHARS, ge=16)
 
     fleet: Path | None = None
+    # declared tenants and their credit shares (placement/domain/tenancy.py)
+    tenants_file: Path | None = None
     profile: Path | None = None
     plan_dir: Path = Path("plans")
     redis_url: str | None = None
@@ -65,7 +70,11 @@ class Settings(BaseSettings):
     scrape_interval_s: float = Field(default=DEFAULT_SCRAPE_INTERVAL_S, gt=0)
     solve_period_s: float = Field(default=DEFAULT_SOLVE_PERIOD_S, gt=0)
     solve_time_limit_s: float = Field(default=DEFAULT_SOLVE_TIME_LIMIT_S, gt=0)
-    lease_s: float = Field(default=DEFAULT_LEASE_S, gt=0)  # an unreported request's lifetime
+    # an unreported request's lease: lease_margin × its predicted completion time, at least
+    # lease_floor_s and at most lease_s (serving/leases.py)
+    lease_s: float = Field(default=DEFAULT_LEASE_CEILING_S, gt=0)
+    lease_margin: float = Field(default=DEFAULT_LEASE_MARGIN, ge=1)
+    lease_floor_s: float = Field(default=DEFAULT_LEASE_FLOOR_S, ge=0)
     # admission by predicted TTFT (serving/admission/slo_gate.py): refuse with 429 a request
     # whose predicted TTFT on its chosen replica exceeds its class SLO × headroom, or whose
     # replica's observed TPOT exceeds the class's TPOT SLO × tpot headroom (unless another
@@ -98,10 +107,9 @@ class Settings(BaseSettings):
 
 def load_keys_file(path: Path) -> list[ApiKey]:
     """A JSON list of keys (``name``, ``digest``, ``scopes``, optional ``tenant``)."""
+    text = read_text(path, "keys file")
     try:
-        raw = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read keys file: {exc.strerror}", source=str(path)) from None
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg}", source=str(path), line=exc.lineno) from None
     if not isinstance(raw, list):

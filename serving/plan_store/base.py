@@ -8,10 +8,11 @@ that two processes solving at once cannot publish the same number.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Protocol
 
-from placement.errors import PlacementError
+from placement.errors import InputError, PlacementError
 from placement.plan import Plan
 
 
@@ -40,3 +41,28 @@ class PlanStore(Protocol):
 
     def load_credits(self) -> dict[str, float]:
         """The persisted counters ({} when none)."""
+
+
+def credit_counters(raw: object, *, source: str) -> dict[str, float]:
+    """Persisted credit counters as read back (a JSON object, a Redis hash): tenant → a finite
+    number. Anything else is an :class:`InputError` naming ``source`` and the tenant, so a
+    damaged state stops start-up with a message rather than a traceback."""
+    if not isinstance(raw, Mapping):
+        raise InputError(
+            f"holds a {type(raw).__name__}, not the credit counters",
+            source=source,
+            expected='an object of tenant → counter, e.g. {"acme": 12.5}',
+        )
+    counters: dict[str, float] = {}
+    for tenant, value in raw.items():
+        name = tenant.decode() if isinstance(tenant, bytes) else str(tenant)
+        try:
+            number = float(value.decode() if isinstance(value, bytes) else value)
+        except (TypeError, ValueError, UnicodeDecodeError):
+            number = math.nan
+        if not math.isfinite(number) or isinstance(value, bool):
+            raise InputError(
+                f"{value!r} is not a counter", source=source, field=name, expected="a number"
+            )
+        counters[name] = number
+    return counters

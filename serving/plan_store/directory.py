@@ -16,7 +16,7 @@ from pathlib import Path
 
 from placement.errors import InputError
 from placement.plan import Plan
-from serving.plan_store.base import PlanStoreError
+from serving.plan_store.base import PlanStoreError, credit_counters
 
 LATEST = "LATEST"
 CREDITS = "credits.json"
@@ -103,10 +103,16 @@ class DirectoryPlanStore:
         os.replace(self._write_temp(json.dumps(dict(counters))), self.root / CREDITS)
 
     def load_credits(self) -> dict[str, float]:
+        path = self.root / CREDITS
         try:
-            raw = json.loads((self.root / CREDITS).read_text())
+            raw = json.loads(path.read_text())
         except FileNotFoundError:
             return {}
-        except (OSError, json.JSONDecodeError) as exc:
-            raise PlanStoreError(f"cannot read the credit state: {exc}") from None
-        return {str(k): float(v) for k, v in raw.items()}
+        except OSError as exc:
+            raise InputError(
+                f"cannot read the credit state: {exc.strerror}", source=str(path)
+            ) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            line = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
+            raise InputError("the credit state is not JSON", source=str(path), line=line) from None
+        return credit_counters(raw, source=str(path))

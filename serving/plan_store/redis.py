@@ -15,7 +15,7 @@ import redis
 
 from placement.errors import InputError
 from placement.plan import Plan
-from serving.plan_store.base import PlanStoreError
+from serving.plan_store.base import PlanStoreError, credit_counters
 
 DEFAULT_PREFIX = "placement"
 _MOVE_FORWARD = """
@@ -104,5 +104,6 @@ class RedisPlanStore:
         self._call("save the credit state", pipe.execute)
 
     def load_credits(self) -> dict[str, float]:
-        raw = self._call("read the credit state", self._redis.hgetall, self._key("credits"))
-        return {k.decode(): float(v) for k, v in raw.items()}
+        key = self._key("credits")
+        raw = self._call("read the credit state", self._redis.hgetall, key)
+        return credit_counters(raw, source=f"redis key {key}")

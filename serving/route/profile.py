@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from placement.errors import InputError
+from placement.errors import InputError, read_text
 from placement.paths import repo_root
 from serving.route.plugins import (
     FILTERS,
@@ -306,8 +306,4 @@ def profile_from_text(text: str, *, source: str = "<profile>") -> RouteProfile:
 def load_profile(path: str | Path | None = None) -> RouteProfile:
     """A profile file (default: ``data/profiles/default.yaml``)."""
     p = Path(path) if path is not None else default_profile_path()
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
-    return profile_from_text(text, source=str(p))
+    return profile_from_text(read_text(p, "route profile"), source=str(p))

@@ -41,3 +41,24 @@ def test_a_csv_without_a_column_is_refused_naming_it(tmp_path: Path) -> None:
 def test_an_unreadable_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read measurements"):
         load_measurements(str(tmp_path / "absent.csv"))
+
+
+def test_a_truncated_csv_names_the_line_and_column(tmp_path: Path) -> None:
+    csv = tmp_path / "perf.csv"
+    header = (
+        "model,hardware,tensor_parallel,prompt_size,batch_size,token_size,prompt_time,token_time"
+    )
+    row = "llama2-70b,a100-80gb,2,512,1,128,196.2,54.8"
+    csv.write_text(f"{header}\n{row}\n\n{row}\n{row[:25]}")  # a blank line, then a cut row
+    with pytest.raises(InputError) as err:
+        load_measurements(str(csv))
+    assert err.value.line == 5
+    assert err.value.field == "batch_size"  # the first column the cut row lacks
+    assert "truncated" in str(err.value)
+
+
+def test_a_binary_csv_is_an_input_error(tmp_path: Path) -> None:
+    csv = tmp_path / "perf.csv"
+    csv.write_bytes(bytes(range(128, 256)) * 4)
+    with pytest.raises(InputError, match="not UTF-8"):
+        load_measurements(str(csv))

@@ -134,6 +134,44 @@ def _dataset(root: Path, name: str) -> ds.Dataset | None:
     return ds.dataset(folder, schema=schema, format="parquet", partitioning=_PARTITIONING)
 
 
+def _check_files(dataset: ds.Dataset, name: str, where: Any = None) -> None:
+    """Open the footer of every file ``where`` can touch: a damaged file, or one without the
+    table's columns (which a read would fill with nulls and count), is refused naming it."""
+    required = [c.name for c in TABLES[name]]
+    for fragment in dataset.get_fragments(filter=where):
+        try:
+            present = set(fragment.physical_schema.names)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(
+                f"unreadable telemetry: {_reason(exc)}",
+                source=fragment.path,
+                expected="a Parquet file",
+            ) from None
+        missing = [c for c in required if c not in present]
+        if missing:
+            raise InputError(
+                f"not a {name} table: missing column{'s' if len(missing) > 1 else ''} "
+                + ", ".join(missing),
+                source=fragment.path,
+                expected="the columns of training/telemetry/schema.py",
+            )
+
+
+def _to_table(dataset: ds.Dataset, folder: Path, **scan: Any) -> pa.Table:
+    try:
+        return dataset.to_table(**scan)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(
+            f"unreadable telemetry: {_reason(exc)}", source=str(folder), expected="Parquet files"
+        ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    """An Arrow error's message on one line, without the file name it repeats."""
+    text = " ".join(str(exc).split())
+    return text.split("': ", 1)[-1] if "input source '" in text else text
+
+
 def _read(
     store: Path | str, name: str, start: datetime | None, end: datetime | None
 ) -> pd.DataFrame:
@@ -153,12 +191,8 @@ def _read(
     ):
         if condition is not None:
             where = condition if where is None else where & condition
-    try:
-        table = dataset.to_table(filter=where)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
-        raise InputError(
-            f"unreadable telemetry: {exc}", source=str(root / name), expected="Parquet files"
-        ) from None
+    _check_files(dataset, name, where)
+    table = _to_table(dataset, root / name, filter=where)
     frame = to_frame(table, columns)
     frame = frame.sort_values(SORT_KEYS[name], kind="stable", ignore_index=True)
     _VALIDATORS[name](frame)
@@ -195,7 +229,8 @@ def summarise_store(store: Path | str) -> list[DaySummary]:
         if dataset is None:
             continue
         column = TIME_COLUMN[name]
-        times = dataset.to_table(columns=[column, PARTITION]).to_pandas()
+        _check_files(dataset, name)
+        times = _to_table(dataset, root / name, columns=[column, PARTITION]).to_pandas()
         for date, group in times.groupby(PARTITION, sort=True):
             out.append(
                 DaySummary(

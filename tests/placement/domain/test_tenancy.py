@@ -40,7 +40,7 @@ def test_custom_classes_join_the_defaults() -> None:
 @pytest.mark.parametrize(
     ("doc", "field"),
     [
-        ({"tenants": {"a": {"credit_share": 0.7}, "b": {"credit_share": 0.4}}}, "credit_share"),
+        ({"tenants": {"a": {"credit_share": 0.7}, "b": {"credit_share": 0.4}}}, "tenants"),
         ({"tenants": {"a": {"credit_share": 1.5}}}, "tenants.a.credit_share"),
         ({"tenants": {"a": {"credits": 0.5}}}, "tenants.a.credits"),
         ({"tenants": {}}, "tenants"),
@@ -58,7 +58,7 @@ def test_bad_documents_name_the_field(doc: dict[str, object], field: str) -> Non
 def test_unreadable_files_are_input_errors(tmp_path: Path) -> None:
     bad = tmp_path / "t.yaml"
     bad.write_text("tenants: [unclosed")
-    with pytest.raises(InputError, match="not YAML"):
+    with pytest.raises(InputError, match="not valid YAML"):
         load_tenancy(bad)
     with pytest.raises(InputError, match="cannot read"):
         load_tenancy(tmp_path / "missing.yaml")

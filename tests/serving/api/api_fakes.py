@@ -18,6 +18,7 @@ ADMIN_KEY = "admin-key-0123456789"
 ROUTE_KEY = "route-key-0123456789"
 ACME_KEY = "acme-key-0123456789"
 TELEMETRY_KEY = "telemetry-key-0123456789"
+METRICS_KEY = "metrics-key-0123456789"
 
 
 class FakeRoutePath:
@@ -85,6 +86,7 @@ def keys() -> tuple[ApiKey, ...]:
             name="acme", digest=hash_key(ACME_KEY), scopes=("route", "telemetry"), tenant="acme"
         ),
         ApiKey(name="scraper", digest=hash_key(TELEMETRY_KEY), scopes=("telemetry",)),
+        ApiKey(name="prometheus", digest=hash_key(METRICS_KEY), scopes=("metrics",)),
     )
 
 

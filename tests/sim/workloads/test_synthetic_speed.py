@@ -1,18 +1,16 @@
-"""The synthetic generator's speed budget: a million requests in under 20 s."""
+"""The synthetic generator at scale: a hundred thousand requests, as many as the rate asks.
+
+(Its speed is a benchmark figure, not a unit test: ``placement bench sim-speed``.)"""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 
 from sim.workloads.synthetic import synthetic_tenants
 
 
-@pytest.mark.slow
-def test_a_million_requests_in_under_20_s() -> None:
-    started = time.perf_counter()
-    workload = synthetic_tenants(duration_s=1000, rate_rps=1000, seed=0)
-    elapsed = time.perf_counter() - started
-    assert len(workload) == pytest.approx(1_000_000, rel=0.05)
-    assert elapsed < 20.0
+def test_a_hundred_thousand_requests_at_the_asked_rate() -> None:
+    workload = synthetic_tenants(duration_s=100, rate_rps=1000, seed=0)
+    assert len(workload) == pytest.approx(100_000, rel=0.05)
+    arrivals = [r.arrival_s for r in workload.requests]
+    assert arrivals == sorted(arrivals) and arrivals[-1] <= 100.0

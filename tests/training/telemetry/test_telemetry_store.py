@@ -128,3 +128,33 @@ def test_summary_counts_rows_per_table_and_day(tmp_path, requests, samples, at):
     assert summary[("requests", "2026-03-01")].rows == 3
     assert summary[("requests", "2026-03-02")].rows == 2
     assert summary[("replica_samples", "2026-03-01")].last == pd.Timestamp(at(1.0))
+
+
+def test_a_file_without_the_tables_columns_is_refused_not_counted(tmp_path, requests, samples):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write_telemetry(tmp_path, requests, samples)
+    stray = tmp_path / "replica_samples/date=2026-03-01/part-stray.parquet"
+    columns = {"time": pa.array([0], pa.timestamp("us", tz="UTC")), "replica": ["x"]}
+    pq.write_table(pa.table(columns), stray)
+    for read in (read_samples, summarise_store):
+        with pytest.raises(InputError, match="not a replica_samples table") as err:
+            read(tmp_path)
+        assert err.value.source == str(stray)
+        assert "missing columns accelerator, model, tp" in str(err.value)
+    # a read of the other day does not open the stray file
+    assert len(read_samples(tmp_path, start=at_day_two())) == 1
+
+
+def test_a_truncated_file_is_named_by_the_summary(tmp_path, requests, samples):
+    write_telemetry(tmp_path, requests, samples)
+    victim = next((tmp_path / "requests").glob("date=2026-03-02/*.parquet"))
+    victim.write_bytes(victim.read_bytes()[:100])
+    with pytest.raises(InputError, match="unreadable telemetry") as err:
+        summarise_store(tmp_path)
+    assert err.value.source == str(victim)
+
+
+def at_day_two() -> datetime:
+    return datetime.fromisoformat("2026-03-02T00:00:00+00:00")
