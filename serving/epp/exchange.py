@@ -204,9 +204,11 @@ class Exchange:
     def close(self) -> None:
         """The stream ended: complete the lease from what was seen, if the response did not."""
         if not self.finished and self.pick is not None and self.pick.decision_id is not None:
-            if self.status == 0 or self.response_mode != NONE:
+            # with the response body mode NONE the headers are all the picker sees of a response
+            complete = self.status > 0 and self.response_mode == NONE
+            if not complete:
                 self.picker.metrics.incomplete.inc()
-            self._finish(ok=self._ok())
+            self._finish(ok=complete and self._ok())
         self.finished = True
 
 

@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socketserver
 import threading
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc
 from grpc_health.v1 import health_pb2_grpc
-from prometheus_client import start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from serving.epp.health import PickerHealth
 from serving.epp.picker import DEFAULT_BLOCK_TOKENS, EndpointPicker, PickerConfig
@@ -73,9 +74,8 @@ class EppServer:
             self._servers.append(server)
         if self.metrics_port is not None:
             registry = self.picker.service.metrics.registry
-            httpd, thread = start_http_server(self.metrics_port, addr=self.host, registry=registry)
-            self._metrics = (httpd, thread)
-            self.metrics_port = int(httpd.server_port)
+            self._metrics = _serve_metrics(self.host, self.metrics_port, registry)
+            self.metrics_port = int(self._metrics[0].server_port)
         self._health_task = asyncio.create_task(self.health.run(self._interval))
         return self
 
@@ -93,6 +93,29 @@ class EppServer:
             httpd.server_close()
             thread.join(timeout=5)
             self._metrics = None
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+def _serve_metrics(
+    host: str, port: int, registry: CollectorRegistry
+) -> tuple[WSGIServer, threading.Thread]:
+    """Prometheus text on ``http://host:port/metrics`` from a thread (stops within 0.1 s)."""
+    httpd = make_server(
+        host, port, make_wsgi_app(registry), _ThreadingWSGIServer, handler_class=_QuietHandler
+    )
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+    )
+    thread.start()
+    return httpd, thread
 
 
 def _bind(server: grpc.aio.Server, host: str, port: int, what: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -19,8 +20,8 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc
 
 from serving.epp import EndpointPicker, EppServer, PickerConfig
 from serving.epp.protocol import DESTINATION, DESTINATION_NAMESPACE
-from serving.route import PlacementRoutePath, ReplicaState
-from serving.service import PlacementService
+from serving.route import PlacementRoutePath, ReplicaState, RouteQuery
+from serving.service import Lease, PlacementService, Routed
 
 T = TypeVar("T")
 Mode = processing_mode_pb2.ProcessingMode
@@ -30,18 +31,36 @@ NONE = Mode.NONE
 MODEL = "llama-3-8b"
 
 
+class RecordingService(PlacementService):
+    """The real service, remembering every query it routed and every outcome reported."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.queries: list[RouteQuery] = []
+        self.outcomes: list[tuple[str, int, bool]] = []
+
+    def route(self, query: RouteQuery) -> Routed:
+        self.queries.append(query)
+        return super().route(query)
+
+    def complete(self, decision_id: str, *, output_tokens: int, ok: bool) -> Lease:
+        lease = super().complete(decision_id, output_tokens=output_tokens, ok=ok)
+        self.outcomes.append((lease.replica_id, output_tokens, ok))
+        return lease
+
+
 def make_service(
     addresses: Sequence[str],
     *,
     models: Sequence[str] | None = None,
     in_flight_per_replica: int = 64,
-) -> PlacementService:
+) -> RecordingService:
     """The service over replicas at ``addresses`` (ids ``r0``, ``r1``, …), freshly scraped."""
 
     def route_path(replicas: dict[str, ReplicaState]) -> PlacementRoutePath:
         return PlacementRoutePath(list(replicas.values()))
 
-    service = PlacementService(
+    service = RecordingService(
         route_path_factory=route_path,
         no_plan_fallback=True,
         in_flight_per_replica=in_flight_per_replica,
@@ -92,12 +111,36 @@ class RunningPicker:
         """One ext_proc stream: send ``requests``, half-close, return every answer."""
         return list(self.stub.Process(iter(list(requests)), timeout=10))
 
+    def stream(self) -> Stream:
+        """An ext_proc stream driven one message at a time, as Envoy does."""
+        return Stream(self.stub)
+
     def stop(self) -> None:
         self.channel.close()
         self.run(self.server.stop(0.1))
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
+
+
+class Stream:
+    _END = object()
+
+    def __init__(self, stub: Any) -> None:
+        self._outbox: queue.Queue[Any] = queue.Queue()
+        self._answers = stub.Process(iter(self._outbox.get, self._END), timeout=10)
+
+    def send(self, *requests: Any) -> None:
+        for request in requests:
+            self._outbox.put(request)
+
+    def receive(self, n: int = 1) -> list[Any]:
+        return [next(self._answers) for _ in range(n)]
+
+    def close(self) -> list[Any]:
+        """Half-close; every answer still to come."""
+        self._outbox.put(self._END)
+        return list(self._answers)
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
