@@ -44,6 +44,35 @@ _RETRY_ON = (
     "retriable-status-codes",
 )
 
+# a failed ext_proc call (picker down, too slow) answers 503 with the reason in OpenAI's error
+# shape; the picker's own refusals (ImmediateResponses) keep their bodies
+_PICKER_DOWN_REPLY = {
+    "mappers": [
+        {
+            "filter": {
+                "extension_filter": {
+                    "name": "envoy.access_loggers.extension_filters.cel",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/"
+                        "envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter",
+                        "expression": "response.code_details.startsWith('ext_proc_error')",
+                    },
+                }
+            },
+            "body_format_override": {
+                "json_format": {
+                    "error": {
+                        "message": "The endpoint picker is unavailable: %RESPONSE_CODE_DETAILS%",
+                        "type": "service_unavailable",
+                        "param": None,
+                        "code": "endpoint_picker_unavailable",
+                    }
+                }
+            },
+        }
+    ]
+}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EnvoyConfig:
@@ -57,21 +86,20 @@ class EnvoyConfig:
     message_timeout_s: float = 1.0  # the picker's answer to one message
     request_timeout_s: float = 300.0  # a whole request, stream included
     retries: int = 3  # override-host: fallbacks tried after the primary
+    name: str = "inference"  # of the listener; its clusters are "<name>-picker", "<name>-replicas"
 
     def bootstrap(self) -> dict[str, Any]:
-        return {
-            "admin": {"address": _address(self.listen_host, self.admin_port)},
-            "static_resources": {
-                "listeners": [self._listener()],
-                "clusters": [self._picker_cluster(), self._replica_cluster()],
-            },
-        }
+        return bootstrap([self], admin_port=self.admin_port, admin_host=self.listen_host)
 
-    def to_json(self) -> str:
-        return json.dumps(self.bootstrap(), indent=2)
+    def resources(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """This listener and its two clusters."""
+        return self._listener(), [self._picker_cluster(), self._replica_cluster()]
 
     def _listener(self) -> dict[str, Any]:
-        route: dict[str, Any] = {"cluster": "replicas", "timeout": f"{self.request_timeout_s}s"}
+        route: dict[str, Any] = {
+            "cluster": f"{self.name}-replicas",
+            "timeout": f"{self.request_timeout_s}s",
+        }
         if self.routing == "override-host":
             route["retry_policy"] = {
                 "retry_on": ",".join(_RETRY_ON),
@@ -79,7 +107,7 @@ class EnvoyConfig:
                 "num_retries": self.retries,
             }
         return {
-            "name": "inference",
+            "name": self.name,
             "address": _address(self.listen_host, self.listen_port),
             "filter_chains": [
                 {
@@ -88,18 +116,19 @@ class EnvoyConfig:
                             "name": "envoy.filters.network.http_connection_manager",
                             "typed_config": {
                                 "@type": _HCM + "HttpConnectionManager",
-                                "stat_prefix": "inference",
+                                "stat_prefix": self.name,
                                 "route_config": {
-                                    "name": "inference",
+                                    "name": self.name,
                                     "virtual_hosts": [
                                         {
-                                            "name": "inference",
+                                            "name": self.name,
                                             "domains": ["*"],
                                             "routes": [{"match": {"prefix": "/"}, "route": route}],
                                         }
                                     ],
                                 },
                                 "http_filters": [self._ext_proc(), _router()],
+                                "local_reply_config": _PICKER_DOWN_REPLY,
                             },
                         }
                     ]
@@ -113,7 +142,7 @@ class EnvoyConfig:
             "typed_config": {
                 "@type": _EXT_PROC,
                 "grpc_service": {
-                    "envoy_grpc": {"cluster_name": "picker"},
+                    "envoy_grpc": {"cluster_name": f"{self.name}-picker"},
                     "timeout": f"{self.request_timeout_s}s",
                 },
                 "failure_mode_allow": False,
@@ -137,7 +166,7 @@ class EnvoyConfig:
     def _picker_cluster(self) -> dict[str, Any]:
         host, port = self.picker.rsplit(":", 1)
         return {
-            "name": "picker",
+            "name": f"{self.name}-picker",
             "type": "STATIC",
             "connect_timeout": "1s",
             "typed_extension_protocol_options": {
@@ -146,13 +175,13 @@ class EnvoyConfig:
                     "explicit_http_config": {"http2_protocol_options": {}},
                 }
             },
-            "load_assignment": _endpoints("picker", [f"{host}:{port}"]),
+            "load_assignment": _endpoints(f"{self.name}-picker", [f"{host}:{port}"]),
         }
 
     def _replica_cluster(self) -> dict[str, Any]:
         if self.routing == "original-dst":
             return {
-                "name": "replicas",
+                "name": f"{self.name}-replicas",
                 "type": "ORIGINAL_DST",
                 "lb_policy": "CLUSTER_PROVIDED",
                 "connect_timeout": "1s",
@@ -163,10 +192,10 @@ class EnvoyConfig:
             }
         metadata_key = {"key": DESTINATION_NAMESPACE, "path": [{"key": DESTINATION}]}
         return {
-            "name": "replicas",
+            "name": f"{self.name}-replicas",
             "type": "STATIC",
             "connect_timeout": "1s",
-            "load_assignment": _endpoints("replicas", self.replicas),
+            "load_assignment": _endpoints(f"{self.name}-replicas", self.replicas),
             "load_balancing_policy": {
                 "policies": [
                     {
@@ -195,6 +224,26 @@ class EnvoyConfig:
                 ]
             },
         }
+
+
+def bootstrap(
+    configs: Sequence[EnvoyConfig], *, admin_port: int, admin_host: str = "127.0.0.1"
+) -> dict[str, Any]:
+    """One Envoy serving every listener of ``configs`` (distinct names and ports)."""
+    listeners = []
+    clusters = []
+    for config in configs:
+        listener, own = config.resources()
+        listeners.append(listener)
+        clusters.extend(own)
+    return {
+        "admin": {"address": _address(admin_host, admin_port)},
+        "static_resources": {"listeners": listeners, "clusters": clusters},
+    }
+
+
+def to_json(bootstrap: dict[str, Any]) -> str:
+    return json.dumps(bootstrap, indent=2)
 
 
 def _address(host: str, port: int) -> dict[str, Any]:
