@@ -5,7 +5,9 @@ the whole body arrives in one message, and its answer carries the destination he
 metadata. **Request, FULL_DUPLEX_STREAMED body**: Envoy streams headers and body chunks without
 waiting; nothing is answered until the body is complete (its last chunk, or the trailers), then
 the headers' answer carries the destination and the body goes back unchanged, in chunks, as
-the mode requires. A request without a body (or with the body mode NONE) is placed from its
+the mode requires. (STREAMED, which the protocol does not name, is answered chunk by chunk and
+decided on the last; whether the proxy still applies a header mutation then is its own
+affair.) A request without a body (or with the body mode NONE) is placed from its
 headers alone (:meth:`EndpointPicker.pick_any`). A Content-Length, or a body, over the limit is
 answered 413 at once.
 
@@ -28,6 +30,7 @@ from serving.epp.protocol import (
     FULL_DUPLEX_STREAMED,
     NONE,
     SERVED,
+    STREAMED,
     Message,
     body_modes,
     continue_response,
@@ -106,11 +109,13 @@ class Exchange:
         limit = self.picker.config.max_body_bytes
         if len(self.body) > limit:
             return self._refuse(_too_large(limit))
-        if self.request_mode != FULL_DUPLEX_STREAMED:
-            return self._decide(bytes(self.body), duplex=False, end_of_stream=True)
-        if not chunk.end_of_stream:
-            return []
-        return self._decide(bytes(self.body), duplex=True, end_of_stream=True)
+        if self.request_mode == FULL_DUPLEX_STREAMED:
+            if not chunk.end_of_stream:
+                return []
+            return self._decide(bytes(self.body), duplex=True, end_of_stream=True)
+        if self.request_mode == STREAMED and not chunk.end_of_stream:
+            return [continue_response("request_body")]  # each chunk answered; decide at the end
+        return self._decide(bytes(self.body), duplex=False, end_of_stream=True)
 
     def _request_trailers(self, request: Message) -> list[Message]:
         answers = []

@@ -133,7 +133,8 @@ class EndpointPicker:
         try:
             query = self._query(body, headers)
         except _BadField as exc:
-            return Refusal(status=400, message=str(exc), code="invalid_value", param=exc.source)
+            param = (exc.source or "").removeprefix("header ")
+            return Refusal(status=400, message=str(exc), code="invalid_value", param=param)
         try:
             routed = service.route(query)
         except Refused as exc:
@@ -150,8 +151,12 @@ class EndpointPicker:
                 message=str(exc) or f"No replica can serve '{body.model}' now.",
                 code="no_replica",
             )
-        except InputError as exc:  # e.g. an unknown request class
-            return Refusal(status=400, message=str(exc), code="invalid_value")
+        except InputError as exc:  # e.g. an unknown request class: name the header it came from
+            header = _FIELD_SOURCES.get(exc.field or "")
+            message = str(exc)
+            if header is not None:
+                message = f"header {header}: {message.split(': ', 1)[-1]}"
+            return Refusal(status=400, message=message, code="invalid_value", param=header)
         except PlacementError as exc:
             return Refusal(status=400, message=str(exc), code="invalid_request")
         return self._destination(routed, query, subset)
@@ -174,7 +179,9 @@ class EndpointPicker:
         except ValidationError as exc:
             error = exc.errors(include_url=False)[0]
             name = str(error["loc"][0]) if error["loc"] else "body"
-            raise _BadField(error["msg"], source=_FIELD_SOURCES.get(name, name)) from None
+            header = _FIELD_SOURCES.get(name)
+            source = f"header {header}" if header else name
+            raise _BadField(error["msg"], source=source) from None
         return to_query(validated, self.config.text_block_chars)
 
     def _destination(

@@ -28,6 +28,7 @@ Mode = processing_mode_pb2.ProcessingMode
 BUFFERED = Mode.BUFFERED
 FULL_DUPLEX = Mode.FULL_DUPLEX_STREAMED
 NONE = Mode.NONE
+STREAMED = Mode.STREAMED
 MODEL = "llama-3-8b"
 
 

@@ -14,6 +14,7 @@ from epp_harness import (
     FULL_DUPLEX,
     MODEL,
     NONE,
+    STREAMED,
     RecordingService,
     RunningPicker,
     completion,
@@ -109,6 +110,16 @@ MODES = [
         [request_headers(), request_body(completion())],
         ["request_headers", "request_body"],
         "request_headers",
+    ),
+    (
+        "STREAMED: each chunk answered, decided on the last",
+        [
+            request_headers(request_mode=STREAMED),
+            request_body(completion()[:9], end_of_stream=False),
+            request_body(completion()[9:]),
+        ],
+        ["request_headers", "request_body", "request_body"],
+        "request_body",
     ),
     (
         "a request without a body",
@@ -299,6 +310,8 @@ def test_bad_requests_are_answered_in_openai_error_format(
         assert got_status == status
         assert body["error"]["code"] == code
         assert body["error"]["message"]
+        for header in _HEADERS.get(case, {}):  # a bad header is named in the answer
+            assert header in body["error"]["message"] and body["error"]["param"] == header
         assert headers["content-type"] == "application/json"
         assert service.outcomes == [] or all(not ok for _, _, ok in service.outcomes)
         assert running.on_loop(lambda: len(service.leases)) == 0
