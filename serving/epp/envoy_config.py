@@ -82,6 +82,10 @@ class EnvoyConfig:
     routing: Routing = "original-dst"
     replicas: Sequence[str] = ()  # ip:port of every replica (override-host only)
     body_mode: BodyMode = "FULL_DUPLEX_STREAMED"
+    # the response body through the picker (each chunk a round trip) tells it when a request
+    # ends and how many tokens it produced; NONE: it learns the status only, and the lease
+    # ends with the response headers (cheaper, less exact in-flight counts)
+    response_body_mode: Literal["FULL_DUPLEX_STREAMED", "NONE"] = "FULL_DUPLEX_STREAMED"
     listen_host: str = "127.0.0.1"
     message_timeout_s: float = 1.0  # the picker's answer to one message
     request_timeout_s: float = 300.0  # a whole request, stream included
@@ -153,8 +157,10 @@ class EnvoyConfig:
                     "request_body_mode": self.body_mode,
                     "request_trailer_mode": "SEND",
                     "response_header_mode": "SEND",
-                    "response_body_mode": "FULL_DUPLEX_STREAMED",
-                    "response_trailer_mode": "SEND",
+                    "response_body_mode": self.response_body_mode,
+                    "response_trailer_mode": (
+                        "SEND" if self.response_body_mode == "FULL_DUPLEX_STREAMED" else "SKIP"
+                    ),
                 },
                 "metadata_options": {
                     "forwarding_namespaces": {"untyped": [DESTINATION_NAMESPACE]},
