@@ -6,6 +6,7 @@ One Envoy for the module, three listeners:
   (the picker lists no fallbacks: the cluster reads one address);
 - ``lists``: BUFFERED bodies, the override-host load balancer reading the picker's list from
   the ``envoy.lb`` metadata and retrying down it, reporting the endpoint that served;
+- ``quiet``: as ``dst`` with BUFFERED bodies, the response body kept from the picker;
 - ``down``: a picker that is not running (fail closed).
 """
 
@@ -52,7 +53,7 @@ def stack() -> Iterator[Stack]:
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there
     dst = RunningPicker(make_service(endpoints), PickerConfig(max_fallbacks=0))
     lists = RunningPicker(make_service([*endpoints, dead]))
-    ports = {name: free_port() for name in ("dst", "lists", "down", "admin")}
+    ports = {name: free_port() for name in ("dst", "lists", "quiet", "down", "admin")}
     configs = [
         EnvoyConfig(
             name="dst",
@@ -70,6 +71,15 @@ def stack() -> Iterator[Stack]:
             routing="override-host",
             replicas=[*endpoints, dead],
             body_mode="BUFFERED",
+        ),
+        EnvoyConfig(
+            name="quiet",
+            picker=f"127.0.0.1:{dst.server.port}",
+            listen_port=ports["quiet"],
+            admin_port=ports["admin"],
+            routing="original-dst",
+            body_mode="BUFFERED",
+            response_body_mode="NONE",
         ),
         EnvoyConfig(
             name="down",
@@ -142,6 +152,20 @@ def test_requests_land_where_the_picker_sends_them(
         assert response.json()["choices"][0]["text"] == f"served by {served}"
     assert _settled(stack.dst, done + 1)
     assert stack.dst.service.outcomes[-1] == (served, OUTPUT_TOKENS, True)
+
+
+def test_without_the_response_body_the_lease_ends_with_the_headers(stack: Stack) -> None:
+    stack.clear()
+    done = len(stack.dst.service.outcomes)
+    body = {"model": MODEL, "prompt": "quiet " * 300, "max_tokens": 9, "stream": True}
+    with stack.client("quiet") as client:
+        response = client.post("/v1/completions", json=body)
+    assert response.status_code == 200
+    assert response.text.count("data:") == OUTPUT_TOKENS + 2  # the stream passed untouched
+    served = response.headers["x-served-by"]
+    assert _settled(stack.dst, done + 1)
+    # the picker saw the status but no tokens: the request is charged its max_tokens
+    assert stack.dst.service.outcomes[-1] == (served, 9, True)
 
 
 def test_the_same_prefix_goes_back_to_the_same_replica(stack: Stack) -> None:
