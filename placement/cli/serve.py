@@ -1,4 +1,5 @@
-"""``placement serve``: the placement API under uvicorn."""
+"""``placement serve``: the placement API under uvicorn, or (``--epp``) the Envoy ext_proc
+endpoint picker in front of the same service."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from placement.cli.errors import user_errors
 from placement.paths import repo_root
 
 DEMO_FLEET = repo_root() / "data" / "fleets" / "h100x8.yaml"
+EPP_PORT = 9002
+EPP_HEALTH_PORT = 9003
+EPP_METRICS_PORT = 9090
+ENVOY_LISTEN_PORT = 10000
+ENVOY_ADMIN_PORT = 9901
 
 
 app = typer.Typer()
@@ -45,6 +51,64 @@ def serve(
             help="development on a demo fleet: emulated replicas serve vLLM /metrics locally",
         ),
     ] = False,
+    epp: Annotated[
+        bool,
+        typer.Option(
+            "--epp",
+            help="serve the Envoy ext_proc endpoint picker (Gateway API Inference Extension) "
+            "instead of the HTTP API",
+            rich_help_panel="Endpoint picker",
+        ),
+    ] = False,
+    epp_port: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=65535,
+            envvar="PLACEMENT_EPP_PORT",
+            help="ext_proc gRPC port",
+            rich_help_panel="Endpoint picker",
+        ),
+    ] = EPP_PORT,
+    epp_health_port: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=65535,
+            envvar="PLACEMENT_EPP_HEALTH_PORT",
+            help="gRPC health port (liveness, readiness, the ext_proc service)",
+            rich_help_panel="Endpoint picker",
+        ),
+    ] = EPP_HEALTH_PORT,
+    epp_metrics_port: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=65535,
+            envvar="PLACEMENT_EPP_METRICS_PORT",
+            help="Prometheus /metrics port",
+            rich_help_panel="Endpoint picker",
+        ),
+    ] = EPP_METRICS_PORT,
+    epp_fallbacks: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            envvar="PLACEMENT_EPP_FALLBACKS",
+            help="fallback endpoints listed after the primary (default: all the decision "
+            "lists); 0 for a proxy whose cluster reads one address (Envoy's ORIGINAL_DST)",
+            rich_help_panel="Endpoint picker",
+        ),
+    ] = None,
+    print_envoy_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-envoy-config",
+            help="print an Envoy bootstrap (JSON) that sends the fleet's traffic through this "
+            "picker, and exit",
+            rich_help_panel="Endpoint picker",
+        ),
+    ] = False,
 ) -> None:
     """Serve the placement API (OpenAPI docs at /docs). Settings also from PLACEMENT_* vars."""
     from serving.api.security import generate_key
@@ -60,6 +124,9 @@ def serve(
         dev = True
         fleet = fleet or DEMO_FLEET
         no_plan_fallback = True
+    if print_envoy_config:
+        typer.echo(_envoy_config(fleet, epp_port, epp_fallbacks))
+        return
     flags = {
         "fleet": fleet,
         "profile": profile,
@@ -71,6 +138,24 @@ def serve(
         "no_plan_fallback": no_plan_fallback or None,
         "environment": "development" if dev else None,
     }
+    if epp:
+        # the picker serves no key-protected API (the proxy authenticates clients, as with the
+        # Inference Extension's picker): the keys the HTTP API demands outside development are
+        # not asked for, nor is a development key generated
+        flags["environment"] = "development"
+        settings = load_settings(**{k: v for k, v in flags.items() if v is not None})
+        from serving.epp import serve_epp
+
+        addresses = _start_emulator(settings.fleet) if demo else None
+        serve_epp(
+            settings,
+            port=epp_port,
+            health_port=epp_health_port,
+            metrics_port=epp_metrics_port,
+            max_fallbacks=epp_fallbacks,
+            addresses=addresses,
+        )
+        return
     settings = load_settings(**{k: v for k, v in flags.items() if v is not None})
     if settings.environment == "development" and not settings.all_keys():
         key = generate_key()
@@ -79,6 +164,42 @@ def serve(
         _print_example(settings.host, settings.port, key)
     addresses = _start_emulator(settings.fleet) if demo else None
     serve_settings(settings, workers=workers, addresses=addresses)
+
+
+def _envoy_config(fleet_file: Path | None, epp_port: int, fallbacks: int | None) -> str:
+    """An Envoy bootstrap for the fleet's replicas behind a picker on ``epp_port``: an
+    ORIGINAL_DST cluster when the picker lists no fallbacks, else override-host over the
+    fleet's addresses."""
+    import ipaddress
+
+    from placement.domain.fleet import load_fleet
+    from serving.epp import endpoint_of
+    from serving.epp.envoy_config import EnvoyConfig, to_json
+    from serving.wiring import fleet_states
+
+    if fleet_file is None:
+        raise typer.BadParameter("--print-envoy-config needs a fleet (--fleet)")
+    replicas = []
+    for state in fleet_states(load_fleet(fleet_file)):
+        endpoint = endpoint_of(state.address)
+        host = endpoint.rsplit(":", 1)[0].strip("[]")
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise typer.BadParameter(
+                f"{fleet_file}: replica {state.id}'s address '{endpoint}' is not ip:port; "
+                "Envoy routes to the picker's endpoints by IP (set the replica's "
+                "labels.address)"
+            ) from None
+        replicas.append(endpoint)
+    config = EnvoyConfig(
+        picker=f"127.0.0.1:{epp_port}",
+        listen_port=ENVOY_LISTEN_PORT,
+        admin_port=ENVOY_ADMIN_PORT,
+        routing="original-dst" if fallbacks == 0 else "override-host",
+        replicas=replicas,
+    )
+    return to_json(config.bootstrap())
 
 
 def _print_example(host: str, port: int, key: str) -> None:
