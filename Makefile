@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	@# xds-protos (the endpoint picker's Envoy protos) ships an old copy of the OpenTelemetry
+	@# protos that MLflow imports; whichever installs last wins, so put MLflow's back last
+	$(BIN)/pip install --quiet --force-reinstall --no-deps \
+		"opentelemetry-proto==$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("opentelemetry-proto"))')"
 	touch $(STAMP)
 
 $(FAST): $(STAMP) $(COMPILED) build_native.py
