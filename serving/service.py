@@ -55,6 +55,7 @@ class Lease:
     replica_id: str
     expires_at: float
     first_token: bool = False
+    routed_by: str | None = None  # the API key's name that asked (who may report the outcome)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,9 +189,10 @@ class PlacementService:
 
     # --- requests ---------------------------------------------------------------------------
 
-    def route(self, query: RouteQuery) -> Routed:
-        """Admit and place one request. Raises :class:`Refused` (429), :class:`NoReplica` (503)
-        or :class:`InputError` (an unknown request class)."""
+    def route(self, query: RouteQuery, *, routed_by: str | None = None) -> Routed:
+        """Admit and place one request for the caller ``routed_by``. Raises :class:`Refused`
+        (429), :class:`NoReplica` (503; :class:`UnservedModel`, 404, when no replica of the
+        model is registered) or :class:`InputError` (an unknown request class)."""
         started = time.perf_counter()
         now = self.clock()
         self._expire(now)
@@ -216,7 +218,9 @@ class PlacementService:
             decision = admitted
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
-        self.leases[decision_id] = Lease(query, decision.replica_id, now + self.lease_s)
+        self.leases[decision_id] = Lease(
+            query, decision.replica_id, now + self.lease_s, routed_by=routed_by
+        )
         addresses = (
             decision.address,
             *(self.replicas[r].address for r in decision.fallbacks if r in self.replicas),

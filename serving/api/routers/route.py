@@ -17,29 +17,37 @@ from pydantic import ValidationError
 from placement.domain.prefix import hash_text
 from placement.errors import InputError
 from serving.api.deps import RouteCaller, RuntimeDep
+from serving.api.errors import field_errors
+from serving.api.responses import AUTH, JSON_BODY, problems
 from serving.api.schemas import (
     BatchItem,
     BatchRouteRequest,
     BatchRouteResponse,
-    Problem,
     RouteRequest,
     RouteResponse,
 )
 from serving.api.security import Principal
-from serving.route.types import NoReplica, RouteQuery
+from serving.route.types import NoReplica, RouteQuery, UnservedModel
 from serving.service import PlacementService, Refused, Routed
 
 router = APIRouter(prefix="/v1", tags=["route"])
 
 CHARS_PER_TOKEN = 4  # when only the text is given: a rough English average
 DESTINATION = "x-gateway-destination-endpoint"
-REFUSALS: dict[int | str, dict[str, Any]] = {
-    401: {"model": Problem, "description": "missing or invalid API key"},
-    403: {"model": Problem, "description": "key lacks the scope, or routes for another tenant"},
-    413: {"model": Problem, "description": "body too large"},
-    422: {"model": Problem, "description": "invalid request"},
-    429: {"model": Problem, "description": "refused by admission; see Retry-After"},
-    503: {"model": Problem, "description": "no healthy replica serves the model"},
+BATCH_REFUSALS = problems(
+    *AUTH,
+    *JSON_BODY,
+    described={403: "the key lacks the scope, or routes for another tenant"},
+)
+REFUSALS = {
+    **BATCH_REFUSALS,
+    **problems(
+        429,
+        described={
+            404: "no registered replica serves the model",
+            503: "no healthy replica serves the model",
+        },
+    ),
 }
 
 
@@ -100,10 +108,13 @@ def _headers(routed: Routed) -> dict[str, str]:
     "/route",
     response_model=RouteResponse,
     responses=REFUSALS,
+    # the body is read by pydantic-core from the bytes: state it as the schema the batch shares
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": RouteRequest.model_json_schema()}},
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/RouteRequest"}}
+            },
         }
     },
     summary="Place one request",
@@ -112,10 +123,13 @@ async def route(request: Request, runtime: RuntimeDep, principal: RouteCaller) -
     try:
         body = RouteRequest.model_validate_json(await request.body())
     except ValidationError as exc:
-        raise HTTPException(422, _errors(exc)) from None
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        raise HTTPException(422, field_errors(errors, prefix=("body",))) from None
     _check_tenant(principal, body.tenant)
     service = runtime.service
-    routed = service.route(to_query(body, runtime.settings.text_block_chars))
+    routed = service.route(
+        to_query(body, runtime.settings.text_block_chars), routed_by=principal.name
+    )
     return Response(
         json.dumps(_answer(service, routed)),
         media_type="application/json",
@@ -123,17 +137,10 @@ async def route(request: Request, runtime: RuntimeDep, principal: RouteCaller) -
     )
 
 
-def _errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return [
-        {"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False, include_context=False, include_input=False)
-    ]
-
-
 @router.post(
     "/route:batch",
     response_model=BatchRouteResponse,
-    responses={k: v for k, v in REFUSALS.items() if k not in (429, 503)},
+    responses=BATCH_REFUSALS,
     summary="Place many requests; each result carries its own status",
 )
 async def route_batch(
@@ -145,9 +152,13 @@ async def route_batch(
     results = []
     for item in body.requests:
         try:
-            routed = service.route(to_query(item, runtime.settings.text_block_chars))
+            query = to_query(item, runtime.settings.text_block_chars)
+            routed = service.route(query, routed_by=principal.name)
         except Refused as exc:
             results.append(BatchItem(status=429, detail=str(exc), retry_after_s=exc.retry_after_s))
+            continue
+        except UnservedModel as exc:
+            results.append(BatchItem(status=404, detail=str(exc)))
             continue
         except NoReplica as exc:
             results.append(BatchItem(status=503, detail=str(exc)))

@@ -11,7 +11,7 @@ from serving.api.runtime import ServiceRuntime, build_runtime
 from serving.api.security import hash_key
 from serving.api.settings import ApiKey, Settings
 from serving.planner import Planner
-from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery
+from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery, UnservedModel
 from serving.service import PlacementService
 
 ADMIN_KEY = "admin-key-0123456789"
@@ -21,7 +21,9 @@ TELEMETRY_KEY = "telemetry-key-0123456789"
 
 
 class FakeRoutePath:
-    """Least in-flight healthy replica of the model; ``plan`` when a plan is installed."""
+    """Least in-flight healthy replica of the model; ``plan`` when a plan is installed. As the
+    real route path: a model with no registered replica is unserved, one with none healthy
+    has no replica."""
 
     def __init__(self, replicas: dict[str, ReplicaState]) -> None:
         self.replicas = replicas
@@ -32,6 +34,8 @@ class FakeRoutePath:
         self.plan = plan
 
     def decide(self, query: RouteQuery, now: float) -> Decision:
+        if all(r.model != query.model for r in self.replicas.values()):
+            raise UnservedModel(f"no registered replica serves model {query.model!r}")
         candidates = sorted(
             (r for r in self.replicas.values() if r.healthy and r.model == query.model),
             key=lambda r: (r.in_flight, r.id),

@@ -44,9 +44,9 @@ def test_prompt_is_hashed_server_side() -> None:
     service = runtime.service
     original = service.route
 
-    def spy(query):  # type: ignore[no-untyped-def]
+    def spy(query, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(query)
-        return original(query)
+        return original(query, **kwargs)
 
     service.route = spy  # type: ignore[method-assign]
     client = TestClient(create_app(runtime))
@@ -62,9 +62,9 @@ def test_prompt_is_hashed_server_side() -> None:
     assert seen[0].input_tokens == len(prompt) // 4
 
 
-def test_unserved_model_is_503(client: TestClient) -> None:
+def test_unserved_model_is_404(client: TestClient) -> None:
     r = client.post("/v1/route", json={**BODY, "model": "other"}, headers=auth(ROUTE_KEY))
-    assert r.status_code == 503
+    assert r.status_code == 404
     assert "other" in r.json()["detail"]
 
 
@@ -123,7 +123,7 @@ def test_batch_gives_each_item_its_status(client: TestClient) -> None:
     )
     assert r.status_code == 200, r.text
     statuses = [item["status"] for item in r.json()["results"]]
-    assert statuses == [200, 503, 422]
+    assert statuses == [200, 404, 422]
     assert r.json()["results"][0]["decision"]["replica_id"] == "h100-0"
 
 
