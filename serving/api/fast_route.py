@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from placement.errors import InputError, PlacementError
 from serving.api.errors import field_errors, problem_body
 from serving.api.media_type import UNSUPPORTED, is_json
-from serving.api.routers.route import _answer, _headers, to_query
+from serving.api.routers.route import _answer, _headers, class_errors, to_query
 from serving.api.runtime import ServiceRuntime
 from serving.api.schemas import RouteRequest
 from serving.api.security import refusal_of, token_from_headers
@@ -93,9 +93,12 @@ class FastRoute:
         except ValidationError as exc:
             errors = exc.errors(include_url=False, include_context=False, include_input=False)
             raise _Refusal(422, field_errors(errors, prefix=("body",))) from None
+        service = self.runtime.service
+        unknown = class_errors(service.admission.classes, [(("body",), request)])
+        if unknown:
+            raise _Refusal(422, unknown)
         if not principal.may_act_for(request.tenant):
             raise _Refusal(403, f"this key routes only for tenant '{principal.tenant}'")
-        service = self.runtime.service
         try:
             query = to_query(request, self.runtime.settings.text_block_chars)
             routed = service.route(query, routed_by=principal.name)

@@ -1,15 +1,16 @@
 """Request and response bodies of the HTTP API (pydantic; they are the OpenAPI schemas).
 
-Request bodies are strict: a field of the wrong JSON type (``"64"`` for an integer, ``1.0``
-for an integer, ``true`` for a number) is refused with 422 rather than coerced, and unknown
-fields are refused. Every error answer is a :class:`Problem`.
+Request bodies are strict: a field of the wrong JSON type (``"64"`` or ``true`` for a number,
+``1.5`` for an integer, ``1`` for a string) is refused with 422 rather than coerced, and unknown
+fields are refused. As in JSON Schema, an integer may be written ``64.0``. Every error answer
+is a :class:`Problem`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from placement.domain.accelerators import accelerator_names
 
@@ -19,8 +20,26 @@ MAX_BATCH = 256
 MAX_OUTCOMES = 1024
 MAX_REPLICAS_PER_KIND = 100_000
 MAX_DEMAND_SCALE = 1000.0
+
+
+def _integral(value: object) -> object:
+    # JSON Schema's "integer" is any number without a fraction: 64.0 is one, 64.5 is not
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# after an int's bounds (pydantic states bounds placed after a validator as unknown keywords)
+AS_INTEGER = BeforeValidator(_integral)
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/@+-]+$")]
-BlockHash = Annotated[int, Field(ge=0, lt=HASH_LIMIT)]
+# a 63-bit hash: stated as an inclusive int64 bound, which JSON tools read exactly (an
+# exclusive 2**63 is a float to some, and lets 2**63 + k through their checks)
+# a replica id is a path segment (DELETE /v1/replicas/{id}): no "/", and not "." or ".."
+REPLICA_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$"
+ReplicaId = Annotated[str, Field(min_length=1, max_length=128, pattern=REPLICA_ID_PATTERN)]
+BlockHash = Annotated[
+    int, Field(ge=0, le=HASH_LIMIT - 1, json_schema_extra={"format": "int64"}), AS_INTEGER
+]
 ACCELERATORS = accelerator_names()
 
 
@@ -75,10 +94,10 @@ class RouteRequest(_Body):
     request_class: str = Field(default="interactive", min_length=1, max_length=64)
     block_hashes: list[BlockHash] | None = Field(default=None, max_length=MAX_BLOCKS)
     prompt: str | None = None
-    input_tokens: int | None = Field(
-        default=None, ge=0, le=10_000_000, description="prompt tokens (estimated from the text)"
+    input_tokens: Annotated[int, Field(ge=0, le=10_000_000), AS_INTEGER] | None = Field(
+        default=None, description="prompt tokens (estimated from the text)"
     )
-    max_output_tokens: int = Field(default=256, ge=0, le=1_000_000)
+    max_output_tokens: Annotated[int, Field(ge=0, le=1_000_000), AS_INTEGER] = 256
 
     @model_validator(mode="after")
     def _one_prefix(self) -> RouteRequest:
@@ -141,7 +160,7 @@ class Outcome(_Body):
 
     decision_id: str = Field(min_length=1, max_length=128)
     ttft_s: float | None = Field(default=None, ge=0, le=86_400)
-    output_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    output_tokens: Annotated[int, Field(ge=0, le=10_000_000), AS_INTEGER] = 0
     error: str | None = Field(default=None, max_length=1024)
 
 
@@ -155,12 +174,12 @@ class OutcomesResponse(BaseModel):
 
 
 class ReplicaIn(_Body):
-    id: Name
+    id: ReplicaId
     address: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:/\[\]-]+$")
     model: Name
     accelerator: Accelerator
-    tp: int = Field(default=1, ge=1, le=64)
-    kv_capacity_tokens: int = Field(ge=1, le=1 << 40)
+    tp: Annotated[int, Field(ge=1, le=64), AS_INTEGER] = 1
+    kv_capacity_tokens: Annotated[int, Field(ge=1, le=1 << 40), AS_INTEGER]
     metrics_url: str | None = Field(default=None, max_length=512, pattern=r"^https?://\S+$")
     labels: dict[str, str] = Field(default_factory=dict, max_length=64)
 
@@ -193,7 +212,7 @@ class SolveOut(BaseModel):
 class WhatIfRequest(_Body):
     """A scenario solved against the current fleet and demand, off the request path."""
 
-    replicas: dict[Name, Annotated[int, Field(ge=0, le=MAX_REPLICAS_PER_KIND)]] = Field(
+    replicas: dict[Name, Annotated[int, Field(ge=0, le=MAX_REPLICAS_PER_KIND), AS_INTEGER]] = Field(
         default_factory=dict,
         max_length=256,
         description="replica kind → count",

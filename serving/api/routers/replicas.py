@@ -6,12 +6,12 @@ from fastapi import APIRouter, HTTPException, Path, Response
 
 from serving.api.deps import Admin, FleetReader, ServiceDep
 from serving.api.responses import AUTH, JSON_BODY, problems
-from serving.api.schemas import ReplicaIn, ReplicaOut
+from serving.api.schemas import REPLICA_ID_PATTERN, ReplicaIn, ReplicaOut
 from serving.route.types import ReplicaState
 from serving.service import PlacementService
 
 router = APIRouter(prefix="/v1/replicas", tags=["replicas"])
-ReplicaId = Path(min_length=1, max_length=128)
+ReplicaId = Path(min_length=1, max_length=128, pattern=REPLICA_ID_PATTERN)
 
 
 def _out(service: PlacementService, replica_id: str) -> ReplicaOut:

@@ -9,6 +9,7 @@ serialisation. The decision is also given as headers a proxy can use unchanged:
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
@@ -70,6 +71,23 @@ def to_query(body: RouteRequest, block_chars: int) -> RouteQuery:
     )
 
 
+def class_errors(
+    classes: Collection[str], requests: Iterable[tuple[Sequence[str | int], RouteRequest]]
+) -> list[dict[str, Any]]:
+    """Field errors for requests (each with its location) naming a class this service does not
+    serve: refused with the body's other errors (422), as the document's enum states."""
+    return [
+        {
+            "loc": [*loc, "request_class"],
+            "msg": f"unknown request class '{body.request_class}' "
+            f"(expected one of {', '.join(sorted(classes))})",
+            "type": "enum",
+        }
+        for loc, body in requests
+        if body.request_class not in classes
+    ]
+
+
 def _check_tenant(principal: Principal, tenant: str) -> None:
     if not principal.may_act_for(tenant):
         raise HTTPException(403, f"this key routes only for tenant '{principal.tenant}'")
@@ -125,8 +143,11 @@ async def route(request: Request, runtime: RuntimeDep, principal: RouteCaller) -
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False, include_input=False)
         raise HTTPException(422, field_errors(errors, prefix=("body",))) from None
-    _check_tenant(principal, body.tenant)
     service = runtime.service
+    errors = class_errors(service.admission.classes, [(("body",), body)])
+    if errors:
+        raise HTTPException(422, errors)
+    _check_tenant(principal, body.tenant)
     routed = service.route(
         to_query(body, runtime.settings.text_block_chars), routed_by=principal.name
     )
@@ -146,9 +167,13 @@ async def route(request: Request, runtime: RuntimeDep, principal: RouteCaller) -
 async def route_batch(
     body: BatchRouteRequest, runtime: RuntimeDep, principal: RouteCaller
 ) -> BatchRouteResponse:
+    service = runtime.service
+    located = [(("body", "requests", i), item) for i, item in enumerate(body.requests)]
+    errors = class_errors(service.admission.classes, located)
+    if errors:
+        raise HTTPException(422, errors)
     for item in body.requests:
         _check_tenant(principal, item.tenant)
-    service = runtime.service
     results = []
     for item in body.requests:
         try:
