@@ -16,8 +16,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match, Route
+from starlette.routing import Match
 
 from placement.errors import InputError, PlacementError
 from serving.plan_store.base import PlanStoreError
@@ -25,6 +26,7 @@ from serving.route.types import NoReplica, UnservedModel
 from serving.service import Refused, UnknownDecision
 
 log = logging.getLogger(__name__)
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 def problem_body(detail: Any, retry_after_s: int | None = None) -> dict[str, Any]:
@@ -53,19 +55,26 @@ def field_errors(errors: Iterable[Mapping[str, Any]], *, prefix: tuple[str, ...]
     return [{"loc": [*prefix, *e["loc"]], "msg": e["msg"], "type": e["type"]} for e in errors]
 
 
+def body_errors(exc: ValidationError) -> list[Any]:
+    """A request body's validation errors (read by pydantic from the bytes) as field errors."""
+    errors = exc.errors(include_url=False, include_context=False, include_input=False)
+    return field_errors(errors, prefix=("body",))
+
+
 def body_unreadable() -> list[Any]:
     return [{"loc": ["body"], "msg": "body is not UTF-8 JSON", "type": "json_invalid"}]
 
 
 def allowed_methods(request: Request) -> str:
-    """Every method some route serves at this path (for ``Allow``)."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, Route) and route.methods:
-            match, _ = route.matches(request.scope)
-            if match is not Match.NONE:
-                methods |= route.methods
-    return ", ".join(sorted(methods))
+    """Every method some route serves at this path (for ``Allow``): each method is tried
+    against every route, included routers as well, as the router itself would match it."""
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in METHODS
+        if any(r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes)
+    ]
+    return ", ".join(allowed)
 
 
 async def _http(request: Request, exc: Exception) -> JSONResponse:
@@ -119,6 +128,12 @@ async def _placement(_: Request, exc: Exception) -> JSONResponse:
     return problem(400, str(exc))
 
 
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    # a bug: logged with its traceback, answered as a Problem rather than a bare text page
+    log.error("unexpected error", exc_info=exc)
+    return problem(500, "internal error")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(RequestValidationError, _invalid)
@@ -129,3 +144,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InputError, _input)
     app.add_exception_handler(PlanStoreError, _store)
     app.add_exception_handler(PlacementError, _placement)
+    app.add_exception_handler(Exception, _unexpected)

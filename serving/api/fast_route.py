@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from placement.errors import InputError, PlacementError
-from serving.api.errors import field_errors, problem_body
+from serving.api.errors import body_errors, problem_body
 from serving.api.media_type import UNSUPPORTED, is_json
 from serving.api.routers.route import _answer, _headers, class_errors, to_query
 from serving.api.runtime import ServiceRuntime
@@ -91,8 +91,7 @@ class FastRoute:
         try:
             request = RouteRequest.model_validate_json(raw)
         except ValidationError as exc:
-            errors = exc.errors(include_url=False, include_context=False, include_input=False)
-            raise _Refusal(422, field_errors(errors, prefix=("body",))) from None
+            raise _Refusal(422, body_errors(exc)) from None
         service = self.runtime.service
         unknown = class_errors(service.admission.classes, [(("body",), request)])
         if unknown:

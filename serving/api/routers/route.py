@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from placement.domain.prefix import hash_text
 from placement.errors import InputError
 from serving.api.deps import RouteCaller, RuntimeDep
-from serving.api.errors import field_errors
+from serving.api.errors import body_errors
 from serving.api.responses import AUTH, JSON_BODY, problems
 from serving.api.schemas import (
     BatchItem,
@@ -141,12 +141,11 @@ async def route(request: Request, runtime: RuntimeDep, principal: RouteCaller) -
     try:
         body = RouteRequest.model_validate_json(await request.body())
     except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_context=False, include_input=False)
-        raise HTTPException(422, field_errors(errors, prefix=("body",))) from None
+        raise HTTPException(422, body_errors(exc)) from None
     service = runtime.service
-    errors = class_errors(service.admission.classes, [(("body",), body)])
-    if errors:
-        raise HTTPException(422, errors)
+    unknown = class_errors(service.admission.classes, [(("body",), body)])
+    if unknown:
+        raise HTTPException(422, unknown)
     _check_tenant(principal, body.tenant)
     routed = service.route(
         to_query(body, runtime.settings.text_block_chars), routed_by=principal.name

@@ -16,6 +16,7 @@ from serving.service import PlacementService
 
 ADMIN_KEY = "admin-key-0123456789"
 ROUTE_KEY = "route-key-0123456789"
+OTHER_ROUTE_KEY = "other-route-key-0123456789"
 ACME_KEY = "acme-key-0123456789"
 TELEMETRY_KEY = "telemetry-key-0123456789"
 
@@ -85,6 +86,7 @@ def keys() -> tuple[ApiKey, ...]:
     return (
         ApiKey(name="ops", digest=hash_key(ADMIN_KEY), scopes=("admin", "route", "telemetry")),
         ApiKey(name="gateway", digest=hash_key(ROUTE_KEY), scopes=("route",)),
+        ApiKey(name="gateway-2", digest=hash_key(OTHER_ROUTE_KEY), scopes=("route",)),
         ApiKey(
             name="acme", digest=hash_key(ACME_KEY), scopes=("route", "telemetry"), tenant="acme"
         ),

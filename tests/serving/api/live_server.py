@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -58,13 +58,17 @@ def serve_app(app: FastAPI) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def demo_service(workdir: Path, keys: Sequence[ApiKey]) -> Iterator[str]:
+def demo_service(
+    workdir: Path, keys: Sequence[ApiKey], settings: Mapping[str, str] | None = None
+) -> Iterator[str]:
     """``placement serve --demo`` from this checkout, in its own process group, with ``keys``
-    as its API keys and its plan store under ``workdir``; yields its base URL once ``/readyz``
-    answers 200. Its output goes to ``workdir/serve.log``."""
+    as its API keys, its plan store under ``workdir`` and ``settings`` (``PLACEMENT_*``
+    variables); yields its base URL once ``/readyz`` answers 200. Its output goes to
+    ``workdir/serve.log``."""
     port = free_port()
     env = {
         **os.environ,
+        **(settings or {}),
         "PYTHONPATH": str(REPO),
         "PLACEMENT_API_KEYS": json.dumps([k.model_dump() for k in keys]),
     }
@@ -96,9 +100,13 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + DEMO_READY_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"placement serve --demo exited {proc.returncode}:\n{log.read_text()}")
+            raise AssertionError(
+                f"placement serve --demo exited {proc.returncode}:\n{log.read_text()}"
+            )
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
                 return
         time.sleep(0.2)
-    raise AssertionError(f"placement serve --demo not ready in {DEMO_READY_S} s:\n{log.read_text()}")
+    raise AssertionError(
+        f"placement serve --demo not ready in {DEMO_READY_S} s:\n{log.read_text()}"
+    )
