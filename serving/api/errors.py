@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from placement.errors import InputError, PlacementError
 from serving.plan_store.base import PlanStoreError
@@ -128,10 +129,32 @@ async def _placement(_: Request, exc: Exception) -> JSONResponse:
     return problem(400, str(exc))
 
 
-async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-    # a bug: logged with its traceback, answered as a Problem rather than a bare text page
-    log.error("unexpected error", exc_info=exc)
-    return problem(500, "internal error")
+class CrashAsProblem:
+    """ASGI middleware: an exception nothing else handled (a bug) is logged with its
+    traceback and answered as a Problem 500. Not raised further: the server would then close
+    the connection, and the client could lose the answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception:
+            log.exception("unexpected error answering %s %s", scope["method"], scope["path"])
+            if started:
+                raise
+            await problem(500, "internal error")(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -144,4 +167,3 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InputError, _input)
     app.add_exception_handler(PlanStoreError, _store)
     app.add_exception_handler(PlacementError, _placement)
-    app.add_exception_handler(Exception, _unexpected)

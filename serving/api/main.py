@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from serving.api.errors import install_error_handlers
+from serving.api.errors import CrashAsProblem, install_error_handlers
 from serving.api.fast_route import FastRoute
 from serving.api.limits import BodyLimit
 from serving.api.media_type import JsonBodies
@@ -66,6 +66,7 @@ def create_app(runtime: ServiceRuntime) -> FastAPI:
     # ahead of the routes, outermost last: the size limit (413), then the media type (415)
     app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, max_bytes=runtime.settings.max_body_bytes)
-    # outermost: the hot endpoint skips the framework (same answers; see fast_route)
+    # the hot endpoint skips the framework (same answers; see fast_route)
     app.add_middleware(FastRoute, runtime=runtime)
+    app.add_middleware(CrashAsProblem)  # outermost: even a bug is answered as a Problem
     return app

@@ -149,6 +149,19 @@ def test_refusal_and_unavailability_are_problems(
     assert answers[-1].headers["Retry-After"] == str(refused.retry_after_s)
 
 
+def test_even_a_bug_is_answered_as_a_problem(served: tuple[httpx.Client, ServiceRuntime]) -> None:
+    client, runtime = served
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    runtime.service.route = broken  # type: ignore[method-assign]
+    for path, body in (("/v1/route", ROUTE), ("/v1/route:batch", {"requests": [ROUTE]})):
+        assert problem(client.post(path, json=body, headers=auth(ROUTE_KEY)), 500).detail == (
+            "internal error"
+        )
+
+
 # --- validation errors: the declared field errors, never FastAPI's own shape ---------------------
 
 
