@@ -55,6 +55,7 @@ class Lease:
     replica_id: str
     expires_at: float
     first_token: bool = False
+    routed_by: str | None = None  # the API key's name that asked (who may report the outcome)
 
 
 class LeaseBook:

@@ -200,9 +200,10 @@ class PlacementService:
 
     # --- requests ---------------------------------------------------------------------------
 
-    def route(self, query: RouteQuery) -> Routed:
-        """Admit and place one request. Raises :class:`Refused` (429), :class:`NoReplica` (503)
-        or :class:`InputError` (an unknown request class)."""
+    def route(self, query: RouteQuery, *, routed_by: str | None = None) -> Routed:
+        """Admit and place one request for the caller ``routed_by``. Raises :class:`Refused`
+        (429), :class:`NoReplica` (503; :class:`UnservedModel`, 404, when no replica of the
+        model is registered) or :class:`InputError` (an unknown request class)."""
         started = time.perf_counter()
         now = self.clock()
         self._expire(now)
@@ -229,7 +230,13 @@ class PlacementService:
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
         self.leases.add(
-            decision_id, Lease(query, decision.replica_id, self._expiry(query, decision, now))
+            decision_id,
+            Lease(
+                query,
+                decision.replica_id,
+                self._expiry(query, decision, now),
+                routed_by=routed_by,
+            ),
         )
         addresses = (
             decision.address,

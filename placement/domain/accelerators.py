@@ -135,3 +135,8 @@ def get_accelerator(
             expected="one of " + ", ".join(sorted(CATALOGUE)),
         )
     return CATALOGUE[canonical]
+
+
+def accelerator_names() -> tuple[str, ...]:
+    """Every name :func:`get_accelerator` knows as spelt here: the kinds, then their aliases."""
+    return (*sorted(CATALOGUE), *sorted(set(_ALIASES) - set(CATALOGUE)))

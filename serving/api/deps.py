@@ -12,7 +12,7 @@ from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from serving.api.runtime import ServiceRuntime
-from serving.api.security import Principal
+from serving.api.security import Principal, refusal_of, token_from_headers
 from serving.service import PlacementService
 
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
@@ -36,8 +36,7 @@ ServiceDep = Annotated[PlacementService, Depends(get_service)]
 def _authorise(request: Request, token: str | None, scopes: tuple[str, ...]) -> Principal:
     principal = get_runtime(request).keys.authenticate(token)
     if principal is None:
-        detail = "missing API key" if not token else "invalid API key"
-        raise HTTPException(401, detail, headers=UNAUTHORISED)
+        raise HTTPException(401, refusal_of(token), headers=UNAUTHORISED)
     if not principal.scopes.intersection(scopes):
         raise HTTPException(403, f"this key lacks the scope: {' or '.join(scopes)}")
     return principal
@@ -46,27 +45,28 @@ def _authorise(request: Request, token: str | None, scopes: tuple[str, ...]) -> 
 def requires(*scopes: str) -> Callable[..., Principal]:
     """A dependency admitting callers whose key holds any of ``scopes``."""
 
+    # the two security schemes are declared for the OpenAPI document; the key is read from the
+    # raw headers, as the fast route does, so that a malformed header is refused, not skipped
     def check(
         request: Request,
-        api_key: Annotated[str | None, Security(_api_key_header)],
-        bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+        _declared_key: Annotated[str | None, Security(_api_key_header)],
+        _declared_bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
     ) -> Principal:
-        token = api_key or (bearer.credentials if bearer is not None else None)
+        headers = request.headers
+        token = token_from_headers(headers.get("authorization"), headers.get("x-api-key"))
         return _authorise(request, token, scopes)
 
     return check
 
 
-def metrics_reader(
-    request: Request,
-    api_key: Annotated[str | None, Security(_api_key_header)],
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
-) -> Principal | None:
+def metrics_reader(request: Request) -> Principal | None:
     """Anyone, unless ``PLACEMENT_METRICS_AUTH`` is set: then a fleet-wide key with the
-    ``metrics`` or ``admin`` scope (the metrics name tenants)."""
+    ``metrics`` or ``admin`` scope (the metrics name tenants). No security scheme is declared
+    on the operation: by default it has none, and the document says what the setting adds."""
     if not get_runtime(request).settings.metrics_auth:
         return None
-    token = api_key or (bearer.credentials if bearer is not None else None)
+    headers = request.headers
+    token = token_from_headers(headers.get("authorization"), headers.get("x-api-key"))
     principal = _authorise(request, token, ("metrics", "admin"))
     if principal.tenant is not None:
         raise HTTPException(403, "a tenant-scoped key cannot read fleet-wide state")

@@ -3,7 +3,9 @@
 The hot endpoint spends most of its time in the framework, not in the decision: request
 object, dependency resolution, exception middleware. This middleware answers exactly that
 method and path itself — same authentication (:class:`~serving.api.security.KeyRing`), same
-body model and validation, same answers and headers as the FastAPI route in
+body model and validation, same answers (every error a ``Problem``, with the statuses the
+OpenAPI document declares) and headers as the FastAPI route with the middlewares ahead of it
+(:mod:`serving.api.limits`, :mod:`serving.api.media_type`) in
 :mod:`serving.api.routers.route`, which stays the documented (OpenAPI) definition and serves
 when the middleware is not installed. Everything else passes through untouched.
 """
@@ -17,11 +19,13 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from placement.errors import InputError, PlacementError
-from serving.api.routers.route import _answer, _errors, _headers, to_query
+from serving.api.errors import body_errors, problem_body
+from serving.api.media_type import UNSUPPORTED, is_json
+from serving.api.routers.route import _answer, _headers, class_errors, to_query
 from serving.api.runtime import ServiceRuntime
 from serving.api.schemas import RouteRequest
-from serving.api.security import token_from_headers
-from serving.route.types import NoReplica
+from serving.api.security import refusal_of, token_from_headers
+from serving.route.types import NoReplica, UnservedModel
 from serving.service import Refused
 
 ROUTE_PATH = "/v1/route"
@@ -34,10 +38,10 @@ class _Refusal(Exception):
         status: int,
         detail: Any,
         headers: dict[str, str] | None = None,
-        extra: dict[str, Any] | None = None,
+        retry_after_s: int | None = None,
     ) -> None:
         self.status = status
-        self.body = {"detail": detail, **(extra or {})}
+        self.body = problem_body(detail, retry_after_s)
         self.headers = headers or {}
 
 
@@ -65,6 +69,7 @@ class FastRoute:
 
     async def _route(self, scope: Scope, receive: Receive) -> tuple[int, Any, dict[str, str]]:
         authorization = x_api_key = None
+        json_body = True
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization = value.decode("latin-1")
@@ -72,30 +77,36 @@ class FastRoute:
                 x_api_key = value.decode("latin-1")
             elif name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
                 raise _Refusal(413, f"request body over {self.max_bytes} bytes")
+            elif name == b"content-type":
+                json_body = is_json(value)
+        if not json_body:
+            raise _Refusal(415, UNSUPPORTED)
         token = token_from_headers(authorization, x_api_key)
         principal = self.runtime.keys.authenticate(token)
         if principal is None:
-            detail = "missing API key" if not token else "invalid API key"
-            raise _Refusal(401, detail, {"WWW-Authenticate": "Bearer"})
+            raise _Refusal(401, refusal_of(token), {"WWW-Authenticate": "Bearer"})
         if "route" not in principal.scopes:
             raise _Refusal(403, "this key lacks the scope: route")
         raw = await self._body(receive)
         try:
             request = RouteRequest.model_validate_json(raw)
         except ValidationError as exc:
-            raise _Refusal(422, _errors(exc)) from None
+            raise _Refusal(422, body_errors(exc)) from None
+        service = self.runtime.service
+        unknown = class_errors(service.admission.classes, [(("body",), request)])
+        if unknown:
+            raise _Refusal(422, unknown)
         if not principal.may_act_for(request.tenant):
             raise _Refusal(403, f"this key routes only for tenant '{principal.tenant}'")
-        service = self.runtime.service
         try:
-            routed = service.route(to_query(request, self.runtime.settings.text_block_chars))
+            query = to_query(request, self.runtime.settings.text_block_chars)
+            routed = service.route(query, routed_by=principal.name)
         except Refused as exc:
             raise _Refusal(
-                429,
-                str(exc),
-                {"Retry-After": str(exc.retry_after_s)},
-                {"retry_after_s": exc.retry_after_s},
+                429, str(exc), {"Retry-After": str(exc.retry_after_s)}, exc.retry_after_s
             ) from None
+        except UnservedModel as exc:
+            raise _Refusal(404, str(exc)) from None
         except NoReplica as exc:
             raise _Refusal(503, str(exc) or "no replica can serve") from None
         except InputError as exc:

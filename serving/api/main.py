@@ -8,9 +8,11 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from serving.api.errors import install_error_handlers
+from serving.api.errors import CrashAsProblem, install_error_handlers
 from serving.api.fast_route import FastRoute
 from serving.api.limits import BodyLimit
+from serving.api.media_type import JsonBodies
+from serving.api.openapi import openapi_document
 from serving.api.routers import health, metrics, outcomes, plans, replicas, route, whatif
 from serving.api.runtime import ServiceRuntime
 
@@ -59,8 +61,12 @@ def create_app(runtime: ServiceRuntime) -> FastAPI:
     app.state.runtime = runtime
     for module in (route, outcomes, plans, replicas, whatif, health, metrics):
         app.include_router(module.router)
+    app.openapi = openapi_document(app, runtime.service)  # type: ignore[method-assign]
     install_error_handlers(app)
+    # ahead of the routes, outermost last: the size limit (413), then the media type (415)
+    app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, max_bytes=runtime.settings.max_body_bytes)
-    # outermost: the hot endpoint skips the framework (same answers; see fast_route)
+    # the hot endpoint skips the framework (same answers; see fast_route)
     app.add_middleware(FastRoute, runtime=runtime)
+    app.add_middleware(CrashAsProblem)  # outermost: even a bug is answered as a Problem
     return app

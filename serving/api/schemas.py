@@ -1,36 +1,103 @@
-"""Request and response bodies of the HTTP API (pydantic; they are the OpenAPI schemas)."""
+"""Request and response bodies of the HTTP API (pydantic; they are the OpenAPI schemas).
+
+Request bodies are strict: a field of the wrong JSON type (``"64"`` or ``true`` for a number,
+``1.5`` for an integer, ``1`` for a string) is refused with 422 rather than coerced, and unknown
+fields are refused. As in JSON Schema, an integer may be written ``64.0``. Every error answer
+is a :class:`Problem`.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from placement.domain.accelerators import accelerator_names
 
 HASH_LIMIT = 1 << 63
 MAX_BLOCKS = 8192  # 4M tokens of 512-token blocks: beyond any context window
 MAX_BATCH = 256
 MAX_OUTCOMES = 1024
+MAX_REPLICAS_PER_KIND = 100_000
+MAX_DEMAND_SCALE = 1000.0
+
+
+def _integral(value: object) -> object:
+    # JSON Schema's "integer" is any number without a fraction: 64.0 is one, 64.5 is not
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# after an int's bounds (pydantic states bounds placed after a validator as unknown keywords)
+AS_INTEGER = BeforeValidator(_integral)
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:/@+-]+$")]
-BlockHash = Annotated[int, Field(ge=0, lt=HASH_LIMIT)]
+# a 63-bit hash: stated as an inclusive int64 bound, which JSON tools read exactly (an
+# exclusive 2**63 is a float to some, and lets 2**63 + k through their checks)
+# a replica id is a path segment (DELETE /v1/replicas/{id}): no "/", and not "." or ".."
+REPLICA_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$"
+ReplicaId = Annotated[str, Field(min_length=1, max_length=128, pattern=REPLICA_ID_PATTERN)]
+BlockHash = Annotated[
+    int, Field(ge=0, le=HASH_LIMIT - 1, json_schema_extra={"format": "int64"}), AS_INTEGER
+]
+ACCELERATORS = accelerator_names()
+
+
+def _known_accelerator(kind: str) -> str:
+    if kind not in ACCELERATORS:
+        raise ValueError(
+            f"unknown accelerator '{kind}' (expected one of {', '.join(ACCELERATORS)})"
+        )
+    return kind
+
+
+Accelerator = Annotated[
+    str, AfterValidator(_known_accelerator), Field(json_schema_extra={"enum": list(ACCELERATORS)})
+]
+
+
+def _names_as_keys(schema: dict[str, Any]) -> None:
+    """pydantic states a ``dict[Name, V]`` as ``patternProperties``, which lets keys that miss
+    the pattern through in JSON Schema; state it as ``propertyNames`` as pydantic enforces it."""
+    for pattern, value in schema.pop("patternProperties", {}).items():
+        schema["additionalProperties"] = value
+        schema.setdefault("propertyNames", {})["pattern"] = pattern
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# The cross-field rules of RouteRequest, stated in the JSON schema too so that a client (or a
+# fuzzer) generating from the OpenAPI document sends only what the service accepts.
+_PRESENT_PROMPT = {"required": ["prompt"], "properties": {"prompt": {"type": "string"}}}
+_PRESENT_TOKENS = {
+    "required": ["input_tokens"],
+    "properties": {"input_tokens": {"type": "integer"}},
+}
+_PRESENT_HASHES = {"required": ["block_hashes"], "properties": {"block_hashes": {"type": "array"}}}
+ROUTE_RULES: dict[str, Any] = {
+    "anyOf": [_PRESENT_PROMPT, _PRESENT_TOKENS],
+    "not": {"allOf": [_PRESENT_HASHES, _PRESENT_PROMPT]},
+}
 
 
 class RouteRequest(_Body):
     """One request to place. Give the prompt's prefix block hashes (chained, 63-bit, as
-    :mod:`placement.domain.prefix` computes them), or the prompt text to be cut and hashed here."""
+    :mod:`placement.domain.prefix` computes them), or the prompt text to be cut and hashed here
+    (not both); ``input_tokens`` is required without a prompt."""
+
+    model_config = ConfigDict(json_schema_extra=ROUTE_RULES)
 
     tenant: Name
     model: Name
     request_class: str = Field(default="interactive", min_length=1, max_length=64)
     block_hashes: list[BlockHash] | None = Field(default=None, max_length=MAX_BLOCKS)
     prompt: str | None = None
-    input_tokens: int | None = Field(
-        default=None, ge=0, le=10_000_000, description="prompt tokens (estimated from the text)"
+    input_tokens: Annotated[int, Field(ge=0, le=10_000_000), AS_INTEGER] | None = Field(
+        default=None, description="prompt tokens (estimated from the text)"
     )
-    max_output_tokens: int = Field(default=256, ge=0, le=1_000_000)
+    max_output_tokens: Annotated[int, Field(ge=0, le=1_000_000), AS_INTEGER] = 256
 
     @model_validator(mode="after")
     def _one_prefix(self) -> RouteRequest:
@@ -56,10 +123,20 @@ class RouteResponse(BaseModel):
     fallbacks: list[FallbackTarget] = Field(description="further replicas, in order")
 
 
-class Problem(BaseModel):
-    """A refusal or an error: the reason in words."""
+class FieldError(BaseModel):
+    """One thing wrong with a request: where (``loc``, from ``body``, ``path`` or ``query``),
+    what (``msg``) and its kind (``type``, pydantic's error type)."""
 
-    detail: Any
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class Problem(BaseModel):
+    """Every error answer (4xx, 5xx): the reason in words, or for an invalid request the list
+    of what is wrong with it; ``retry_after_s`` when the request may be retried later."""
+
+    detail: str | list[FieldError]
     retry_after_s: int | None = None
 
 
@@ -83,7 +160,7 @@ class Outcome(_Body):
 
     decision_id: str = Field(min_length=1, max_length=128)
     ttft_s: float | None = Field(default=None, ge=0, le=86_400)
-    output_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    output_tokens: Annotated[int, Field(ge=0, le=10_000_000), AS_INTEGER] = 0
     error: str | None = Field(default=None, max_length=1024)
 
 
@@ -97,12 +174,12 @@ class OutcomesResponse(BaseModel):
 
 
 class ReplicaIn(_Body):
-    id: Name
+    id: ReplicaId
     address: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9._:/\[\]-]+$")
     model: Name
-    accelerator: str = Field(min_length=1, max_length=64)
-    tp: int = Field(default=1, ge=1, le=64)
-    kv_capacity_tokens: int = Field(ge=1, le=1 << 40)
+    accelerator: Accelerator
+    tp: Annotated[int, Field(ge=1, le=64), AS_INTEGER] = 1
+    kv_capacity_tokens: Annotated[int, Field(ge=1, le=1 << 40), AS_INTEGER]
     metrics_url: str | None = Field(default=None, max_length=512, pattern=r"^https?://\S+$")
     labels: dict[str, str] = Field(default_factory=dict, max_length=64)
 
@@ -135,22 +212,20 @@ class SolveOut(BaseModel):
 class WhatIfRequest(_Body):
     """A scenario solved against the current fleet and demand, off the request path."""
 
-    replicas: dict[str, int] = Field(
-        default_factory=dict, max_length=256, description="replica kind → count"
+    replicas: dict[Name, Annotated[int, Field(ge=0, le=MAX_REPLICAS_PER_KIND), AS_INTEGER]] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="replica kind → count",
+        json_schema_extra=_names_as_keys,
     )
-    demand_scale: dict[str, float] = Field(
-        default_factory=dict, max_length=1024, description="tenant → demand multiplier"
+    demand_scale: dict[Name, Annotated[float, Field(ge=0, le=MAX_DEMAND_SCALE)]] = Field(
+        default_factory=dict,
+        max_length=1024,
+        description="tenant → demand multiplier",
+        json_schema_extra=_names_as_keys,
     )
     slo_scale: float = Field(default=1.0, gt=0, le=100, description="× every TTFT/TPOT SLO")
     time_limit_s: float = Field(default=10.0, gt=0, le=3600)
-
-    @model_validator(mode="after")
-    def _sane(self) -> WhatIfRequest:
-        if any(n < 0 or n > 100_000 for n in self.replicas.values()):
-            raise ValueError("replica counts are in [0, 100000]")
-        if any(not 0 <= f <= 1000 for f in self.demand_scale.values()):
-            raise ValueError("demand multipliers are in [0, 1000]")
-        return self
 
 
 class JobOut(BaseModel):

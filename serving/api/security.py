@@ -29,6 +29,15 @@ class Principal:
     def may_act_for(self, tenant: str) -> bool:
         return self.tenant is None or self.tenant == tenant
 
+    def may_report_for(self, *, tenant: str, routed_by: str | None) -> bool:
+        """Whether this caller may report the outcome of a decision made for ``tenant`` at the
+        request of the key named ``routed_by``: a tenant-scoped key, its tenant's decisions
+        only; a fleet-wide key with the ``telemetry`` scope (a reporter for the whole fleet),
+        any decision; a fleet-wide key without it (a router), the decisions it asked for."""
+        if self.tenant is not None:
+            return self.tenant == tenant
+        return "telemetry" in self.scopes or routed_by == self.name
+
 
 def hash_key(key: str) -> str:
     """The digest to configure for ``key``."""
@@ -60,11 +69,18 @@ class KeyRing:
 
 
 def token_from_headers(authorization: str | None, x_api_key: str | None) -> str | None:
-    """The key from ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``."""
-    if x_api_key:
-        return x_api_key
-    if authorization:
+    """The key from ``X-API-Key: <key>``, else from ``Authorization: Bearer <key>``; None
+    when neither header is sent. A header that is sent counts even when it holds no usable key
+    (empty, or another scheme than Bearer): it yields ``""``, which no key matches, so a
+    malformed credential is refused rather than skipped in favour of the other header."""
+    if x_api_key is not None:
+        return x_api_key.strip()
+    if authorization is not None:
         scheme, _, value = authorization.partition(" ")
-        if scheme.lower() == "bearer" and value:
-            return value.strip()
+        return value.strip() if scheme.lower() == "bearer" else ""
     return None
+
+
+def refusal_of(token: str | None) -> str:
+    """Why ``token`` (unmatched) is refused with 401."""
+    return "missing API key" if token is None else "invalid API key"

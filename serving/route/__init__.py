@@ -2,7 +2,14 @@
 
 from serving.route.path import PlacementRoutePath
 from serving.route.profile import RouteProfile, load_profile, profile_from_text
-from serving.route.types import Decision, NoReplica, ReplicaState, RoutePath, RouteQuery
+from serving.route.types import (
+    Decision,
+    NoReplica,
+    ReplicaState,
+    RoutePath,
+    RouteQuery,
+    UnservedModel,
+)
 
 __all__ = [
     "Decision",
@@ -12,6 +19,7 @@ __all__ = [
     "RoutePath",
     "RouteProfile",
     "RouteQuery",
+    "UnservedModel",
     "load_profile",
     "profile_from_text",
 ]

@@ -5,7 +5,7 @@
 **Decide** (one read of the current :class:`_Routing` snapshot, then no shared writes but an
 entry's turn counter):
 
-1. the model's pool must exist, else :class:`NoReplica`;
+1. the model's pool must exist, else :class:`UnservedModel` (a :class:`NoReplica`);
 2. no plan installed → the profile's ``no_plan`` fallback (``fallback:no-plan``);
 3. walk the request's block hashes from the deepest (at most the plan's deepest group) to the
    shallowest; the first hash that keys a group of the request's model is its entry; else the
@@ -43,7 +43,7 @@ from serving.route.plugins.pickers.least_predicted_ttft_picker import LeastPredi
 from serving.route.prefix_index import RouterPrefixIndex
 from serving.route.profile import RouteProfile, load_profile
 from serving.route.ttft import QUEUED_PROMPT_TOKENS
-from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery
+from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery, UnservedModel
 
 PLAN = "plan"
 SPILL = "fallback:spill"
@@ -132,7 +132,7 @@ class PlacementRoutePath:
         plan = routing.plan
         model = query.model
         if model not in fleet.pools:
-            raise NoReplica(f"no registered replica serves model {model!r}")
+            raise UnservedModel(f"no registered replica serves model {model!r}")
         if plan is None:
             return self._fallback(routing, query, now, NO_PLAN, self.profile.no_plan, None)
         entry: PlanEntry | None = None
@@ -214,7 +214,7 @@ class PlacementRoutePath:
         that holds its prefix may still meet its SLO on another."""
         routing = self._routing
         if query.model not in routing.fleet.pools:
-            raise NoReplica(f"no registered replica serves model {query.model!r}")
+            raise UnservedModel(f"no registered replica serves model {query.model!r}")
         states = routing.fleet.states
 
         def decoding_in_time(i: int) -> bool:

@@ -17,6 +17,11 @@ class NoReplica(PlacementError):
     """Nothing can serve the request (no healthy replica runs its model): HTTP 503."""
 
 
+class UnservedModel(NoReplica):
+    """No replica of the request's model is registered at all: HTTP 404 (a client error,
+    unlike a model whose replicas are all unhealthy for now)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteQuery:
     """One request to place. ``block_hashes`` are the prompt's chained prefix block hashes

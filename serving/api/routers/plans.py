@@ -7,15 +7,15 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Path
 
 from serving.api.deps import Admin, PlanReader, RuntimeDep
-from serving.api.schemas import Problem, SolveOut
+from serving.api.responses import AUTH, problems
+from serving.api.schemas import SolveOut
 
 router = APIRouter(prefix="/v1", tags=["plans"])
-AUTH: dict[int | str, dict[str, Any]] = {401: {"model": Problem}, 403: {"model": Problem}}
 
 
 @router.get(
     "/plan",
-    responses={**AUTH, 404: {"model": Problem, "description": "no plan installed"}},
+    responses=problems(*AUTH, described={404: "no plan installed"}),
     summary="The installed plan (placement.plan/v1 JSON)",
 )
 async def current_plan(runtime: RuntimeDep, _: PlanReader) -> dict[str, Any]:
@@ -27,7 +27,7 @@ async def current_plan(runtime: RuntimeDep, _: PlanReader) -> dict[str, Any]:
 
 @router.get(
     "/plans/{version}",
-    responses={**AUTH, 404: {"model": Problem, "description": "no such version"}},
+    responses=problems(*AUTH, 422, described={404: "no such version"}),
     summary="A stored plan version",
 )
 async def plan_version(
@@ -45,7 +45,7 @@ async def plan_version(
 @router.post(
     "/plan:solve",
     response_model=SolveOut,
-    responses={**AUTH, 409: {"model": Problem, "description": "no planner configured"}},
+    responses=problems(*AUTH, described={409: "no planner configured"}),
     summary="Re-solve now (in a worker process); installs the plan only if it is good",
 )
 async def solve_now(runtime: RuntimeDep, _: Admin) -> SolveOut:

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, HTTPException, Path, Response
 
 from serving.api.deps import Admin, FleetReader, ServiceDep
-from serving.api.schemas import Problem, ReplicaIn, ReplicaOut
+from serving.api.responses import AUTH, JSON_BODY, problems
+from serving.api.schemas import REPLICA_ID_PATTERN, ReplicaIn, ReplicaOut
 from serving.route.types import ReplicaState
 from serving.service import PlacementService
 
 router = APIRouter(prefix="/v1/replicas", tags=["replicas"])
-AUTH: dict[int | str, dict[str, Any]] = {401: {"model": Problem}, 403: {"model": Problem}}
-ReplicaId = Path(min_length=1, max_length=128)
+ReplicaId = Path(min_length=1, max_length=128, pattern=REPLICA_ID_PATTERN)
 
 
 def _out(service: PlacementService, replica_id: str) -> ReplicaOut:
@@ -37,7 +35,9 @@ def _out(service: PlacementService, replica_id: str) -> ReplicaOut:
     )
 
 
-@router.get("", response_model=list[ReplicaOut], responses=AUTH, summary="Registered replicas")
+@router.get(
+    "", response_model=list[ReplicaOut], responses=problems(*AUTH), summary="Registered replicas"
+)
 async def list_replicas(service: ServiceDep, _: FleetReader) -> list[ReplicaOut]:
     return [_out(service, r) for r in sorted(service.registrations)]
 
@@ -46,7 +46,10 @@ async def list_replicas(service: ServiceDep, _: FleetReader) -> list[ReplicaOut]
     "",
     response_model=ReplicaOut,
     status_code=201,
-    responses={**AUTH, 200: {"model": ReplicaOut, "description": "re-registered"}},
+    responses={
+        **problems(*AUTH, *JSON_BODY),
+        200: {"model": ReplicaOut, "description": "re-registered"},
+    },
     summary="Register (or re-register) a replica",
 )
 async def register_replica(
@@ -69,7 +72,7 @@ async def register_replica(
 @router.delete(
     "/{replica_id}",
     status_code=204,
-    responses={**AUTH, 404: {"model": Problem}},
+    responses=problems(*AUTH, 422, described={404: "no such replica"}),
     summary="Deregister a replica",
 )
 async def deregister_replica(

@@ -9,6 +9,7 @@ serialisation. The decision is also given as headers a proxy can use unchanged:
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
@@ -17,29 +18,37 @@ from pydantic import ValidationError
 from placement.domain.prefix import hash_text
 from placement.errors import InputError
 from serving.api.deps import RouteCaller, RuntimeDep
+from serving.api.errors import body_errors
+from serving.api.responses import AUTH, JSON_BODY, problems
 from serving.api.schemas import (
     BatchItem,
     BatchRouteRequest,
     BatchRouteResponse,
-    Problem,
     RouteRequest,
     RouteResponse,
 )
 from serving.api.security import Principal
-from serving.route.types import NoReplica, RouteQuery
+from serving.route.types import NoReplica, RouteQuery, UnservedModel
 from serving.service import PlacementService, Refused, Routed
 
 router = APIRouter(prefix="/v1", tags=["route"])
 
 CHARS_PER_TOKEN = 4  # when only the text is given: a rough English average
 DESTINATION = "x-gateway-destination-endpoint"
-REFUSALS: dict[int | str, dict[str, Any]] = {
-    401: {"model": Problem, "description": "missing or invalid API key"},
-    403: {"model": Problem, "description": "key lacks the scope, or routes for another tenant"},
-    413: {"model": Problem, "description": "body too large"},
-    422: {"model": Problem, "description": "invalid request"},
-    429: {"model": Problem, "description": "refused by admission; see Retry-After"},
-    503: {"model": Problem, "description": "no healthy replica serves the model"},
+BATCH_REFUSALS = problems(
+    *AUTH,
+    *JSON_BODY,
+    described={403: "the key lacks the scope, or routes for another tenant"},
+)
+REFUSALS = {
+    **BATCH_REFUSALS,
+    **problems(
+        429,
+        described={
+            404: "no registered replica serves the model",
+            503: "no healthy replica serves the model",
+        },
+    ),
 }
 
 
@@ -60,6 +69,23 @@ def to_query(body: RouteRequest, block_chars: int) -> RouteQuery:
         input_tokens=tokens,
         max_output_tokens=body.max_output_tokens,
     )
+
+
+def class_errors(
+    classes: Collection[str], requests: Iterable[tuple[Sequence[str | int], RouteRequest]]
+) -> list[dict[str, Any]]:
+    """Field errors for requests (each with its location) naming a class this service does not
+    serve: refused with the body's other errors (422), as the document's enum states."""
+    return [
+        {
+            "loc": [*loc, "request_class"],
+            "msg": f"unknown request class '{body.request_class}' "
+            f"(expected one of {', '.join(sorted(classes))})",
+            "type": "enum",
+        }
+        for loc, body in requests
+        if body.request_class not in classes
+    ]
 
 
 def _check_tenant(principal: Principal, tenant: str) -> None:
@@ -100,10 +126,13 @@ def _headers(routed: Routed) -> dict[str, str]:
     "/route",
     response_model=RouteResponse,
     responses=REFUSALS,
+    # the body is read by pydantic-core from the bytes: state it as the schema the batch shares
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": RouteRequest.model_json_schema()}},
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/RouteRequest"}}
+            },
         }
     },
     summary="Place one request",
@@ -112,10 +141,15 @@ async def route(request: Request, runtime: RuntimeDep, principal: RouteCaller) -
     try:
         body = RouteRequest.model_validate_json(await request.body())
     except ValidationError as exc:
-        raise HTTPException(422, _errors(exc)) from None
-    _check_tenant(principal, body.tenant)
+        raise HTTPException(422, body_errors(exc)) from None
     service = runtime.service
-    routed = service.route(to_query(body, runtime.settings.text_block_chars))
+    unknown = class_errors(service.admission.classes, [(("body",), body)])
+    if unknown:
+        raise HTTPException(422, unknown)
+    _check_tenant(principal, body.tenant)
+    routed = service.route(
+        to_query(body, runtime.settings.text_block_chars), routed_by=principal.name
+    )
     return Response(
         json.dumps(_answer(service, routed)),
         media_type="application/json",
@@ -123,31 +157,32 @@ async def route(request: Request, runtime: RuntimeDep, principal: RouteCaller) -
     )
 
 
-def _errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return [
-        {"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False, include_context=False, include_input=False)
-    ]
-
-
 @router.post(
     "/route:batch",
     response_model=BatchRouteResponse,
-    responses={k: v for k, v in REFUSALS.items() if k not in (429, 503)},
+    responses=BATCH_REFUSALS,
     summary="Place many requests; each result carries its own status",
 )
 async def route_batch(
     body: BatchRouteRequest, runtime: RuntimeDep, principal: RouteCaller
 ) -> BatchRouteResponse:
+    service = runtime.service
+    located = [(("body", "requests", i), item) for i, item in enumerate(body.requests)]
+    errors = class_errors(service.admission.classes, located)
+    if errors:
+        raise HTTPException(422, errors)
     for item in body.requests:
         _check_tenant(principal, item.tenant)
-    service = runtime.service
     results = []
     for item in body.requests:
         try:
-            routed = service.route(to_query(item, runtime.settings.text_block_chars))
+            query = to_query(item, runtime.settings.text_block_chars)
+            routed = service.route(query, routed_by=principal.name)
         except Refused as exc:
             results.append(BatchItem(status=429, detail=str(exc), retry_after_s=exc.retry_after_s))
+            continue
+        except UnservedModel as exc:
+            results.append(BatchItem(status=404, detail=str(exc)))
             continue
         except NoReplica as exc:
             results.append(BatchItem(status=503, detail=str(exc)))

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, HTTPException, Path
 
 from serving.api.deps import Admin, RuntimeDep
-from serving.api.schemas import JobOut, Problem, WhatIfRequest
+from serving.api.responses import AUTH, JSON_BODY, problems
+from serving.api.schemas import JobOut, WhatIfRequest
 from serving.jobs import Job
 
 router = APIRouter(prefix="/v1", tags=["what-if"])
-AUTH: dict[int | str, dict[str, Any]] = {401: {"model": Problem}, 403: {"model": Problem}}
 
 
 def _out(job: Job) -> JobOut:
@@ -30,7 +28,7 @@ def _out(job: Job) -> JobOut:
     "/whatif",
     response_model=JobOut,
     status_code=202,
-    responses={**AUTH, 409: {"model": Problem, "description": "no what-if solver configured"}},
+    responses=problems(*AUTH, *JSON_BODY, described={409: "no what-if solver configured"}),
     summary="Start a what-if solve; returns the job to poll",
 )
 async def start_whatif(body: WhatIfRequest, runtime: RuntimeDep, caller: Admin) -> JobOut:
@@ -43,7 +41,7 @@ async def start_whatif(body: WhatIfRequest, runtime: RuntimeDep, caller: Admin) 
 @router.get(
     "/jobs/{job_id}",
     response_model=JobOut,
-    responses={**AUTH, 404: {"model": Problem}},
+    responses=problems(*AUTH, 422, described={404: "no such job"}),
     summary="A job's status and, when done, its result",
 )
 async def job_status(runtime: RuntimeDep, _: Admin, job_id: str = Path(max_length=64)) -> JobOut:

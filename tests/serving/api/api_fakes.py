@@ -11,18 +11,21 @@ from serving.api.runtime import ServiceRuntime, build_runtime
 from serving.api.security import hash_key
 from serving.api.settings import ApiKey, Settings
 from serving.planner import Planner
-from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery
+from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery, UnservedModel
 from serving.service import PlacementService
 
 ADMIN_KEY = "admin-key-0123456789"
 ROUTE_KEY = "route-key-0123456789"
+OTHER_ROUTE_KEY = "other-route-key-0123456789"
 ACME_KEY = "acme-key-0123456789"
 TELEMETRY_KEY = "telemetry-key-0123456789"
 METRICS_KEY = "metrics-key-0123456789"
 
 
 class FakeRoutePath:
-    """Least in-flight healthy replica of the model; ``plan`` when a plan is installed."""
+    """Least in-flight healthy replica of the model; ``plan`` when a plan is installed. As the
+    real route path: a model with no registered replica is unserved, one with none healthy
+    has no replica."""
 
     def __init__(self, replicas: dict[str, ReplicaState]) -> None:
         self.replicas = replicas
@@ -33,6 +36,8 @@ class FakeRoutePath:
         self.plan = plan
 
     def decide(self, query: RouteQuery, now: float) -> Decision:
+        if all(r.model != query.model for r in self.replicas.values()):
+            raise UnservedModel(f"no registered replica serves model {query.model!r}")
         candidates = sorted(
             (r for r in self.replicas.values() if r.healthy and r.model == query.model),
             key=lambda r: (r.in_flight, r.id),
@@ -82,6 +87,7 @@ def keys() -> tuple[ApiKey, ...]:
     return (
         ApiKey(name="ops", digest=hash_key(ADMIN_KEY), scopes=("admin", "route", "telemetry")),
         ApiKey(name="gateway", digest=hash_key(ROUTE_KEY), scopes=("route",)),
+        ApiKey(name="gateway-2", digest=hash_key(OTHER_ROUTE_KEY), scopes=("route",)),
         ApiKey(
             name="acme", digest=hash_key(ACME_KEY), scopes=("route", "telemetry"), tenant="acme"
         ),

@@ -77,7 +77,8 @@ def test_replica_registration_lifecycle() -> None:
     )
     assert client.delete("/v1/replicas/l40s-0", headers=auth(ADMIN_KEY)).status_code == 204
     assert client.delete("/v1/replicas/l40s-0", headers=auth(ADMIN_KEY)).status_code == 404
-    assert client.post("/v1/route", json=route, headers=auth(ROUTE_KEY)).status_code == 503
+    # its last replica gone, the model is no longer served (404, not a transient 503)
+    assert client.post("/v1/route", json=route, headers=auth(ROUTE_KEY)).status_code == 404
 
 
 def test_replica_endpoints_need_admin_and_refuse_unknown_accelerators() -> None:

@@ -44,9 +44,9 @@ def test_prompt_is_hashed_server_side() -> None:
     service = runtime.service
     original = service.route
 
-    def spy(query):  # type: ignore[no-untyped-def]
+    def spy(query, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(query)
-        return original(query)
+        return original(query, **kwargs)
 
     service.route = spy  # type: ignore[method-assign]
     client = TestClient(create_app(runtime))
@@ -62,9 +62,9 @@ def test_prompt_is_hashed_server_side() -> None:
     assert seen[0].input_tokens == len(prompt) // 4
 
 
-def test_unserved_model_is_503(client: TestClient) -> None:
+def test_unserved_model_is_404(client: TestClient) -> None:
     r = client.post("/v1/route", json={**BODY, "model": "other"}, headers=auth(ROUTE_KEY))
-    assert r.status_code == 503
+    assert r.status_code == 404
     assert "other" in r.json()["detail"]
 
 
@@ -96,7 +96,8 @@ def test_unknown_request_class_is_422(client: TestClient) -> None:
         "/v1/route", json={**BODY, "request_class": "platinum"}, headers=auth(ROUTE_KEY)
     )
     assert r.status_code == 422
-    assert "platinum" in r.json()["detail"]
+    [error] = r.json()["detail"]
+    assert error["loc"] == ["body", "request_class"] and "platinum" in error["msg"]
 
 
 def test_body_over_the_limit_is_413() -> None:
@@ -118,13 +119,23 @@ def test_auth_missing_invalid_wrong_scope_and_tenant(client: TestClient) -> None
 def test_batch_gives_each_item_its_status(client: TestClient) -> None:
     r = client.post(
         "/v1/route:batch",
-        json={"requests": [BODY, {**BODY, "model": "other"}, {**BODY, "request_class": "x"}]},
+        json={"requests": [BODY, {**BODY, "model": "other"}]},
         headers=auth(ROUTE_KEY),
     )
     assert r.status_code == 200, r.text
     statuses = [item["status"] for item in r.json()["results"]]
-    assert statuses == [200, 503, 422]
+    assert statuses == [200, 404]
     assert r.json()["results"][0]["decision"]["replica_id"] == "h100-0"
+
+
+def test_batch_naming_an_unserved_class_is_refused_whole(client: TestClient) -> None:
+    r = client.post(
+        "/v1/route:batch",
+        json={"requests": [BODY, {**BODY, "request_class": "x"}]},
+        headers=auth(ROUTE_KEY),
+    )
+    assert r.status_code == 422, r.text
+    assert [e["loc"] for e in r.json()["detail"]] == [["body", "requests", 1, "request_class"]]
 
 
 def test_batch_refuses_another_tenant_for_a_tenant_key(client: TestClient) -> None:

@@ -6,7 +6,7 @@ import pytest
 from route_builders import NOW, TEST_PROFILE, chain, group, make_path, plan, query, route, states
 
 from placement.plan import DefaultRoute, Plan
-from serving.route import NoReplica, ReplicaState, RouteQuery
+from serving.route import NoReplica, ReplicaState, RouteQuery, UnservedModel
 
 
 def _hot(fleet: list[ReplicaState], *, cap_rps: float = 100.0) -> tuple[tuple[int, ...], Plan]:
@@ -133,8 +133,9 @@ def test_no_replica_when_every_replica_is_down(four: list[ReplicaState]) -> None
     path = make_path(four)
     for s in four:
         s.healthy = False
-    with pytest.raises(NoReplica):
+    with pytest.raises(NoReplica) as raised:
         path.decide(query(chain(1)), NOW)
+    assert not isinstance(raised.value, UnservedModel)  # registered but down: 503, not 404
 
 
 def test_hooks_keep_in_flight_counts(four: list[ReplicaState]) -> None:

@@ -9,7 +9,7 @@ import pytest
 from route_builders import NOW, chain, group, make_path, plan, query, route, states
 
 from placement.plan import DefaultRoute
-from serving.route import Decision, NoReplica, ReplicaState
+from serving.route import Decision, NoReplica, ReplicaState, UnservedModel
 
 
 def test_deepest_group_wins(four: list[ReplicaState]) -> None:
@@ -58,11 +58,14 @@ def test_weights_are_respected() -> None:
         assert counts[rid] / n == pytest.approx(w, abs=0.01)
 
 
-def test_no_replica_when_no_replica_serves_the_model(four: list[ReplicaState]) -> None:
+def test_unserved_model_when_no_replica_serves_the_model(four: list[ReplicaState]) -> None:
     path = make_path(four)
     path.install_plan(plan(four))
-    with pytest.raises(NoReplica, match="qwen"):
+    # a NoReplica still (callers that only care that nothing can serve), told apart for a 404
+    with pytest.raises(UnservedModel, match="qwen"):
         path.decide(query(chain(1), model="qwen2.5-32b"), NOW)
+    with pytest.raises(NoReplica):
+        path.fastest(query(chain(1), model="qwen2.5-32b"), NOW)
 
 
 def test_batch_equals_singles(four: list[ReplicaState]) -> None:
