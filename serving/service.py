@@ -13,16 +13,16 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from placement.domain.accelerators import get_accelerator
-from placement.domain.requests import Request
 from placement.errors import InputError, PlacementError
 from placement.plan import Plan
 from serving.admission import AdmissionController, class_budgets
 from serving.admission.slo_gate import SloGate
+from serving.demand import DemandWindow
 from serving.metrics import ServiceMetrics
 from serving.route.types import Decision, NoReplica, ReplicaState, RoutePath, RouteQuery
 
@@ -109,10 +109,9 @@ class PlacementService:
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid():x}-{int(time.time()):x}-"
         # the recent requests the planner solves for (None: no planner in this process)
-        self.demand: deque[Request] | None = (
-            deque(maxlen=demand_window) if demand_window > 0 else None
+        self.demand: DemandWindow | None = (
+            DemandWindow(demand_window) if demand_window > 0 else None
         )
-        self._demand_ids = itertools.count(1)
         self.metrics.in_flight.set_function(lambda: self.admission.in_flight)
         # listeners told when the replica set changes (the planner re-solves)
         self.on_fleet_change: list[Callable[[str], None]] = []
@@ -120,9 +119,17 @@ class PlacementService:
     # --- plan -------------------------------------------------------------------------------
 
     def install_plan(self, plan: Plan | None) -> None:
-        """Swap in ``plan`` for every later decision (one reference assignment)."""
-        self.route_path.install_plan(plan)
+        """Swap in ``plan`` for every later decision (one reference assignment).
+
+        The planner calls this from a thread, so compiling a large plan never holds up the
+        event loop: the route path compiles under its own writer lock and swaps one reference
+        (``decide`` takes no lock). ``self.plan`` is set first, so a route path rebuilt on the
+        loop meanwhile (:meth:`_rebuild`) gets this plan whichever way the two interleave."""
         self.plan = plan
+        path = self.route_path
+        path.install_plan(plan)
+        if self.route_path is not path:
+            self.route_path.install_plan(plan)
         self.metrics.plan_version.set(0 if plan is None else plan.version)
         if plan is not None and plan.tenants:
             shares = {t.tenant: t.guaranteed_share for t in plan.tenants}
@@ -177,9 +184,12 @@ class PlacementService:
         if set_replicas is not None:
             set_replicas(list(self.replicas.values()))
         else:
+            plan = self.plan
             route_path = self._factory(self.replicas)
-            route_path.install_plan(self.plan)
+            route_path.install_plan(plan)
             self.route_path = route_path
+            if self.plan is not plan:  # installed from a thread meanwhile
+                route_path.install_plan(self.plan)
         self.admission.set_fleet_capacity(max(1, len(self.replicas)) * self._per_replica)
 
     def _fleet_changed(self, why: str) -> None:
@@ -222,18 +232,7 @@ class PlacementService:
             *(self.replicas[r].address for r in decision.fallbacks if r in self.replicas),
         )
         if self.demand is not None:
-            self.demand.append(
-                Request(
-                    next(self._demand_ids),
-                    now,
-                    query.input_tokens,
-                    query.max_output_tokens,
-                    tenant=query.tenant,
-                    request_class=query.request_class,
-                    model=query.model,
-                    block_hashes=query.block_hashes,
-                )
-            )
+            self.demand.record(query, now)
         self.metrics.decisions.labels(decision.reason).inc()
         self.metrics.decision_latency.observe(time.perf_counter() - started)
         return Routed(decision_id=decision_id, decision=decision, addresses=addresses)

@@ -11,6 +11,7 @@ from placement.cli.errors import user_errors
 from placement.paths import repo_root
 
 DEMO_FLEET = repo_root() / "data" / "fleets" / "h100x8.yaml"
+GRACEFUL_SHUTDOWN_S = 2
 
 
 app = typer.Typer()
@@ -115,11 +116,20 @@ def serve_settings(
     assert isinstance(settings, Settings)
     if workers > 1:
         raise typer.BadParameter("several workers: run several processes sharing --redis")
-    uvicorn.run(
-        build_app(settings, addresses=addresses),
-        host=settings.host,
-        port=settings.port,
-        loop="uvloop",
-        http="httptools",
-        log_level="warning",
-    )
+    app = build_app(settings, addresses=addresses)
+    try:
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            loop="uvloop",
+            http="httptools",
+            log_level="warning",
+            # on SIGTERM/SIGINT, requests in flight get this long (a route takes microseconds;
+            # a forced solve is cancelled), so the service and its workers are gone within 5 s
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        )
+    finally:  # the lifespan stops the solver workers; this covers a forced (second) Ctrl-C
+        planner = app.state.runtime.planner
+        if planner is not None:
+            planner.close()

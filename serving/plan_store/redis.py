@@ -51,9 +51,10 @@ class RedisPlanStore:
     def ping(self) -> bool:
         return bool(self._call("ping", self._redis.ping))
 
-    def next_version(self) -> int:
-        # never below a version already published (e.g. a store seeded by hand)
-        floor = self.latest_version() or 0
+    def next_version(self, *, above: int = 0) -> int:
+        # never below a version already published (a store seeded by hand) nor the caller's
+        # installed one (a flushed Redis restarts ``seq`` at 1)
+        floor = max(self.latest_version() or 0, above)
         version = int(self._call("allocate a version", self._redis.incr, self._key("seq")))
         if version <= floor:
             version = int(

@@ -46,7 +46,7 @@ class Harness:
         self.store = DirectoryPlanStore(tmp_path)
         self.planner = Planner(
             solve=solve,
-            build_instance=lambda: self.instance,
+            snapshot=lambda: self.instance,
             store=self.store,
             install=lambda plan: self.installed.append(plan.version),
             executor=ThreadPoolExecutor(max_workers=2),
@@ -88,7 +88,7 @@ def test_failed_timed_out_rejected_or_worse_plans_never_replace_a_good_one(tmp_p
 
 
 def test_a_plan_that_fails_validation_is_rejected(tmp_path: Path) -> None:
-    def refuse(plan: Plan) -> None:
+    def refuse(plan: Plan, installed: Plan | None) -> None:
         raise PlanRejected("replica h100-9 is not in the fleet")
 
     h = Harness(tmp_path, validate=refuse)
@@ -132,7 +132,7 @@ def test_the_solve_runs_in_a_worker_process(tmp_path: Path) -> None:
     store = DirectoryPlanStore(tmp_path)
     installed: list[Plan] = []
     planner = Planner(
-        solve=solve_ok, build_instance=lambda: (3.0, "dp"), store=store, install=installed.append
+        solve=solve_ok, snapshot=lambda: (3.0, "dp"), store=store, install=installed.append
     )
     try:
         result = asyncio.run(planner.solve_once("process"))

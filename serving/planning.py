@@ -1,0 +1,86 @@
+"""What this service's planner solves for, and the function its worker process runs.
+
+:class:`ServicePlanning` gives the :class:`~serving.planner.Planner` its callbacks over a
+:class:`~serving.service.PlacementService` and a fleet: :meth:`~ServicePlanning.snapshot` on
+the event loop (the demand window and the unhealthy replicas, copied), :meth:`~ServicePlanning.
+encode` in a thread (the window as pickled chunks, :mod:`serving.demand`), and
+:meth:`~ServicePlanning.validate` (:mod:`serving.plan_guard`). :func:`solve_in_worker` decodes
+the window, builds the solver instance (loading the capacity model included) and solves, all
+in the worker process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from placement.domain.fleet import Fleet
+from placement.plan import Plan
+from serving.demand import DemandRow, decode_demand, encode_demand
+from serving.plan_guard import check_replacement
+from serving.planner import SolveSkipped
+from serving.service import PlacementService
+
+
+@dataclass(frozen=True, slots=True)
+class DemandSnapshot:
+    fleet: Fleet
+    demand: list[DemandRow]
+    unhealthy: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SolveInputs:
+    """What is shipped to the worker: small to pickle whatever the window's size."""
+
+    fleet: Fleet
+    demand: list[bytes]  # encode_demand's chunks
+    unhealthy: tuple[str, ...]
+
+
+class ServicePlanning:
+    def __init__(self, fleet: Fleet, service: PlacementService) -> None:
+        self.fleet = fleet
+        self.service = service
+
+    def snapshot(self) -> DemandSnapshot:
+        """The window and the lost replicas as of now; :class:`SolveSkipped` when a plan is
+        installed and there is nothing to improve it with (no demand yet, no healthy replica)."""
+        service = self.service
+        plan = service.plan
+        window = service.demand
+        demand = window.snapshot() if window is not None else []
+        states = list(service.replicas.values())
+        if plan is not None and not demand:
+            raise SolveSkipped(
+                f"no demand in the window yet (a restart or a lull): keeping plan {plan.version}"
+            )
+        if plan is not None and not any(s.healthy for s in states):
+            raise SolveSkipped(f"no healthy replica: keeping plan {plan.version}")
+        known = {r.id for r in self.fleet.replicas}
+        unhealthy = tuple(s.id for s in states if not s.healthy and s.id in known)
+        return DemandSnapshot(self.fleet, demand, unhealthy)
+
+    @staticmethod
+    def encode(snapshot: DemandSnapshot) -> SolveInputs:
+        return SolveInputs(snapshot.fleet, encode_demand(snapshot.demand), snapshot.unhealthy)
+
+    def validate(self, plan: Plan, installed: Plan | None) -> None:
+        states = list(self.service.replicas.values())  # one C-level copy: safe from a thread
+        check_replacement(plan, installed, replicas={s.id: s.model for s in states})
+
+
+def solve_in_worker(
+    inputs: SolveInputs, *, previous: Plan | None, time_limit_s: float, version: int
+) -> Plan:
+    """The planner's solve (module level: it is pickled into the worker process)."""
+    from placement.solver.instance import build_instance
+    from placement.solver.solve import solve_plan
+
+    instance = build_instance(
+        inputs.fleet,
+        decode_demand(inputs.demand),
+        {},
+        unhealthy=inputs.unhealthy,
+        shed_unreachable=True,
+    )
+    return solve_plan(instance, previous=previous, time_limit_s=time_limit_s, version=version)
