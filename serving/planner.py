@@ -132,6 +132,7 @@ class Planner:
         self.history: list[SolveResult] = []
         self._events: list[str] = []
         self._refused_version: int | None = None  # a followed version refused (warned once)
+        self._closed = False
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
 
@@ -142,6 +143,8 @@ class Planner:
         pool, replaced when a worker died."""
         if self._given_executor is not None:
             return self._given_executor
+        if self.stopping():
+            raise SolveSkipped("the planner is stopping")
         if self._pool is None or self._pool.broken:
             self._discard_pool()
             self._pool = WorkerPool()
@@ -156,8 +159,14 @@ class Planner:
             pool.stop()
 
     def close(self) -> None:
-        """Stop the worker processes (a solve in progress included) and wait for them."""
+        """Stop the worker processes (a solve in progress included: it ends "skipped") and
+        wait for them; no solve starts after this. Safe from any thread, more than once."""
+        self._closed = True
         self._discard_pool()
+
+    def stopping(self) -> bool:
+        """:meth:`close` was called: no solve starts, one in progress ends "skipped"."""
+        return self._closed
 
     # --- starting and following -------------------------------------------------------------
 
@@ -256,6 +265,8 @@ class Planner:
 
         current = self.current
         try:
+            if self.stopping():
+                raise SolveSkipped("the planner is stopping")
             inputs = await asyncio.to_thread(self._encode, self._snapshot())
         except PlacementError as exc:
             return result("skipped", str(exc))
@@ -284,6 +295,8 @@ class Planner:
                 "timeout", f"no plan within {self.time_limit_s + self.timeout_grace_s} s", version
             )
         except Exception as exc:  # a crash in the worker must not take the service down
+            if self.stopping():
+                return result("skipped", "the planner is stopping", version)
             if isinstance(exc, BrokenExecutor):
                 await asyncio.to_thread(self._discard_pool)
             return result("failed", f"{type(exc).__name__}: {exc}", version)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from placement.domain.fleet import Fleet
 from placement.plan import Plan
+from placement.solver.capacity import CapacitySource
 from serving.demand import DemandRow, decode_demand, encode_demand
 from serving.plan_guard import check_replacement
 from serving.planner import SolveSkipped
@@ -26,6 +27,7 @@ class DemandSnapshot:
     fleet: Fleet
     demand: list[DemandRow]
     unhealthy: tuple[str, ...]
+    capacity: CapacitySource | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,15 +37,22 @@ class SolveInputs:
     fleet: Fleet
     demand: list[bytes]  # encode_demand's chunks
     unhealthy: tuple[str, ...]
+    capacity: CapacitySource | None = None  # None: the champion predictor, else the prior
 
 
 class ServicePlanning:
-    def __init__(self, fleet: Fleet, service: PlacementService) -> None:
+    """``capacity`` replaces the capacity at SLO the worker loads (tests: a fixed one)."""
+
+    def __init__(
+        self, fleet: Fleet, service: PlacementService, *, capacity: CapacitySource | None = None
+    ) -> None:
         self.fleet = fleet
         self.service = service
+        self.capacity = capacity
 
     def snapshot(self) -> DemandSnapshot:
-        """The window and the lost replicas as of now; :class:`SolveSkipped` when a plan is
+        """The window and the lost replicas (unhealthy or deregistered) as of now;
+        :class:`SolveSkipped` when a plan is
         installed and there is nothing to improve it with (no demand yet, no healthy replica)."""
         service = self.service
         plan = service.plan
@@ -56,13 +65,16 @@ class ServicePlanning:
             )
         if plan is not None and not any(s.healthy for s in states):
             raise SolveSkipped(f"no healthy replica: keeping plan {plan.version}")
-        known = {r.id for r in self.fleet.replicas}
-        unhealthy = tuple(s.id for s in states if not s.healthy and s.id in known)
-        return DemandSnapshot(self.fleet, demand, unhealthy)
+        # the solver plans over the fleet file's replicas: those lost or deregistered are out
+        serving = {s.id for s in states if s.healthy}
+        unhealthy = tuple(r.id for r in self.fleet.replicas if r.id not in serving)
+        return DemandSnapshot(self.fleet, demand, unhealthy, self.capacity)
 
     @staticmethod
     def encode(snapshot: DemandSnapshot) -> SolveInputs:
-        return SolveInputs(snapshot.fleet, encode_demand(snapshot.demand), snapshot.unhealthy)
+        return SolveInputs(
+            snapshot.fleet, encode_demand(snapshot.demand), snapshot.unhealthy, snapshot.capacity
+        )
 
     def validate(self, plan: Plan, installed: Plan | None) -> None:
         states = list(self.service.replicas.values())  # one C-level copy: safe from a thread
@@ -80,6 +92,7 @@ def solve_in_worker(
         inputs.fleet,
         decode_demand(inputs.demand),
         {},
+        capacity=inputs.capacity,
         unhealthy=inputs.unhealthy,
         shed_unreachable=True,
     )

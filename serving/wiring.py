@@ -4,11 +4,13 @@ the fleet file, the plan store, the planner (solver in a worker process), the ap
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Executor
 
 from fastapi import FastAPI
 
 from placement.domain.fleet import Fleet, load_fleet
 from placement.domain.requests import DEFAULT_CLASSES
+from placement.solver.capacity import CapacitySource
 from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
 from serving.api.runtime import build_runtime
@@ -41,7 +43,15 @@ def fleet_states(fleet: Fleet, addresses: Mapping[str, str] | None = None) -> li
     ]
 
 
-def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None) -> FastAPI:
+def build_app(
+    settings: Settings,
+    *,
+    addresses: Mapping[str, str] | None = None,
+    solve_executor: Executor | None = None,
+    capacity: CapacitySource | None = None,
+) -> FastAPI:
+    """The app for ``settings``. Seams for tests: ``solve_executor`` replaces the planner's
+    worker processes (solves in threads), ``capacity`` the capacity at SLO the solver loads."""
     profile = load_profile(settings.profile) if settings.profile else load_profile()
 
     def route_path(replicas: dict[str, ReplicaState]) -> PlacementRoutePath:
@@ -66,7 +76,7 @@ def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None)
     store = open_plan_store(plan_dir=settings.plan_dir, redis_url=settings.redis_url)
     planner = None
     if fleet is not None:
-        planning = ServicePlanning(fleet, service)
+        planning = ServicePlanning(fleet, service, capacity=capacity)
         planner = Planner(
             solve=solve_in_worker,
             snapshot=planning.snapshot,
@@ -77,5 +87,6 @@ def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None)
             period_s=settings.solve_period_s,
             time_limit_s=settings.solve_time_limit_s,
             observe_solve=lambda result, s: service.metrics.solve_time.labels(result).observe(s),
+            executor=solve_executor,
         )
     return create_app(build_runtime(settings, service=service, planner=planner))

@@ -11,7 +11,6 @@ from placement.cli.errors import user_errors
 from placement.paths import repo_root
 
 DEMO_FLEET = repo_root() / "data" / "fleets" / "h100x8.yaml"
-GRACEFUL_SHUTDOWN_S = 2
 
 
 app = typer.Typer()
@@ -108,28 +107,11 @@ def _start_emulator(fleet_file: Path | None) -> dict[str, str]:
 def serve_settings(
     settings: object, *, workers: int = 1, addresses: dict[str, str] | None = None
 ) -> None:
-    import uvicorn
-
+    from serving.api.server import serve_app
     from serving.api.settings import Settings
     from serving.wiring import build_app
 
     assert isinstance(settings, Settings)
     if workers > 1:
         raise typer.BadParameter("several workers: run several processes sharing --redis")
-    app = build_app(settings, addresses=addresses)
-    try:
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            loop="uvloop",
-            http="httptools",
-            log_level="warning",
-            # on SIGTERM/SIGINT, requests in flight get this long (a route takes microseconds;
-            # a forced solve is cancelled), so the service and its workers are gone within 5 s
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        )
-    finally:  # the lifespan stops the solver workers; this covers a forced (second) Ctrl-C
-        planner = app.state.runtime.planner
-        if planner is not None:
-            planner.close()
+    serve_app(build_app(settings, addresses=addresses), host=settings.host, port=settings.port)

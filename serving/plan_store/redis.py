@@ -48,6 +48,10 @@ class RedisPlanStore:
         except redis.RedisError as exc:
             raise PlanStoreError(f"redis: cannot {what}: {exc}") from None
 
+    def close(self) -> None:
+        """Close the connections (a store is usable again after: they reopen on demand)."""
+        self._redis.close()
+
     def ping(self) -> bool:
         return bool(self._call("ping", self._redis.ping))
 
