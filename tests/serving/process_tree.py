@@ -52,3 +52,10 @@ def wait_gone(pids: set[int], timeout_s: float) -> set[int]:
             return left
         time.sleep(0.05)
     return {p for p in pids if alive(p)}
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
