@@ -43,7 +43,7 @@ from typing import Any, Literal, Protocol
 
 from placement.errors import PlacementError
 from placement.plan import Plan
-from serving.plan_store.base import PlanStore, PlanStoreError
+from serving.plan_store.base import CorruptPlan, PlanStore, PlanStoreError
 from serving.workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -212,13 +212,16 @@ class Planner:
             return False
         if latest == self._refused_version:
             return False
-        plan = await asyncio.to_thread(self.store.get, latest)
-        if plan is None:
-            return False
         try:
+            plan = await asyncio.to_thread(self.store.get, latest)
+            if plan is None:
+                return False
             if self._validate is not None:
                 await asyncio.to_thread(self._validate, plan, self.current)
         except PlacementError as exc:
+            if isinstance(exc, PlanStoreError) and not isinstance(exc, CorruptPlan):
+                raise  # the store is unreachable for now: try again on the next poll
+            # unreadable, or it may not replace the installed plan: say so once
             self._refused_version = latest
             log.warning("not following stored plan %d: %s", latest, exc)
             return False

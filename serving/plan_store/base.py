@@ -21,6 +21,10 @@ class PlanStoreError(PlacementError):
     """The plan store cannot be read or written (a version exists, the backend is down)."""
 
 
+class CorruptPlan(PlanStoreError):
+    """A stored plan does not parse (a truncated file, a foreign key): it stays unreadable."""
+
+
 class PlanStore(Protocol):
     def next_version(self, *, above: int = 0) -> int:
         """A version no other writer of this store will use, greater than ``above`` and than

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from placement.errors import InputError
 from placement.plan import Plan
-from serving.plan_store.base import PlanStoreError
+from serving.plan_store.base import CorruptPlan, PlanStoreError
 
 LATEST = "LATEST"
 CREDITS = "credits.json"
@@ -133,7 +133,7 @@ class DirectoryPlanStore:
         try:
             return Plan.from_json(text, source=str(path))
         except InputError as exc:
-            raise PlanStoreError(f"corrupt plan in the store: {exc}") from None
+            raise CorruptPlan(f"corrupt plan in the store: {exc}") from None
 
     def latest_version(self) -> int | None:
         pointer = self._pointer()

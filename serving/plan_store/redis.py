@@ -15,7 +15,7 @@ import redis
 
 from placement.errors import InputError
 from placement.plan import Plan
-from serving.plan_store.base import PlanStoreError
+from serving.plan_store.base import CorruptPlan, PlanStoreError
 
 DEFAULT_PREFIX = "placement"
 _MOVE_FORWARD = """
@@ -90,7 +90,7 @@ class RedisPlanStore:
         try:
             return Plan.from_json(text, source=f"redis {self._key('plan', version)}")
         except InputError as exc:
-            raise PlanStoreError(f"corrupt plan in the store: {exc}") from None
+            raise CorruptPlan(f"corrupt plan in the store: {exc}") from None
 
     def latest_version(self) -> int | None:
         raw = self._call("read the latest pointer", self._redis.get, self._key("latest"))

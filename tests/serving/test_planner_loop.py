@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "api"))
 sys.path.insert(0, str(Path(__file__).parent))
@@ -213,3 +216,17 @@ def test_a_newer_plan_another_process_published_is_followed_only_if_it_may_repla
     h.store.put(make_plan(10, objective=2.0))
     assert asyncio.run(h.planner.follow_once()) is True
     assert h.installed == [1, 10]
+
+
+def test_a_corrupt_plan_another_process_published_is_not_followed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = Harness(tmp_path)
+    assert asyncio.run(h.planner.solve_once("period")).outcome == "installed"
+    (tmp_path / "plan-00000002.json").write_text('{"schema": "placement.plan/v1", "vers')
+    (tmp_path / "LATEST").write_text("2")
+    with caplog.at_level(logging.WARNING, logger="serving.planner"):
+        for _ in range(3):  # polled every second: warned once
+            assert asyncio.run(h.planner.follow_once()) is False
+    assert h.installed == [1]
+    assert len([r for r in caplog.records if "not following stored plan 2" in r.message]) == 1
