@@ -119,7 +119,12 @@ def route(
     replicas: Annotated[int, typer.Option(min=1)] = 1_000,
     groups: Annotated[int, typer.Option(min=1)] = 100_000,
     queries: Annotated[int, typer.Option(min=1, help="queries per repeat")] = 100_000,
-    repeats: Annotated[int, typer.Option(min=1, help="timed passes (median reported)")] = 5,
+    repeats: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="timed passes, median reported (default 5; --during-solve: 3 pairs)"
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
     profile: Annotated[
@@ -134,7 +139,7 @@ def route(
         ),
     ] = False,
     rate: Annotated[float, typer.Option(min=1, help="--during-solve: req/s")] = 1_000.0,
-    duration: Annotated[float, typer.Option(min=1, help="--during-solve: s per run")] = 20.0,
+    duration: Annotated[float, typer.Option(min=1, help="--during-solve: s per run")] = 10.0,
     window: Annotated[
         int, typer.Option(min=1, help="--during-solve: requests in the demand window")
     ] = 50_000,
@@ -145,7 +150,9 @@ def route(
     if during_solve:
         from bench.route_during_solve import run_during_solve_bench
 
-        run_during_solve_bench(rate=rate, duration_s=duration, window=window, out=out)
+        run_during_solve_bench(
+            rate=rate, duration_s=duration, repeats=repeats or 3, window=window, out=out
+        )
         return
     from bench.route import run_route_bench
 
@@ -153,7 +160,7 @@ def route(
         replicas=replicas,
         groups=groups,
         queries=queries,
-        repeats=repeats,
+        repeats=repeats or 5,
         seed=seed,
         out=out,
         profile=profile,
