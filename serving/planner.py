@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 OBJECTIVE_TOLERANCE = 1e-9
 # beyond the solver's own limit: the worker's start (imports), building the instance from the
 # demand window (seconds for 50,000 requests), extraction and the round trip
-TIMEOUT_GRACE_S = 60.0
+TIMEOUT_GRACE_S = 120.0
 DEFAULT_FOLLOW_S = 1.0
 RESUME_DEPTH = 50  # stored versions tried, newest first, before resuming with no plan
 BAD_STATUSES = frozenset({"infeasible", "model_invalid"})
