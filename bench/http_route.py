@@ -25,7 +25,7 @@ CONNECTIONS = 32  # enough that a burst finds an idle connection at 2,000 req/s
 BENCH_KEY = "bench-key-0123456789"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -137,7 +137,7 @@ def _load(port: int, bodies: list[bytes], rate: float, duration: float, out: Any
     out.put(uvloop.run(_open_loop(port, bodies, rate, duration)))
 
 
-def _wait_for_server(server: subprocess.Popen[bytes], port: int, timeout_s: float = 120.0) -> None:
+def wait_for_server(server: subprocess.Popen[bytes], port: int, timeout_s: float = 120.0) -> None:
     """Until the server accepts connections (installing a 100k-group plan takes seconds)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -159,7 +159,7 @@ def measure(
     duration_s: float = DURATION_S,
 ) -> tuple[float, float, int]:
     """(achieved rps, p99 ms, errors) for ``rate`` req/s over ``duration_s``."""
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         fixture = str(Path(tmp) / "fixture.pkl")
         with open(fixture, "wb") as f:
@@ -173,7 +173,7 @@ def measure(
             env={**os.environ, "PLACEMENT_ENVIRONMENT": "production"},
         )
         try:
-            _wait_for_server(server, port)
+            wait_for_server(server, port)
             bodies = [
                 json.dumps(
                     {

@@ -15,16 +15,17 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from placement.domain.accelerators import get_accelerator
-from placement.domain.requests import Request, Tenant
-from placement.errors import InputError, PlacementError
+from placement.domain.llm import check_fits_context, get_model
+from placement.domain.requests import Tenant
+from placement.errors import InputError, PlacementError, UnknownModel
 from placement.plan import Plan
 from serving.admission import AdmissionController, class_budgets
 from serving.admission.slo_gate import SloGate
+from serving.demand import DemandWindow
 from serving.leases import Lease, LeaseBook, LeaseTerms
 from serving.metrics import ServiceMetrics
 from serving.route.tpot import DecodeTable, decode_table
@@ -111,10 +112,9 @@ class PlacementService:
         self._ids = itertools.count(1)
         self._id_prefix = f"{os.getpid():x}-{int(time.time()):x}-"
         # the recent requests the planner solves for (None: no planner in this process)
-        self.demand: deque[Request] | None = (
-            deque(maxlen=demand_window) if demand_window > 0 else None
+        self.demand: DemandWindow | None = (
+            DemandWindow(demand_window) if demand_window > 0 else None
         )
-        self._demand_ids = itertools.count(1)
         self.metrics.in_flight.set_function(lambda: self.admission.in_flight)
         # listeners told when the replica set changes (the planner re-solves)
         self.on_fleet_change: list[Callable[[str], None]] = []
@@ -122,9 +122,17 @@ class PlacementService:
     # --- plan -------------------------------------------------------------------------------
 
     def install_plan(self, plan: Plan | None) -> None:
-        """Swap in ``plan`` for every later decision (one reference assignment)."""
-        self.route_path.install_plan(plan)
+        """Swap in ``plan`` for every later decision (one reference assignment).
+
+        The planner calls this from a thread, so compiling a large plan never holds up the
+        event loop: the route path compiles under its own writer lock and swaps one reference
+        (``decide`` takes no lock). ``self.plan`` is set first, so a route path rebuilt on the
+        loop meanwhile (:meth:`_rebuild`) gets this plan whichever way the two interleave."""
         self.plan = plan
+        path = self.route_path
+        path.install_plan(plan)
+        if self.route_path is not path:
+            self.route_path.install_plan(plan)
         self.metrics.plan_version.set(0 if plan is None else plan.version)
         self.metrics.track_capacity_source(None if plan is None else plan.capacity_source)
         if plan is not None and plan.tenants:
@@ -189,9 +197,12 @@ class PlacementService:
         if set_replicas is not None:
             set_replicas(list(self.replicas.values()))
         else:
+            plan = self.plan
             route_path = self._factory(self.replicas)
-            route_path.install_plan(self.plan)
+            route_path.install_plan(plan)
             self.route_path = route_path
+            if self.plan is not plan:  # installed from a thread meanwhile
+                route_path.install_plan(self.plan)
         self.admission.set_fleet_capacity(max(1, len(self.replicas)) * self._per_replica)
 
     def _fleet_changed(self, why: str) -> None:
@@ -205,6 +216,7 @@ class PlacementService:
         (429), :class:`NoReplica` (503; :class:`UnservedModel`, 404, when no replica of the
         model is registered) or :class:`InputError` (an unknown request class)."""
         started = time.perf_counter()
+        _check_fits(query)
         now = self.clock()
         self._expire(now)
         verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens, now)
@@ -243,18 +255,7 @@ class PlacementService:
             *(self.replicas[r].address for r in decision.fallbacks if r in self.replicas),
         )
         if self.demand is not None:
-            self.demand.append(
-                Request(
-                    next(self._demand_ids),
-                    now,
-                    query.input_tokens,
-                    query.max_output_tokens,
-                    tenant=query.tenant,
-                    request_class=query.request_class,
-                    model=query.model,
-                    block_hashes=query.block_hashes,
-                )
-            )
+            self.demand.record(query, now)
         self.metrics.decisions.labels(decision.reason).inc()
         self.metrics.decision_latency.observe(time.perf_counter() - started)
         return Routed(decision_id=decision_id, decision=decision, addresses=addresses)
@@ -314,3 +315,15 @@ class PlacementService:
 
     def credit_counters(self) -> Mapping[str, float]:
         return self.admission.vtc.snapshot()
+
+
+def _check_fits(query: RouteQuery) -> None:
+    """A request longer than its model's context window is bad input (no replica could serve
+    it), not demand: it never reaches admission, the route path or the planner's window."""
+    if not query.model:
+        return
+    try:
+        model = get_model(query.model)
+    except UnknownModel:
+        return  # the route path answers 404 for a model no replica serves
+    check_fits_context(model, query.input_tokens, query.max_output_tokens)

@@ -3,15 +3,15 @@ the fleet file, the plan store, the planner (solver in a worker process), the ap
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from concurrent.futures import Executor
 
 from fastapi import FastAPI
 
 from placement.domain.fleet import Fleet, load_fleet
 from placement.domain.requests import DEFAULT_CLASSES
 from placement.domain.tenancy import load_tenants
-from placement.plan import Plan
+from placement.solver.capacity import CapacitySource
 from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
 from serving.api.runtime import build_runtime
@@ -19,20 +19,13 @@ from serving.api.settings import Settings
 from serving.leases import LeaseTerms
 from serving.plan_store import open_plan_store
 from serving.planner import Planner
+from serving.planning import ServicePlanning, solve_in_worker
 from serving.route import PlacementRoutePath, ReplicaState, load_profile
 from serving.service import PlacementService
+from serving.whatif_job import solve_whatif, whatif_context
 
 DEMAND_WINDOW = 50_000  # recent requests the planner solves for
 DEFAULT_PORT = 8000
-
-
-def solve_in_worker(
-    instance: Any, *, previous: Plan | None, time_limit_s: float, version: int
-) -> Plan:
-    """The planner's solve (module level: it is pickled into the worker process)."""
-    from placement.solver.solve import solve_plan
-
-    return solve_plan(instance, previous=previous, time_limit_s=time_limit_s, version=version)
 
 
 def fleet_states(fleet: Fleet, addresses: Mapping[str, str] | None = None) -> list[ReplicaState]:
@@ -53,7 +46,15 @@ def fleet_states(fleet: Fleet, addresses: Mapping[str, str] | None = None) -> li
     ]
 
 
-def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None) -> FastAPI:
+def build_app(
+    settings: Settings,
+    *,
+    addresses: Mapping[str, str] | None = None,
+    solve_executor: Executor | None = None,
+    capacity: CapacitySource | None = None,
+) -> FastAPI:
+    """The app for ``settings``. Seams for tests: ``solve_executor`` replaces the planner's
+    worker processes (solves in threads), ``capacity`` the capacity at SLO the solver loads."""
     profile = load_profile(settings.profile) if settings.profile else load_profile()
 
     def route_path(replicas: dict[str, ReplicaState]) -> PlacementRoutePath:
@@ -84,23 +85,29 @@ def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None)
     store = open_plan_store(plan_dir=settings.plan_dir, redis_url=settings.redis_url)
     planner = None
     if fleet is not None:
+        planning = ServicePlanning(fleet, service, capacity=capacity)
         planner = Planner(
             solve=solve_in_worker,
-            build_instance=lambda: _instance(fleet, service),
+            snapshot=planning.snapshot,
+            encode=planning.encode,
+            validate=planning.validate,
             store=store,
             install=service.install_plan,
             period_s=settings.solve_period_s,
             time_limit_s=settings.solve_time_limit_s,
             observe_solve=lambda result, s: service.metrics.solve_time.labels(result).observe(s),
+            executor=solve_executor,
         )
-    return create_app(build_runtime(settings, service=service, planner=planner))
-
-
-def _instance(fleet: Fleet, service: PlacementService) -> Any:
-    from placement.solver.instance import build_instance
-
-    requests: Sequence[Any] = list(service.demand or ())
-    unhealthy = [r for r, s in service.replicas.items() if not s.healthy]
-    return build_instance(
-        fleet, requests, service.tenants, unhealthy=unhealthy, shed_unreachable=True
+    # what-if runs where a planner does: on this fleet and the planner's demand window
+    planned = fleet is not None and settings.fleet is not None
+    return create_app(
+        build_runtime(
+            settings,
+            service=service,
+            planner=planner,
+            whatif=solve_whatif if planned else None,
+            whatif_context=whatif_context(settings.fleet, service)
+            if planned and settings.fleet is not None
+            else None,
+        )
     )

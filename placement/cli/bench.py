@@ -119,22 +119,48 @@ def route(
     replicas: Annotated[int, typer.Option(min=1)] = 1_000,
     groups: Annotated[int, typer.Option(min=1)] = 100_000,
     queries: Annotated[int, typer.Option(min=1, help="queries per repeat")] = 100_000,
-    repeats: Annotated[int, typer.Option(min=1, help="timed passes (median reported)")] = 5,
+    repeats: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="timed passes, median reported (default 5; --during-solve: 3 pairs)"
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
     profile: Annotated[
         Path | None, typer.Option(help="route profile YAML (default: the default profile)")
     ] = None,
+    during_solve: Annotated[
+        bool,
+        typer.Option(
+            "--during-solve",
+            help="instead: /v1/route p99 over HTTP with and without a forced re-solve running "
+            "(placement serve --demo; target: during ≤ 1.5 × without)",
+        ),
+    ] = False,
+    rate: Annotated[float, typer.Option(min=1, help="--during-solve: req/s")] = 1_000.0,
+    duration: Annotated[float, typer.Option(min=1, help="--during-solve: s per run")] = 10.0,
+    window: Annotated[
+        int, typer.Option(min=1, help="--during-solve: requests in the demand window")
+    ] = 50_000,
 ) -> None:
     """Route path speed: decision p50/p99 in process and batch decisions/s (targets: p99 ≤ 20 µs,
-    ≥ 100k decisions/s at 1,000 replicas and 100k prefix groups)."""
+    ≥ 100k decisions/s at 1,000 replicas and 100k prefix groups). With --during-solve: route
+    latency over HTTP while the planner re-solves."""
+    if during_solve:
+        from bench.route_during_solve import run_during_solve_bench
+
+        run_during_solve_bench(
+            rate=rate, duration_s=duration, repeats=repeats or 3, window=window, out=out
+        )
+        return
     from bench.route import run_route_bench
 
     run_route_bench(
         replicas=replicas,
         groups=groups,
         queries=queries,
-        repeats=repeats,
+        repeats=repeats or 5,
         seed=seed,
         out=out,
         profile=profile,

@@ -3,11 +3,13 @@ endpoint picker in front of the same service."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from placement.cli.announce import DEV_KEY_FILE, announce_when_ready, dev_key, example, say
 from placement.cli.errors import user_errors
 from placement.paths import repo_root
 
@@ -111,7 +113,6 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the placement API (OpenAPI docs at /docs). Settings also from PLACEMENT_* vars."""
-    from serving.api.security import generate_key
     from serving.api.security import hash_key as digest
     from serving.api.settings import load_settings
 
@@ -156,13 +157,21 @@ def serve(
             addresses=addresses,
         )
         return
+    started = time.monotonic()
     settings = load_settings(**{k: v for k, v in flags.items() if v is not None})
+    lines: list[str] = []
+    key: str | None = None
     if settings.environment == "development" and not settings.all_keys():
-        key = generate_key()
+        key = dev_key()
         settings = settings.model_copy(update={"dev_key": key})
-        typer.secho(f"development key (all scopes): {key}", fg=typer.colors.YELLOW, err=True)
-        _print_example(settings.host, settings.port, key)
+        lines.append(f"development key (all scopes, kept in {DEV_KEY_FILE}): {key}")
+    lines.append(example(settings.host, settings.port, key))
     addresses = _start_emulator(settings.fleet) if demo else None
+    say(
+        f"starting the API on {settings.host}:{settings.port} "
+        "(the key and a curl follow once it is ready)"
+    )
+    announce_when_ready(settings.host, settings.port, lines, started=started)
     serve_settings(settings, workers=workers, addresses=addresses)
 
 
@@ -202,17 +211,6 @@ def _envoy_config(fleet_file: Path | None, epp_port: int, fallbacks: int | None)
     return to_json(config.bootstrap())
 
 
-def _print_example(host: str, port: int, key: str) -> None:
-    typer.secho(
-        f"docs: http://{host}:{port}/docs\n"
-        f"try:  curl -s -X POST http://{host}:{port}/v1/route -H 'Authorization: Bearer {key}' "
-        '-H \'Content-Type: application/json\' -d \'{"tenant": "acme", "model": '
-        '"llama-3-8b", "request_class": "interactive", "prompt": "You are a helpful '
-        'assistant. Summarise the following text …", "max_output_tokens": 128}\'',
-        err=True,
-    )
-
-
 def _start_emulator(fleet_file: Path | None) -> dict[str, str]:
     """Emulated replicas (``sim.emulator``) for the demo fleet; their addresses by replica id."""
     from placement.domain.fleet import load_fleet
@@ -222,29 +220,18 @@ def _start_emulator(fleet_file: Path | None) -> dict[str, str]:
         raise typer.BadParameter("--demo needs a fleet")
     fleet = load_fleet(fleet_file)
     emulator = ReplicaEmulator(fleet.replicas).start()
-    typer.secho(
-        f"emulating {len(fleet.replicas)} replicas of {fleet.name} on 127.0.0.1:{emulator.port}",
-        err=True,
-    )
+    say(f"emulating {len(fleet.replicas)} replicas of {fleet.name} on 127.0.0.1:{emulator.port}")
     return {r.id: emulator.address(r.id) for r in fleet.replicas}
 
 
 def serve_settings(
     settings: object, *, workers: int = 1, addresses: dict[str, str] | None = None
 ) -> None:
-    import uvicorn
-
+    from serving.api.server import serve_app
     from serving.api.settings import Settings
     from serving.wiring import build_app
 
     assert isinstance(settings, Settings)
     if workers > 1:
         raise typer.BadParameter("several workers: run several processes sharing --redis")
-    uvicorn.run(
-        build_app(settings, addresses=addresses),
-        host=settings.host,
-        port=settings.port,
-        loop="uvloop",
-        http="httptools",
-        log_level="warning",
-    )
+    serve_app(build_app(settings, addresses=addresses), host=settings.host, port=settings.port)

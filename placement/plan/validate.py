@@ -43,12 +43,24 @@ def _route_problems(
     return out
 
 
-def problems(plan: Plan, *, fleet: Fleet | None = None, unhealthy: Iterable[str] = ()) -> list[str]:
-    """Every capacity, coverage and credit violation of ``plan`` (empty: valid)."""
+def problems(
+    plan: Plan,
+    *,
+    fleet: Fleet | None = None,
+    unhealthy: Iterable[str] = (),
+    replica_ids: Iterable[str] | None = None,
+) -> list[str]:
+    """Every capacity, coverage and credit violation of ``plan`` (empty: valid). The replicas
+    that exist are ``fleet``'s, else ``replica_ids`` (a service's registered replicas), else
+    not checked."""
     out: list[str] = []
     dead = set(unhealthy)
     replica_model = {r.id: r.model for r in plan.replicas if r.id not in dead}
-    existing = {r.id for r in fleet.replicas} if fleet is not None else None
+    existing = (
+        {r.id for r in fleet.replicas}
+        if fleet is not None
+        else (set(replica_ids) if replica_ids is not None else None)
+    )
     for r in plan.replicas:
         if r.planned_rps > r.load_cap_rps * (1 + CAPACITY_TOLERANCE) + 1e-9:
             out.append(
@@ -96,9 +108,15 @@ def problems(plan: Plan, *, fleet: Fleet | None = None, unhealthy: Iterable[str]
     return out
 
 
-def validate(plan: Plan, *, fleet: Fleet | None = None, unhealthy: Iterable[str] = ()) -> Plan:
+def validate(
+    plan: Plan,
+    *,
+    fleet: Fleet | None = None,
+    unhealthy: Iterable[str] = (),
+    replica_ids: Iterable[str] | None = None,
+) -> Plan:
     """``plan`` itself if valid; else :class:`PlanRejected` listing every problem."""
-    found = problems(plan, fleet=fleet, unhealthy=unhealthy)
+    found = problems(plan, fleet=fleet, unhealthy=unhealthy, replica_ids=replica_ids)
     if found:
         raise PlanRejected(
             f"plan {plan.version} rejected ({len(found)} problem{'s' if len(found) > 1 else ''}): "

@@ -1,6 +1,6 @@
 """Extraction: a solution's shares → the published :class:`~placement.plan.schema.Plan`.
 
-* **Groups** (tenant, key): the classes' served rates on each replica, as route weights; the
+* **Groups** (tenant, model, key): the classes' served rates on each replica, as route weights; the
   replicas asked to keep the prefix warm; groups that are wholly shed are left out (their
   traffic meets the tenant's default).
 * **Defaults** (tenant, model): the default units' routes; when a tenant has no default
@@ -101,31 +101,32 @@ def extract_plan(
         pool = np.flatnonzero((inst.replica_model == m) & inst.replica_healthy)
         spare[m] = pool[np.argsort(util[pool], kind="stable")].tolist()
 
-    group_w: dict[tuple[int, int], dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    group_warm: dict[tuple[int, int], set[int]] = defaultdict(set)
+    # groups by (tenant, model, key): one prefix may be sent to two models' pools
+    group_w: dict[tuple[int, int, int], dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    group_warm: dict[tuple[int, int, int], set[int]] = defaultdict(set)
     default_w: dict[tuple[int, int], dict[int, float]] = defaultdict(lambda: defaultdict(float))
     tenant_any_w: dict[tuple[int, int], dict[int, float]] = defaultdict(lambda: defaultdict(float))
     for p in solution.pools:
         on = np.flatnonzero(p.x > 0)
         for i in on.tolist():
             d, r = int(p.pair_unit[i]), int(p.pair_replica[i])
-            t, key = int(inst.unit_tenant[d]), int(inst.unit_key[d])
+            t, m, key = int(inst.unit_tenant[d]), int(inst.unit_model[d]), int(inst.unit_key[d])
             w = float(inst.unit_rate[d] * p.x[i])
-            tenant_any_w[(t, int(inst.unit_model[d]))][r] += w
+            tenant_any_w[(t, m)][r] += w
             if key >= 0:
-                group_w[(t, key)][r] += w
+                group_w[(t, m, key)][r] += w
                 if p.warm[i]:
-                    group_warm[(t, key)].add(r)
+                    group_warm[(t, m, key)].add(r)
             else:
-                default_w[(t, int(inst.unit_model[d]))][r] += w
+                default_w[(t, m)][r] += w
 
     groups = []
-    group_units: dict[tuple[int, int], list[int]] = defaultdict(list)
+    group_units: dict[tuple[int, int, int], list[int]] = defaultdict(list)
     for d in np.flatnonzero(inst.unit_key >= 0).tolist():
-        group_units[(int(inst.unit_tenant[d]), int(inst.unit_key[d]))].append(d)
-    for (t, key), ds in sorted(group_units.items()):
-        m = int(inst.unit_model[ds[0]])
-        route = _route(group_w.get((t, key), {}), inst, spare.get(m, []))
+        unit = (int(inst.unit_tenant[d]), int(inst.unit_model[d]), int(inst.unit_key[d]))
+        group_units[unit].append(d)
+    for (t, m, key), ds in sorted(group_units.items()):
+        route = _route(group_w.get((t, m, key), {}), inst, spare.get(m, []))
         if route is None:
             continue
         groups.append(
@@ -137,7 +138,7 @@ def extract_plan(
                 rate_rps=float(inst.unit_rate[ds].sum()),
                 prefix_tokens=int(inst.unit_prefix[ds[0]]),
                 route=route,
-                warm=tuple(inst.replica_ids[r] for r in sorted(group_warm[(t, key)])),
+                warm=tuple(inst.replica_ids[r] for r in sorted(group_warm[(t, m, key)])),
             )
         )
 

@@ -1,6 +1,6 @@
 """The previous plan seen from a new instance: per (unit, replica) the share it routed there.
 
-Groups are matched by (tenant, key), defaults by (tenant, model); every class of a group or
+Groups are matched by (tenant, model, key), defaults by (tenant, model); every class of a group or
 default inherits its route. Replicas the new fleet lacks are dropped and the rest renormalised
 (their traffic must move anyway; it is not counted as churn the new plan causes).
 """
@@ -19,19 +19,18 @@ def previous_shares(inst: Instance, plan: Plan | None) -> tuple[IntArray, IntArr
     if plan is None:
         return empty_i, empty_i, np.zeros(0)
     index = {rid: i for i, rid in enumerate(inst.replica_ids)}
-    groups: dict[tuple[str, int], Route] = {(g.tenant, g.key): g.route for g in plan.groups}
+    groups: dict[tuple[str, str, int], Route] = {
+        (g.tenant, g.model, g.key): g.route for g in plan.groups
+    }
     defaults: dict[tuple[str, str], Route] = {(d.tenant, d.model): d.route for d in plan.defaults}
     units: list[int] = []
     reps: list[int] = []
     shares: list[float] = []
     for d in range(inst.n_units):
         tenant = inst.tenants[inst.unit_tenant[d]]
+        model = inst.models[inst.unit_model[d]]
         key = int(inst.unit_key[d])
-        route = (
-            groups.get((tenant, key))
-            if key >= 0
-            else defaults.get((tenant, inst.models[inst.unit_model[d]]))
-        )
+        route = groups.get((tenant, model, key)) if key >= 0 else defaults.get((tenant, model))
         if route is None:
             continue
         pairs = [

@@ -29,6 +29,8 @@ class ServiceRuntime:
     scraper: ReplicaScraper | None = None
     # a scenario → its result; a module-level function (it runs in a worker process)
     whatif: WhatIfFn | None = None
+    # what a what-if job needs of this service, added to its body as ``context`` at submission
+    whatif_context: Callable[[], dict[str, Any]] | None = None
     jobs: JobRunner = field(default_factory=lambda: JobRunner(executor=lambda: None))
     background: bool = True  # run the scraper and the planner loop while serving
 
@@ -39,6 +41,7 @@ def build_runtime(
     service: PlacementService,
     planner: Planner | None = None,
     whatif: WhatIfFn | None = None,
+    whatif_context: Callable[[], dict[str, Any]] | None = None,
     background: bool = True,
 ) -> ServiceRuntime:
     """The runtime for ``settings``: keys (plus the development key), the scraper, a planner
@@ -58,6 +61,7 @@ def build_runtime(
         planner=planner,
         scraper=ReplicaScraper(service, interval_s=settings.scrape_interval_s),
         whatif=whatif,
+        whatif_context=whatif_context,
         jobs=jobs,
         background=background,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from serving.plan_store.base import PlanStore, PlanStoreError
+from serving.plan_store.base import CorruptPlan, PlanStore, PlanStoreError
 from serving.plan_store.directory import DirectoryPlanStore
 
 
@@ -17,4 +17,4 @@ def open_plan_store(*, plan_dir: str | Path, redis_url: str | None = None) -> Pl
     return DirectoryPlanStore(plan_dir)
 
 
-__all__ = ["DirectoryPlanStore", "PlanStore", "PlanStoreError", "open_plan_store"]
+__all__ = ["CorruptPlan", "DirectoryPlanStore", "PlanStore", "PlanStoreError", "open_plan_store"]

@@ -3,7 +3,9 @@ state survives a restart.
 
 A store holds immutable plan versions and a pointer to the latest good one. ``put`` never
 overwrites a version; ``latest`` only moves forward. ``next_version`` hands out versions so
-that two processes solving at once cannot publish the same number.
+that two processes solving at once cannot publish the same number, and never one at or below
+``above``: a service passes its installed version, so an emptied store (a Redis flushed or
+replaced, a plan directory wiped) cannot restart numbering below the plan it is routing by.
 """
 
 from __future__ import annotations
@@ -20,9 +22,14 @@ class PlanStoreError(PlacementError):
     """The plan store cannot be read or written (a version exists, the backend is down)."""
 
 
+class CorruptPlan(PlanStoreError):
+    """A stored plan does not parse (a truncated file, a foreign key): it stays unreadable."""
+
+
 class PlanStore(Protocol):
-    def next_version(self) -> int:
-        """A version no other writer of this store will use."""
+    def next_version(self, *, above: int = 0) -> int:
+        """A version no other writer of this store will use, greater than ``above`` and than
+        every published version."""
 
     def put(self, plan: Plan) -> None:
         """Publish ``plan`` and make it the latest (if newer). Refuses an existing version."""

@@ -3,23 +3,33 @@
 Writes are atomic on POSIX: a version is written to a temporary file and hard-linked to its
 final name (``link`` fails if the name exists, so a version is never overwritten); the pointer
 and the credits are replaced with ``os.replace``. Several processes on one machine (or on a
-shared filesystem with POSIX semantics) may share the directory.
+shared filesystem with POSIX semantics) may share the directory: the pointer is read, compared
+and moved under an exclusive ``flock`` so two writers cannot move it back.
+
+``next_version`` reserves a number with an ``O_EXCL`` file ``.reserved-<version>``; a
+reservation at or below the newest published version can never be handed out again (numbers
+start above it), so publishing removes those, and the directory holds at most the
+reservations of solves still running or failed since the last publication.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from placement.errors import InputError
 from placement.plan import Plan
-from serving.plan_store.base import PlanStoreError, credit_counters
+from serving.plan_store.base import CorruptPlan, PlanStoreError, credit_counters
 
 LATEST = "LATEST"
 CREDITS = "credits.json"
+LOCK = ".lock"
+RESERVED = ".reserved-"
 
 
 def _plan_name(version: int) -> str:
@@ -51,17 +61,47 @@ class DirectoryPlanStore:
                 continue
         return sorted(out)
 
-    def next_version(self) -> int:
-        # a reservation file makes the number unique across processes
-        version = max(self._versions(), default=0) + 1
-        while True:
+    def _reservations(self) -> list[tuple[int, Path]]:
+        out = []
+        for p in self.root.glob(RESERVED + "*"):
             try:
-                fd = os.open(self.root / f".reserved-{version:08d}", os.O_CREAT | os.O_EXCL)
+                out.append((int(p.name.removeprefix(RESERVED)), p))
+            except ValueError:
+                continue
+        return out
+
+    def next_version(self, *, above: int = 0) -> int:
+        # a reservation file makes the number unique across processes
+        version = max(max(self._versions(), default=0), above) + 1
+        while True:
+            reservation = self.root / f"{RESERVED}{version:08d}"
+            try:
+                fd = os.open(reservation, os.O_CREAT | os.O_EXCL)
             except FileExistsError:
                 version += 1
                 continue
             os.close(fd)
+            if (self.root / _plan_name(version)).exists():
+                # published since the scan above, and its reservation already cleaned up
+                reservation.unlink(missing_ok=True)
+                version += 1
+                continue
             return version
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.root / LOCK, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _pointer(self) -> int | None:
+        try:
+            return int((self.root / LATEST).read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
 
     def put(self, plan: Plan) -> None:
         tmp = self._write_temp(plan.to_json())
@@ -71,9 +111,16 @@ class DirectoryPlanStore:
             raise PlanStoreError(f"plan version {plan.version} already exists") from None
         finally:
             tmp.unlink(missing_ok=True)
-        current = self.latest_version()
-        if current is None or plan.version > current:
-            os.replace(self._write_temp(str(plan.version)), self.root / LATEST)
+        with self._locked():
+            current = self._pointer()
+            if current is None:  # no pointer yet (or an unreadable one): the files say
+                current = max((v for v in self._versions() if v != plan.version), default=0)
+            if plan.version > current:
+                os.replace(self._write_temp(str(plan.version)), self.root / LATEST)
+        newest = max(self._versions(), default=0)
+        for version, path in self._reservations():
+            if version <= newest:
+                path.unlink(missing_ok=True)
 
     def get(self, version: int) -> Plan | None:
         path = self.root / _plan_name(version)
@@ -86,14 +133,14 @@ class DirectoryPlanStore:
         try:
             return Plan.from_json(text, source=str(path))
         except InputError as exc:
-            raise PlanStoreError(f"corrupt plan in the store: {exc}") from None
+            raise CorruptPlan(f"corrupt plan in the store: {exc}") from None
 
     def latest_version(self) -> int | None:
-        try:
-            return int((self.root / LATEST).read_text().strip())
-        except (FileNotFoundError, ValueError):
-            versions = self._versions()
-            return versions[-1] if versions else None
+        pointer = self._pointer()
+        if pointer is not None:
+            return pointer
+        versions = self._versions()
+        return versions[-1] if versions else None
 
     def latest(self) -> Plan | None:
         version = self.latest_version()

@@ -15,7 +15,7 @@ import redis
 
 from placement.errors import InputError
 from placement.plan import Plan
-from serving.plan_store.base import PlanStoreError, credit_counters
+from serving.plan_store.base import CorruptPlan, PlanStoreError, credit_counters
 
 DEFAULT_PREFIX = "placement"
 _MOVE_FORWARD = """
@@ -48,12 +48,17 @@ class RedisPlanStore:
         except redis.RedisError as exc:
             raise PlanStoreError(f"redis: cannot {what}: {exc}") from None
 
+    def close(self) -> None:
+        """Close the connections (a store is usable again after: they reopen on demand)."""
+        self._redis.close()
+
     def ping(self) -> bool:
         return bool(self._call("ping", self._redis.ping))
 
-    def next_version(self) -> int:
-        # never below a version already published (e.g. a store seeded by hand)
-        floor = self.latest_version() or 0
+    def next_version(self, *, above: int = 0) -> int:
+        # never below a version already published (a store seeded by hand) nor the caller's
+        # installed one (a flushed Redis restarts ``seq`` at 1)
+        floor = max(self.latest_version() or 0, above)
         version = int(self._call("allocate a version", self._redis.incr, self._key("seq")))
         if version <= floor:
             version = int(
@@ -85,7 +90,7 @@ class RedisPlanStore:
         try:
             return Plan.from_json(text, source=f"redis {self._key('plan', version)}")
         except InputError as exc:
-            raise PlanStoreError(f"corrupt plan in the store: {exc}") from None
+            raise CorruptPlan(f"corrupt plan in the store: {exc}") from None
 
     def latest_version(self) -> int | None:
         raw = self._call("read the latest pointer", self._redis.get, self._key("latest"))

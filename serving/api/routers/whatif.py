@@ -34,7 +34,10 @@ def _out(job: Job) -> JobOut:
 async def start_whatif(body: WhatIfRequest, runtime: RuntimeDep, caller: Admin) -> JobOut:
     if runtime.whatif is None:
         raise HTTPException(409, "no what-if solver configured in this process")
-    job = runtime.jobs.submit("whatif", caller.name, runtime.whatif, body.model_dump())
+    payload = body.model_dump()
+    if runtime.whatif_context is not None:
+        payload["context"] = runtime.whatif_context()
+    job = runtime.jobs.submit("whatif", caller.name, runtime.whatif, payload)
     return _out(job)
 
 

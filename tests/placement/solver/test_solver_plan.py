@@ -181,3 +181,29 @@ def test_unreachable_demand_is_shed_when_asked() -> None:
     plan = solve_plan(inst, time_limit_s=5.0)
     (outcome,) = plan.outcomes
     assert outcome.served_rps == 0.0 and outcome.shed_share == 1.0
+
+
+def test_a_prefix_sent_to_two_models_gets_a_group_per_model() -> None:
+    # one system prompt in front of two models' traffic: each model's group must route to
+    # that model's pool (one group per (tenant, key) mixed the pools and failed validation)
+    fleet = fleet_from_dict(
+        {
+            "name": "two-models",
+            "replicas": [
+                {"kind": "llama", "accelerator": "H100-SXM", "count": 2, "model": "llama-3-8b"},
+                {"kind": "qwen", "accelerator": "H100-SXM", "count": 2, "model": "qwen2.5-32b"},
+            ],
+        }
+    )
+    reqs = []
+    for i in range(400):
+        model = ("llama-3-8b", "qwen2.5-32b")[i % 2]
+        blocks = chain_block_ids([11, 12, 13, 1_000_000 + i])
+        reqs.append(Request(i, i / 40, 2048, 100, tenant="a", model=model, block_hashes=blocks))
+    inst = build_instance(fleet, reqs, {}, DEFAULT_CLASSES, capacity=CAP)
+    plan = solve_plan(inst, time_limit_s=5.0)
+    shared = [g for g in plan.groups if g.key == chain_block_ids([11, 12, 13])[-1]]
+    assert sorted(g.model for g in shared) == ["llama-3-8b", "qwen2.5-32b"]
+    pool = {r.id: r.model.name for r in fleet.replicas}
+    assert all(pool[r] == g.model for g in shared for r in g.route.replicas)
+    assert problems(plan, fleet=fleet) == []

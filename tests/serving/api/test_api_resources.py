@@ -33,7 +33,7 @@ def whatif(scenario: dict[str, Any]) -> dict[str, Any]:
 def planner(tmp_path: Path, install: Any = lambda plan: None) -> Planner:
     return Planner(
         solve=solve,
-        build_instance=lambda: None,
+        snapshot=lambda: None,
         store=DirectoryPlanStore(tmp_path),
         install=install,
         executor=ThreadPoolExecutor(1),

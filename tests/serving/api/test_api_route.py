@@ -218,3 +218,21 @@ def test_slo_gate_refuses_a_request_predicted_to_miss_its_ttft() -> None:
     assert 'placement_refusals_total{reason="slo"}' in client.get("/metrics").text
     gate.headroom = 1.0  # 2 s: the same request now fits
     assert client.post("/v1/route", json=BODY, headers=auth(ROUTE_KEY)).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"input_tokens": 9_000_000}, "input_tokens"),
+        ({"input_tokens": 131_000, "max_output_tokens": 5_000}, "max_output_tokens"),
+    ],
+)
+def test_a_request_longer_than_the_context_window_is_422_and_never_demand(
+    client: TestClient, changes: dict[str, int], field: str
+) -> None:
+    r = client.post("/v1/route", json={**BODY, **changes}, headers=auth(ROUTE_KEY))
+    assert r.status_code == 422, r.text
+    assert "context window" in r.text and field in r.text
+    # the same tenant's ordinary request is still placed
+    ok = client.post("/v1/route", json=BODY, headers=auth(ROUTE_KEY))
+    assert ok.status_code == 200

@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "api"))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from api_fakes import make_plan
+from redis_server import RedisServer
 
 from serving.plan_store import DirectoryPlanStore, PlanStoreError, open_plan_store
 from serving.plan_store.base import PlanStore
@@ -76,3 +78,62 @@ def test_unreachable_redis_is_a_store_error() -> None:
     store = open_plan_store(plan_dir="unused", redis_url="redis://127.0.0.1:1/0")
     with pytest.raises(PlanStoreError, match="redis"):
         store.latest()
+
+
+def test_versions_stay_above_the_installed_one_after_redis_restarts_empty(
+    redis_server: RedisServer,
+) -> None:
+    store = RedisPlanStore(redis_server.url)
+    try:
+        for _ in range(3):
+            store.put(make_plan(store.next_version()))
+        assert store.latest_version() == 3
+        redis_server.restart()  # no persistence: the store comes back empty
+        assert store.latest_version() is None
+        assert store.next_version() == 1  # numbering restarts: what a service must not follow
+        assert store.next_version(above=3) > 3
+        assert store.next_version(above=3) > 4  # and stays unique
+    finally:
+        store.close()
+
+
+def test_wiped_plan_directory_numbers_above_the_installed_version(tmp_path: Path) -> None:
+    store = DirectoryPlanStore(tmp_path)
+    assert store.next_version(above=7) == 8
+    store.put(make_plan(20))
+    assert store.next_version(above=7) == 21
+
+
+def test_directory_store_writes_latest_and_cleans_up_reservations(tmp_path: Path) -> None:
+    store = DirectoryPlanStore(tmp_path)
+    published = []
+    for _ in range(3):
+        version = store.next_version()
+        store.put(make_plan(version))
+        published.append(version)
+        assert (tmp_path / "LATEST").read_text() == str(version)
+    assert list(tmp_path.glob(".reserved-*")) == []
+    # a solve that failed leaves its reservation until a later version is published
+    failed = store.next_version()
+    assert (tmp_path / f".reserved-{failed:08d}").exists()
+    assert store.next_version() == failed + 1
+    store.put(make_plan(failed + 1))
+    assert (tmp_path / "LATEST").read_text() == str(failed + 1)
+    assert list(tmp_path.glob(".reserved-*")) == []
+    # an older version published late does not move the pointer back
+    store.put(make_plan(failed))
+    assert (tmp_path / "LATEST").read_text() == str(failed + 1)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "LATEST",
+        *(f"plan-{v:08d}.json" for v in [*published, failed, failed + 1]),
+    ]
+
+
+def test_directory_store_without_a_readable_pointer_reads_the_files(tmp_path: Path) -> None:
+    store = DirectoryPlanStore(tmp_path)
+    store.put(make_plan(1))
+    store.put(make_plan(2))
+    (tmp_path / "LATEST").write_text("garbage")
+    assert store.latest_version() == 2
+    store.put(make_plan(3))
+    assert (tmp_path / "LATEST").read_text() == "3"

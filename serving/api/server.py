@@ -1,0 +1,57 @@
+"""Serve the app under uvicorn (uvloop, httptools) and stop cleanly on SIGTERM or SIGINT.
+
+On the first signal the planner's worker processes are stopped at once (from a thread: a
+signal handler must not wait on locks the interrupted code may hold), so a solve in progress,
+a forced one included, ends now rather than holding the shutdown up; requests still in flight
+after :data:`GRACEFUL_SHUTDOWN_S` are cancelled (a route takes microseconds). With the
+workers spawned rather than forked (:mod:`serving.workers`), no child holds the port: the
+service and its children are gone within seconds and a restart on the same port succeeds at
+once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+
+from serving.api.runtime import ServiceRuntime
+
+GRACEFUL_SHUTDOWN_S = 2
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn's server, running ``on_exit`` in a thread as soon as a shutdown signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, *, on_exit: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if self._on_exit is not None:
+            threading.Thread(target=self._on_exit, name="stop-workers", daemon=True).start()
+
+
+def serve_app(app: FastAPI, *, host: str, port: int, log_level: str = "warning") -> None:
+    """Serve until SIGTERM or SIGINT; the planner's workers are stopped on the way out in any
+    case (the lifespan does it, and this covers a forced second Ctrl-C that skips it)."""
+    runtime: ServiceRuntime = app.state.runtime
+    planner = runtime.planner
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        log_level=log_level,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    try:
+        StoppingServer(config, on_exit=planner.close if planner is not None else None).run()
+    finally:
+        if planner is not None:
+            planner.close()
