@@ -81,6 +81,7 @@ class PlacementService:
         no_plan_fallback: bool = False,
         lease_terms: LeaseTerms | None = None,
         tenants: Mapping[str, Tenant] | None = None,
+        reject_unknown_tenants: bool = False,
         in_flight_per_replica: int = DEFAULT_IN_FLIGHT_PER_REPLICA,
         clock: Callable[[], float] = time.monotonic,
         demand_window: int = 0,
@@ -97,6 +98,9 @@ class PlacementService:
         self._per_replica = in_flight_per_replica
         # the declared tenants (their credits reach the planner's solves and admission)
         self.tenants: dict[str, Tenant] = dict(tenants or {})
+        # the policy for tenants the tenants file does not declare: refused (True), or admitted
+        # as newcomers with admission's small floor of the fleet and no credit (False)
+        self.reject_unknown_tenants = reject_unknown_tenants and bool(self.tenants)
         self.admission.set_credit_shares(self._declared_shares())
         self.admission.vtc.set_credit_weights(self._declared_shares())
         # admission by predicted TTFT after the decision (None: the in-flight budget alone)
@@ -217,6 +221,13 @@ class PlacementService:
         model is registered) or :class:`InputError` (an unknown request class)."""
         started = time.perf_counter()
         _check_fits(query)
+        if self.reject_unknown_tenants and query.tenant not in self.tenants:
+            raise InputError(
+                f"unknown tenant {query.tenant!r}",
+                field="tenant",
+                expected="a tenant of the service's tenants file (PLACEMENT_UNKNOWN_TENANTS="
+                "reject)",
+            )
         now = self.clock()
         self._expire(now)
         verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens, now)

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from placement.domain.fleet import Fleet, load_fleet
 from placement.domain.requests import DEFAULT_CLASSES
 from placement.domain.tenancy import load_tenants
+from placement.errors import InputError
 from placement.solver.capacity import CapacitySource
 from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
@@ -28,10 +29,28 @@ DEMAND_WINDOW = 50_000  # recent requests the planner solves for
 DEFAULT_PORT = 8000
 
 
-def fleet_states(fleet: Fleet, addresses: Mapping[str, str] | None = None) -> list[ReplicaState]:
+def fleet_states(
+    fleet: Fleet,
+    addresses: Mapping[str, str] | None = None,
+    *,
+    require_addresses: bool = False,
+    source: str | None = None,
+) -> list[ReplicaState]:
     """Replicas of a fleet file; the address is ``addresses[id]``, else the ``address`` label,
-    else ``<id>:8000``."""
+    else ``<id>:8000`` — a guess a production service refuses (``require_addresses``): a
+    request routed to a host that does not exist helps nobody."""
     given = addresses or {}
+    if require_addresses:
+        missing = [r.id for r in fleet.replicas if r.id not in given and "address" not in r.labels]
+        if missing:
+            raise InputError(
+                f"replicas {', '.join(missing[:5])}{' …' if len(missing) > 5 else ''} have no "
+                "address",
+                source=source,
+                field="replicas[].labels.address",
+                expected="host:port of each replica's engine (the default <id>:8000 is only "
+                "guessed in development)",
+            )
     return [
         ReplicaState(
             id=r.id,
@@ -78,9 +97,21 @@ def build_app(
             ceiling_s=settings.lease_s,
         ),
         tenants=tenants,
+        reject_unknown_tenants=settings.unknown_tenants == "reject",
         demand_window=DEMAND_WINDOW if fleet is not None else 0,
     )
-    for state in fleet_states(fleet, addresses) if fleet is not None else ():
+    production = settings.environment == "production"
+    states = (
+        fleet_states(
+            fleet,
+            addresses,
+            require_addresses=production,
+            source=str(settings.fleet),
+        )
+        if fleet is not None
+        else []
+    )
+    for state in states:
         service.register_replica(state)
     store = open_plan_store(plan_dir=settings.plan_dir, redis_url=settings.redis_url)
     planner = None

@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     fleet: Path | None = None
     # declared tenants and their credit shares (placement/domain/tenancy.py)
     tenants_file: Path | None = None
+    # tenants the file does not declare: admitted as newcomers (a small floor of the fleet, no
+    # credit) or refused with 422
+    unknown_tenants: Literal["admit", "reject"] = "admit"
     profile: Path | None = None
     plan_dir: Path = Path("plans")
     redis_url: str | None = None
