@@ -39,8 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from placement.domain.accelerators import get_accelerator
 from placement.errors import InputError, ScrapeFailed
-from training.telemetry.schema import SAMPLE_COLUMNS, frame_from_rows
-from training.telemetry.validate import validate_samples
+from training.telemetry.validate import validate_sample_row
 
 # column → the sample names that feed it, preferred first
 RUNNING = ("vllm:num_requests_running",)
@@ -197,7 +196,7 @@ def _check_row(row: dict[str, Any], source: str) -> None:
     if row["time"].tzinfo is None:
         raise InputError("sample time has no time zone", source=source, field="time")
     try:
-        validate_samples(frame_from_rows([row], SAMPLE_COLUMNS))
+        validate_sample_row(row)
     except InputError as exc:
         raise InputError(str(exc), source=source) from None
 

@@ -18,6 +18,20 @@ from training.telemetry.schema import REPLICA_SAMPLES_SCHEMA
 SAMPLE = Path(__file__).resolve().parents[2] / "data/samples/vllm_metrics.txt"
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 REPLICA = {"replica": "h100-0", "accelerator": "H100-SXM", "model": "llama-3.1-8b", "tp": 1}
+_ROW_FOR_RULES = {
+    "time": NOW,
+    **REPLICA,
+    "num_requests_running": 3,
+    "num_requests_waiting": 0,
+    "kv_cache_usage_perc": 0.5,
+    "prompt_tokens_total": 100,
+    "generation_tokens_total": 50,
+    "prefix_cache_hit_tokens_total": 10,
+    "ttft_seconds_sum": 1.0,
+    "ttft_seconds_count": 4,
+    "tpot_seconds_sum": 0.5,
+    "tpot_seconds_count": 40,
+}
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +209,35 @@ def test_scraped_rows_go_to_the_store_like_any_sample(server, tmp_path):
     stored = read_samples(tmp_path)
     assert list(stored["replica"]) == ["h100-0", "h100-1"]
     assert (stored["kv_cache_usage_perc"] == 0.4375).all()
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({}, None),
+        ({"kv_cache_usage_perc": 1.5}, "kv_cache_usage_perc"),
+        ({"num_requests_waiting": -1}, "num_requests_waiting"),
+        ({"tp": 0}, "tp"),
+        ({"accelerator": "Z999"}, "accelerator"),
+    ],
+)
+def test_the_row_check_refuses_what_the_table_check_refuses(
+    changes: dict[str, object], field: str | None
+) -> None:
+    from training.telemetry.schema import SAMPLE_COLUMNS, frame_from_rows
+    from training.telemetry.validate import validate_sample_row, validate_samples
+
+    row = dict(_ROW_FOR_RULES)
+    row.update(changes)
+    outcomes = []
+    for check in (
+        lambda: validate_sample_row(row),
+        lambda: validate_samples(frame_from_rows([row], SAMPLE_COLUMNS)),
+    ):
+        try:
+            check()
+            outcomes.append(None)
+        except InputError as exc:
+            outcomes.append(exc.field)
+    assert outcomes[0] == field
+    assert (outcomes[1] is None) == (field is None)

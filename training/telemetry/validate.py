@@ -8,7 +8,7 @@ dropped or repaired: a frame either passes whole or is refused.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,3 +229,29 @@ def validate_samples(frame: pd.DataFrame) -> None:
         "repeat an earlier (replica, time)",
     )
     _raise(problems, REPLICA_SAMPLES)
+
+
+def validate_sample_row(row: Mapping[str, Any]) -> None:
+    """The rules of :func:`validate_samples` for one sample built in code (a scrape): every
+    column present, counters not negative, a KV-cache usage in 0..1, tp of at least 1, a known
+    accelerator — without building a table (a scraper checks eight rows a second)."""
+    missing = [c.name for c in SAMPLE_COLUMNS if c.name not in row]
+    if missing:
+        raise InputError(f"missing {', '.join(missing)}", source=REPLICA_SAMPLES, field=missing[0])
+    for column in SAMPLE_COUNT_COLUMNS:
+        value = row[column]
+        if value is not None and not value >= 0:
+            raise InputError(
+                f"{column} is {value}", source=REPLICA_SAMPLES, field=column, expected="≥ 0"
+            )
+    kv = row["kv_cache_usage_perc"]
+    if kv is None or not 0.0 <= kv <= 1.0:
+        raise InputError(
+            f"kv_cache_usage_perc is {kv}",
+            source=REPLICA_SAMPLES,
+            field="kv_cache_usage_perc",
+            expected="0..1",
+        )
+    if row["tp"] is None or row["tp"] < 1:
+        raise InputError(f"tp is {row['tp']}", source=REPLICA_SAMPLES, field="tp", expected="≥ 1")
+    get_accelerator(str(row["accelerator"]), source=REPLICA_SAMPLES, field="accelerator")
