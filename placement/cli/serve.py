@@ -89,19 +89,22 @@ def _print_example(host: str, port: int, key: str) -> None:
 
 
 def _start_emulator(fleet_file: Path | None) -> dict[str, str]:
-    """Emulated replicas (``sim.emulator``) for the demo fleet; their addresses by replica id."""
+    """The demo fleet emulated (``sim.emulator``: OpenAI endpoints and vLLM ``/metrics`` per
+    replica, on free ports, in a background thread); their addresses by replica id."""
     from placement.domain.fleet import load_fleet
-    from sim.emulator import ReplicaEmulator
+    from sim.emulator import EmulatorOptions, EmulatorThread
 
     if fleet_file is None:
         raise typer.BadParameter("--demo needs a fleet")
     fleet = load_fleet(fleet_file)
-    emulator = ReplicaEmulator(fleet.replicas).start()
+    emulator = EmulatorThread(fleet, EmulatorOptions(base_port=0)).start()
+    addresses = emulator.addresses()
     typer.secho(
-        f"emulating {len(fleet.replicas)} replicas of {fleet.name} on 127.0.0.1:{emulator.port}",
+        f"emulating {len(addresses)} replicas of {fleet.name} on 127.0.0.1 "
+        f"(faults: {emulator.fleet.admin_url}/admin/replicas)",
         err=True,
     )
-    return {r.id: emulator.address(r.id) for r in fleet.replicas}
+    return addresses
 
 
 def serve_settings(
