@@ -97,7 +97,7 @@ class _Endpoint:
     async def listen(self) -> None:
         sock = _bind(self.host, self.port)
         self.port = int(sock.getsockname()[1])
-        self.site = web.SockSite(self.runner, sock, backlog=BACKLOG, shutdown_timeout=SHUTDOWN_S)
+        self.site = web.SockSite(self.runner, sock, backlog=BACKLOG)
         await self.site.start()
 
     async def close_port(self) -> None:
@@ -160,7 +160,7 @@ class FleetEmulator:
         await self._admin.setup()
         sock = _bind(o.host, port)
         self.admin_port = int(sock.getsockname()[1])
-        await web.SockSite(self._admin, sock, shutdown_timeout=SHUTDOWN_S).start()
+        await web.SockSite(self._admin, sock).start()
 
     async def stop(self) -> None:
         for endpoint in self.endpoints.values():

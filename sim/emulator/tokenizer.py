@@ -11,6 +11,7 @@ requested length: text a client can read, of exactly ``max_tokens`` tokens.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Protocol
@@ -42,9 +43,14 @@ def _encoding(name: str) -> _Encoding:
         raise InputError(
             f"unknown tokenizer {name!r}", field="tokenizer", expected=" or ".join(ENCODINGS)
         )
-    import bpe_openai
+    with warnings.catch_warnings():
+        # bpe-openai 0.1 reads its vocabularies (on import) with importlib.resources' legacy
+        # open_binary
+        warnings.filterwarnings("ignore", "open_binary is deprecated", DeprecationWarning)
+        import bpe_openai
 
-    encoding: _Encoding = bpe_openai.get_encoding(name)
+        encoding: _Encoding = bpe_openai.get_encoding(name)
+        encoding.encode_ordinary("warm")  # builds the rank tables now, not on a request
     return encoding
 
 
