@@ -15,6 +15,7 @@ from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
 from serving.api.runtime import build_runtime
 from serving.api.settings import Settings
+from serving.gateway import GatewaySettings, install_gateway
 from serving.plan_store import open_plan_store
 from serving.planner import Planner
 from serving.route import PlacementRoutePath, ReplicaState, load_profile
@@ -51,7 +52,12 @@ def fleet_states(fleet: Fleet, addresses: Mapping[str, str] | None = None) -> li
     ]
 
 
-def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None) -> FastAPI:
+def build_app(
+    settings: Settings,
+    *,
+    addresses: Mapping[str, str] | None = None,
+    gateway: GatewaySettings | None = None,
+) -> FastAPI:
     profile = load_profile(settings.profile) if settings.profile else load_profile()
 
     def route_path(replicas: dict[str, ReplicaState]) -> PlacementRoutePath:
@@ -85,7 +91,10 @@ def build_app(settings: Settings, *, addresses: Mapping[str, str] | None = None)
             time_limit_s=settings.solve_time_limit_s,
             observe_solve=lambda result, s: service.metrics.solve_time.labels(result).observe(s),
         )
-    return create_app(build_runtime(settings, service=service, planner=planner))
+    app = create_app(build_runtime(settings, service=service, planner=planner))
+    if gateway is not None and gateway.enabled:
+        install_gateway(app, gateway)
+    return app
 
 
 def _instance(fleet: Fleet, service: PlacementService) -> Any:

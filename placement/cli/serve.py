@@ -39,9 +39,24 @@ def serve(
         bool,
         typer.Option(
             "--demo",
-            help="development on a demo fleet: emulated replicas serve vLLM /metrics locally",
+            help="development on a demo fleet: emulated vLLM replicas (OpenAI API, /metrics)",
         ),
     ] = False,
+    proxy: Annotated[
+        bool,
+        typer.Option(
+            "--proxy",
+            help="gateway mode: also serve /v1/completions and /v1/chat/completions, forwarded "
+            "to the replica the route path picks",
+        ),
+    ] = False,
+    addresses: Annotated[
+        Path | None,
+        typer.Option(help="JSON {replica id: address} (e.g. from placement emulate)"),
+    ] = None,
+    telemetry: Annotated[
+        Path | None, typer.Option(help="gateway mode: append request outcomes to this store")
+    ] = None,
 ) -> None:
     """Serve the placement API (OpenAPI docs at /docs). Settings also from PLACEMENT_* vars."""
     from serving.api.security import generate_key
@@ -73,8 +88,36 @@ def serve(
         settings = settings.model_copy(update={"dev_key": key})
         typer.secho(f"development key (all scopes): {key}", fg=typer.colors.YELLOW, err=True)
         _print_example(settings.host, settings.port, key)
-    addresses = _start_emulator(settings.fleet) if demo else None
-    serve_settings(settings, workers=workers, addresses=addresses)
+    gateway = None
+    if proxy:
+        from serving.gateway import load_gateway_settings
+
+        overrides = {"enabled": True, "telemetry_dir": telemetry}
+        gateway = load_gateway_settings(**{k: v for k, v in overrides.items() if v is not None})
+    given = _read_addresses(addresses) if addresses is not None else None
+    emulated = _start_emulator(settings.fleet) if demo and given is None else None
+    serve_settings(settings, workers=workers, addresses=given or emulated, gateway=gateway)
+
+
+def _read_addresses(path: Path) -> dict[str, str]:
+    """``{replica id: address}`` from a JSON file; one line naming the file otherwise."""
+    import json
+
+    from placement.errors import InputError
+
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", source=str(path), line=exc.lineno) from None
+    if not isinstance(raw, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise InputError(
+            "expected an object of replica id → address", source=str(path), field="addresses"
+        )
+    return raw
 
 
 def _print_example(host: str, port: int, key: str) -> None:
@@ -108,7 +151,11 @@ def _start_emulator(fleet_file: Path | None) -> dict[str, str]:
 
 
 def serve_settings(
-    settings: object, *, workers: int = 1, addresses: dict[str, str] | None = None
+    settings: object,
+    *,
+    workers: int = 1,
+    addresses: dict[str, str] | None = None,
+    gateway: object | None = None,
 ) -> None:
     import uvicorn
 
@@ -118,8 +165,11 @@ def serve_settings(
     assert isinstance(settings, Settings)
     if workers > 1:
         raise typer.BadParameter("several workers: run several processes sharing --redis")
+    from serving.gateway import GatewaySettings
+
+    assert gateway is None or isinstance(gateway, GatewaySettings)
     uvicorn.run(
-        build_app(settings, addresses=addresses),
+        build_app(settings, addresses=addresses, gateway=gateway),
         host=settings.host,
         port=settings.port,
         loop="uvloop",
