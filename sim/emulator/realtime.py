@@ -81,6 +81,11 @@ class RealtimeEngine:
         self._timer: asyncio.TimerHandle | None = None
         self._tick: asyncio.TimerHandle | None = None
         self._on_finished = on_finished
+        # how late run-end timers fire (wall seconds): the emulator keeps up while this is small
+        self._due = 0.0
+        self.lag_count = 0
+        self.lag_total_s = 0.0
+        self.lag_max_s = 0.0
 
     # ---- time ----------------------------------------------------------------------------
     def now(self) -> float:
@@ -186,7 +191,8 @@ class RealtimeEngine:
 
     def _schedule(self, end_s: float) -> None:
         self._cancel()
-        self._timer = self.loop.call_at(self._wall(end_s), self._run_ended)
+        self._due = self._wall(end_s)
+        self._timer = self.loop.call_at(self._due, self._run_ended)
 
     def _cancel(self) -> None:
         if self._timer is not None:
@@ -195,6 +201,10 @@ class RealtimeEngine:
 
     def _run_ended(self) -> None:
         self._timer = None
+        lag = max(0.0, self.loop.time() - self._due)
+        self.lag_count += 1
+        self.lag_total_s += lag
+        self.lag_max_s = max(self.lag_max_s, lag)
         replica = self.replica
         if replica.busy:
             end = replica.step(replica.run_end_s)

@@ -60,7 +60,7 @@ class EmulatedReplica:
             time_scale=time_scale,
             on_finished=self._finished,
         )
-        self.metrics = VllmMetrics(self.engine.replica, self.model_name)
+        self.metrics = VllmMetrics(self.engine, self.model_name)
         self.faults = ReplicaFaults()
         self.rng = random.Random(f"{seed}:{spec.id}")
         self.created = int(time.time())

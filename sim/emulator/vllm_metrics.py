@@ -18,8 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from sim.emulator.realtime import Job
-from sim.engine import Replica
+from sim.emulator.realtime import Job, RealtimeEngine
 
 TTFT_BUCKETS = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -40,12 +39,13 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class _EngineState(Collector):
     """Gauges and counters read from the engine at scrape time."""
 
-    def __init__(self, replica: Replica, labels: tuple[str, str]) -> None:
-        self.replica = replica
+    def __init__(self, engine: RealtimeEngine, labels: tuple[str, str]) -> None:
+        self.engine = engine
         self.labels = list(labels)
 
     def collect(self) -> Iterator[Metric]:
-        r = self.replica
+        e = self.engine
+        r = e.replica
         for name, doc, value in (
             ("vllm:num_requests_running", "Requests in model execution batches.", r.num_running),
             ("vllm:num_requests_waiting", "Requests waiting to be processed.", r.num_waiting),
@@ -64,15 +64,29 @@ class _EngineState(Collector):
             counter = CounterMetricFamily(name, doc, labels=LABELS)
             counter.add_metric(self.labels, float(total))
             yield counter
+        # the emulator's own health: how late its engine timers fire (not a vLLM metric)
+        lag = CounterMetricFamily(
+            "emulator:timer_lag_seconds", "Wall seconds engine run ends fired late.", labels=LABELS
+        )
+        lag.add_metric(self.labels, e.lag_total_s)
+        yield lag
+        runs = CounterMetricFamily("emulator:timer_runs", "Engine run ends fired.", labels=LABELS)
+        runs.add_metric(self.labels, float(e.lag_count))
+        yield runs
+        worst = GaugeMetricFamily(
+            "emulator:timer_lag_max_seconds", "Latest-firing run end so far.", labels=LABELS
+        )
+        worst.add_metric(self.labels, e.lag_max_s)
+        yield worst
 
 
 class VllmMetrics:
     """The registry behind one replica's ``/metrics``."""
 
-    def __init__(self, replica: Replica, model_name: str) -> None:
+    def __init__(self, engine: RealtimeEngine, model_name: str) -> None:
         self.registry = CollectorRegistry()
         labels = (model_name, "0")
-        self.registry.register(_EngineState(replica, labels))
+        self.registry.register(_EngineState(engine, labels))
 
         def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
             return Histogram(name, doc, LABELS, buckets=buckets, registry=self.registry)
