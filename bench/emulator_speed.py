@@ -114,7 +114,7 @@ def run_emulator_bench(
             stderr=subprocess.DEVNULL,
         )
         try:
-            addresses = _wait_ready(emulator, addresses_file)
+            addresses = wait_emulator_ready(emulator, addresses_file)
             replicas = [addresses[r.id] for r in fleet.replicas]
             proc = psutil.Process(emulator.pid)
             cpu0 = sum(proc.cpu_times()[:2])
@@ -173,7 +173,7 @@ def run_emulator_bench(
     return payload
 
 
-def _wait_ready(process: subprocess.Popen[bytes], addresses_file: Path) -> dict[str, str]:
+def wait_emulator_ready(process: subprocess.Popen[bytes], addresses_file: Path) -> dict[str, str]:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -247,3 +247,21 @@ def emulator(
     from bench.emulator_speed import run_emulator_bench
 
     run_emulator_bench(fleet, load=load, duration_s=duration, time_scale=time_scale, out=out)
+
+
+@app.command("gateway")
+@user_errors
+def gateway(
+    fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
+    rate: Annotated[float, typer.Option(help="requests per second")] = 500.0,
+    duration: Annotated[float, typer.Option(help="seconds per phase")] = 10.0,
+    stream: Annotated[bool, typer.Option("--stream", help="streamed answers")] = False,
+    max_tokens: Annotated[int, typer.Option(help="output tokens per request")] = 4,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+) -> None:
+    """Latency the gateway adds over going straight to the replicas, and its CPU per request."""
+    from bench.gateway_latency import run_gateway_bench
+
+    run_gateway_bench(
+        fleet, rate=rate, duration_s=duration, stream=stream, max_tokens=max_tokens, out=out
+    )

@@ -1,21 +1,30 @@
 """The pooled HTTP client that carries requests to replicas.
 
-One ``httpx.AsyncClient`` per gateway: HTTP/1.1 keep-alive connections pooled per replica
-(HTTP/2 when the ``h2`` package is installed and a replica speaks it). Timeouts: connecting is
-short (a replica that does not accept is tried no longer), reading waits up to
-``read_timeout_s`` between two bytes (a long generation is not a failure).
+One ``aiohttp`` session per gateway: HTTP/1.1 keep-alive connections pooled per replica (vLLM
+and SGLang serve HTTP/1.1 through uvicorn, so there is no HTTP/2 to negotiate). aiohttp's pool
+rather than httpx's: httpcore looks at every pooled connection on every request (a socket call
+each), which at a few hundred requests a second cost more than everything else the gateway
+does (``placement bench gateway``). Timeouts: connecting is short (a replica that does not
+accept is tried no longer), reading waits up to ``read_timeout_s`` between two bytes (a long
+generation is not a failure). Bodies are passed on as they come (no decompression).
 """
 
 from __future__ import annotations
 
-import importlib.util
-
-import httpx
+import aiohttp
 
 from serving.gateway.settings import GatewaySettings
 
 _HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout)
+# a try failed before any answer: the replica cannot be reached (marked down at once)
+CONNECT_ERRORS: tuple[type[Exception], ...] = (
+    aiohttp.ClientConnectorError,
+    aiohttp.ConnectionTimeoutError,
+)
+# anything the replica's connection can do wrong, before or during an answer
+UPSTREAM_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError)
+
+Response = aiohttp.ClientResponse
 
 
 def base_url(address: str) -> str:
@@ -27,33 +36,29 @@ def base_url(address: str) -> str:
 class Upstream:
     def __init__(self, settings: GatewaySettings) -> None:
         self._settings = settings
-        self._client: httpx.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
 
-    def client(self) -> httpx.AsyncClient:
-        """The shared client, made on first use (inside the serving event loop)."""
-        if self._client is None:
+    def session(self) -> aiohttp.ClientSession:
+        """The shared session, made on first use (inside the serving event loop)."""
+        if self._session is None:
             s = self._settings
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    s.read_timeout_s, connect=s.connect_timeout_s, pool=s.read_timeout_s
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=s.max_connections, keepalive_timeout=30.0, ttl_dns_cache=None
                 ),
-                limits=httpx.Limits(
-                    max_connections=s.max_connections,
-                    max_keepalive_connections=s.max_connections,
-                    keepalive_expiry=30.0,
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_connect=s.connect_timeout_s, sock_read=s.read_timeout_s
                 ),
-                http2=importlib.util.find_spec("h2") is not None,
+                auto_decompress=False,
                 trust_env=False,
             )
-        return self._client
+        return self._session
 
-    async def open(self, base: str, path: str, body: bytes) -> httpx.Response:
+    async def open(self, base: str, path: str, body: bytes) -> Response:
         """Send the request; the answer's status and headers are in, its body not yet read."""
-        client = self.client()
-        request = client.build_request("POST", base + path, content=body, headers=_HEADERS)
-        return await client.send(request, stream=True)
+        return await self.session().post(base + path, data=body, headers=_HEADERS)
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

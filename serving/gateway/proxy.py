@@ -26,13 +26,12 @@ import json
 import time
 from collections.abc import AsyncIterator
 
-import httpx
 from starlette.types import Receive, Scope, Send
 
 from placement.errors import InputError, PlacementError
 from serving.api.runtime import ServiceRuntime
 from serving.gateway.errors import GatewayError
-from serving.gateway.forward import CONNECT_ERRORS, Upstream, base_url
+from serving.gateway.forward import CONNECT_ERRORS, UPSTREAM_ERRORS, Response, Upstream, base_url
 from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_meta
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.outcome import Outcome, OutcomeRecorder, TelemetrySink
@@ -46,6 +45,7 @@ from serving.service import Refused
 from sim.emulator.openai_api import error_event
 
 JSON = b"application/json"
+FIRST_CHUNK_ERRORS: tuple[type[BaseException], ...] = (*UPSTREAM_ERRORS, StopAsyncIteration)
 SSE = b"text/event-stream"
 
 
@@ -266,7 +266,7 @@ class Gateway:
         replica_id: str,
         base: str,
         targets: list[tuple[str, str]],
-    ) -> httpx.Response | None:
+    ) -> Response | None:
         """Send one try (a retry only within the budget: :class:`_NoBudget` otherwise); None
         when the replica cannot be reached."""
         if attempt:
@@ -278,7 +278,7 @@ class Gateway:
         outcome.replica = replica_id
         try:
             return await self.upstream.open(base, request.path, request.upstream_body)
-        except httpx.TransportError as exc:
+        except UPSTREAM_ERRORS as exc:
             if isinstance(exc, CONNECT_ERRORS):
                 self.service.mark_health(replica_id, False)  # the scraper brings it back
             self._failed(outcome, "connect", type(exc).__name__, attempt, targets)
@@ -314,13 +314,13 @@ class Gateway:
             if response is None:
                 continue
             try:
-                body = await response.aread()
-            except httpx.TransportError as exc:
+                body = await response.read()
+            except UPSTREAM_ERRORS as exc:
                 self._failed(outcome, "read", type(exc).__name__, attempt, targets)
                 continue
             finally:
-                await response.aclose()
-            status = response.status_code
+                response.release()
+            status = response.status
             content_type = response.headers.get("content-type", "application/json").encode()
             if status >= 500:
                 last = (status, body, content_type)
@@ -374,12 +374,12 @@ class Gateway:
             if response is None:
                 continue
             try:
-                status = response.status_code
+                status = response.status
                 content_type = response.headers.get("content-type", "text/event-stream").encode()
                 if status != 200:
                     try:
-                        body = await response.aread()
-                    except httpx.TransportError as exc:
+                        body = await response.read()
+                    except UPSTREAM_ERRORS as exc:
                         self._failed(outcome, "read", type(exc).__name__, attempt, targets)
                         continue
                     if status >= 500:
@@ -391,10 +391,10 @@ class Gateway:
                     outcome.finish = time.monotonic()
                     await _send(send, status, body, content_type, _served_by(replica_id, outcome))
                     return
-                chunks = response.aiter_raw()
+                chunks = response.content.iter_any()
                 try:
                     first = await anext(chunks)
-                except (httpx.TransportError, StopAsyncIteration) as exc:
+                except FIRST_CHUNK_ERRORS as exc:
                     self._failed(outcome, "read", type(exc).__name__, attempt, targets)
                     continue
                 outcome.first_byte = time.monotonic()
@@ -413,7 +413,7 @@ class Gateway:
                 await self._relay(receive, send, request, outcome, first, chunks, key)
                 return
             finally:
-                await response.aclose()
+                response.release()
         await self._all_failed(send, outcome, last)
 
     async def _relay(
@@ -446,7 +446,7 @@ class Gateway:
             rest = relay.rest()
             if rest:
                 await send({"type": "http.response.body", "body": rest, "more_body": True})
-        except httpx.TransportError as exc:
+        except UPSTREAM_ERRORS as exc:
             error = f"the replica's stream broke after its first byte ({type(exc).__name__})"
         finally:
             gone.cancel()

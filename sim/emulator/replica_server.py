@@ -214,6 +214,11 @@ class EmulatedReplica:
                     break
                 have = job.tokens
                 if 0 <= drop_at <= have:
+                    if sent < drop_at:  # what came before the cut goes out first
+                        text = self.tokenizer.output_text(sent, drop_at)
+                        await response.write(
+                            api.chunk(gen, request_id, created, text, first=sent == 0)
+                        )
                     self.engine.abandon(job)
                     raise ReplicaStopped  # cut mid-stream, no closing events
                 if have > sent or job.done:

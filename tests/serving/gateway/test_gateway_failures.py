@@ -47,13 +47,17 @@ def _metrics(gateway: Running) -> str:
 def test_a_5xx_before_the_first_byte_is_retried_on_a_fallback(fleet: Running) -> None:
     for rid in ("h100-0", "h100-1"):
         fleet.emulator.set_faults(rid, fail_rate=1.0, fail_status=503)
-    before = fleet.metric(_metrics(fleet), 'placement_gateway_retries_total{cause="5xx"}')
+    retries = 'placement_gateway_retries_total{cause="5xx"}'
+    before = fleet.metric(_metrics(fleet), retries)
+    answers = []
     with httpx.Client(base_url=fleet.url, headers=AUTH, timeout=20) as c:
-        answers = [_ask(c) for _ in range(4)] + [_ask(c, stream=True) for _ in range(2)]
-    assert [a.status_code for a in answers] == [200] * 6
+        for i in range(30):  # until the route path has picked a failing replica a few times
+            answers.append(_ask(c, prompt=f"p{i}", stream=i % 2 == 1))
+            if fleet.metric(_metrics(fleet), retries) >= before + 2:
+                break
+    assert fleet.metric(_metrics(fleet), retries) >= before + 2
+    assert all(a.status_code == 200 for a in answers)
     assert {a.headers["x-placement-replica"] for a in answers} == {"h100-2"}
-    after = fleet.metric(_metrics(fleet), 'placement_gateway_retries_total{cause="5xx"}')
-    assert after > before
     assert not fleet.service.leases and all(
         s.in_flight == 0 for s in fleet.service.replicas.values()
     )
@@ -63,11 +67,18 @@ def test_a_stopped_replica_is_marked_down_at_once_and_back_after_a_scrape(
     fleet: Running,
 ) -> None:
     fleet.emulator.set_faults("h100-1", stopped=True)
+    served = []
     with httpx.Client(base_url=fleet.url, headers=AUTH, timeout=20) as c:
-        answers = [_ask(c, prompt=f"q{i}") for i in range(6)]
-    assert all(a.status_code == 200 for a in answers)
-    assert "h100-1" not in {a.headers["x-placement-replica"] for a in answers}
-    assert not fleet.service.replicas["h100-1"].healthy
+        for i in range(40):  # until the route path has tried the stopped replica
+            answer = _ask(c, prompt=f"q{i}")
+            assert answer.status_code == 200
+            served.append(answer.headers["x-placement-replica"])
+            if not fleet.service.replicas["h100-1"].healthy:
+                break
+        assert not fleet.service.replicas["h100-1"].healthy
+        for i in range(6):  # marked down: not tried again
+            served.append(_ask(c, prompt=f"r{i}").headers["x-placement-replica"])
+    assert "h100-1" not in served
     fleet.emulator.set_faults("h100-1", stopped=False)
     deadline = time.monotonic() + 5
     while not fleet.service.replicas["h100-1"].healthy:
@@ -93,12 +104,14 @@ def test_admission_refuses_with_429_and_retry_after(fleet: Running) -> None:
     admission = fleet.service.admission
     capacity = admission.fleet_in_flight
     admission.set_fleet_capacity(1)
+    long = {"model": MODEL, "prompt": "Talk", "max_tokens": 2000, "stream": True}
     try:
         with httpx.Client(base_url=fleet.url, headers=AUTH, timeout=20) as c:
-            long = {"model": MODEL, "prompt": "Talk", "max_tokens": 2000, "stream": True}
             with c.stream("POST", "/v1/completions", json=long) as held:
-                next(held.iter_lines())  # in flight, holding the only slot
+                lines = held.iter_lines()  # kept: a dropped iterator closes the stream
+                next(lines)  # in flight, holding the only slot
                 refused = _ask(c)
+                del lines
             assert refused.status_code == 429
             assert int(refused.headers["retry-after"]) >= 1
             assert refused.json()["error"]["type"] == "rate_limit_error"
