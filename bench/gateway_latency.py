@@ -7,7 +7,8 @@ stream of short requests (``rate`` per second for ``duration`` seconds; a short 
 output tokens) twice: straight to the replicas, round robin, and through the gateway. Each
 request's latency is measured by the client from sending to the last byte. The added latency
 is the gateway phase's percentile minus the direct phase's; the gateway's CPU per request is
-its process's CPU time over the phase divided by the requests it served. The client is this
+its process's CPU time over the phase, less what it uses idle (scraping every replica's
+``/metrics`` once a second), divided by the requests it served. The client is this
 module's own small asyncio loop (aiohttp, keep-alive), the same in both phases.
 """
 
@@ -37,6 +38,7 @@ from placement.report import print_table, write_json
 from serving.api.security import generate_key, hash_key
 
 START_TIMEOUT_S = 120.0
+IDLE_S = 5.0  # the gateway's idle CPU (replica scrapes) is measured this long and subtracted
 COLUMNS = (
     "path",
     "requests",
@@ -100,9 +102,11 @@ def run_gateway_bench(
             asyncio.run(_phase([gateway_url], body, headers, rate, 1.0))
             direct = asyncio.run(_phase(replicas, body, headers, rate, duration_s))
             proc = psutil.Process(gateway.pid)
+            idle_cores = _cores(proc, min(duration_s, IDLE_S))  # scrapes, timers: not requests
             cpu0 = sum(proc.cpu_times()[:2])
             through = asyncio.run(_phase([gateway_url], body, headers, rate, duration_s))
-            gateway_cpu_s = sum(proc.cpu_times()[:2]) - cpu0
+            busy_s = sum(proc.cpu_times()[:2]) - cpu0
+            gateway_cpu_s = max(0.0, busy_s - idle_cores * through["wall_s"])
             overhead = _overhead_p50(gateway_url)
         finally:
             for child in (gateway, emulator):
@@ -123,6 +127,8 @@ def run_gateway_bench(
         "added_latency_p99_ms": rows[1]["added_p99_ms"],
         "cpu_us_per_request": rows[1]["cpu_us_per_request"],
         "gateway_pre_forward_p50_ms": overhead * 1e3,
+        "gateway_idle_cores": idle_cores,
+        "load_average_1m": os.getloadavg()[0],
         "cpus": os.cpu_count(),
     }
     print_table(
@@ -134,6 +140,13 @@ def run_gateway_bench(
     if out is not None:
         write_json(out, payload)
     return payload
+
+
+def _cores(proc: psutil.Process, seconds: float) -> float:
+    """CPU cores ``proc`` uses over ``seconds`` of wall time."""
+    cpu0, t0 = sum(proc.cpu_times()[:2]), time.perf_counter()
+    time.sleep(seconds)
+    return (sum(proc.cpu_times()[:2]) - cpu0) / (time.perf_counter() - t0)
 
 
 def _row(
