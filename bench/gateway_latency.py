@@ -100,7 +100,12 @@ def run_gateway_bench(
             # warm both paths (connections, caches), then measure
             asyncio.run(_phase(replicas, body, headers, rate, 1.0))
             asyncio.run(_phase([gateway_url], body, headers, rate, 1.0))
+            fleet_proc = psutil.Process(emulator.pid)
+            fleet_idle = _cores(fleet_proc, min(duration_s, IDLE_S))
+            fleet0 = sum(fleet_proc.cpu_times()[:2])
             direct = asyncio.run(_phase(replicas, body, headers, rate, duration_s))
+            fleet_busy = sum(fleet_proc.cpu_times()[:2]) - fleet0
+            emulator_cpu_s = max(0.0, fleet_busy - fleet_idle * direct["wall_s"])
             proc = psutil.Process(gateway.pid)
             idle_cores = _cores(proc, min(duration_s, IDLE_S))  # scrapes, timers: not requests
             cpu0 = sum(proc.cpu_times()[:2])
@@ -128,6 +133,8 @@ def run_gateway_bench(
         "cpu_us_per_request": rows[1]["cpu_us_per_request"],
         "gateway_pre_forward_p50_ms": overhead * 1e3,
         "gateway_idle_cores": idle_cores,
+        # what answering the same requests costs the emulated fleet itself (direct phase)
+        "emulator_cpu_us_per_request": emulator_cpu_s / max(1, direct["sent"]) * 1e6,
         "load_average_1m": os.getloadavg()[0],
         "cpus": os.cpu_count(),
     }
