@@ -172,6 +172,7 @@ def _row(
         "added_p50_ms": None,
         "added_p99_ms": None,
         "cpu_us_per_request": None,
+        "statuses": phase["statuses"],
     }
     if direct is not None:
         base = np.asarray(direct["latencies"])
@@ -193,6 +194,7 @@ async def _phase(
     n = max(1, int(rate * duration_s))
     latencies: list[float] = []
     failed = 0
+    statuses: dict[str, int] = {}
 
     async def one(session: aiohttp.ClientSession, i: int) -> None:
         nonlocal failed
@@ -203,8 +205,10 @@ async def _phase(
             async with session.post(url, json=payload, headers=headers) as response:
                 await response.read()
                 ok = response.status == 200
-        except aiohttp.ClientError:
-            ok = False
+                status = str(response.status)
+        except aiohttp.ClientError as exc:
+            ok, status = False, type(exc).__name__
+        statuses[status] = statuses.get(status, 0) + 1
         if ok:
             latencies.append(time.perf_counter() - sent)
         else:
@@ -222,7 +226,13 @@ async def _phase(
             tasks.append(asyncio.create_task(one(session, i)))
         await asyncio.gather(*tasks)
         wall = loop.time() - start
-    return {"latencies": latencies, "failed": failed, "sent": n, "wall_s": wall}
+    return {
+        "latencies": latencies,
+        "failed": failed,
+        "sent": n,
+        "wall_s": wall,
+        "statuses": statuses,
+    }
 
 
 def _overhead_p50(url: str) -> float:

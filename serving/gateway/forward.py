@@ -11,20 +11,25 @@ generation is not a failure). Bodies are passed on as they come (no decompressio
 
 from __future__ import annotations
 
+import errno
+
 import aiohttp
 
 from serving.gateway.settings import GatewaySettings
 
 _HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-# a try failed before any answer: the replica cannot be reached (marked down at once)
-CONNECT_ERRORS: tuple[type[Exception], ...] = (
-    aiohttp.ClientConnectorError,
-    aiohttp.ConnectionTimeoutError,
-)
+# a try failed before any answer because nothing listens there: the replica is down (marked
+# down at once). A connect timeout is not proof: an overloaded replica accepts late.
+DOWN_ERRNOS = frozenset({errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH})
 # anything the replica's connection can do wrong, before or during an answer
 UPSTREAM_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError)
 
 Response = aiohttp.ClientResponse
+
+
+def refused(exc: BaseException) -> bool:
+    """Did connecting fail because the replica is not there (refused, unreachable)?"""
+    return isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno in DOWN_ERRNOS
 
 
 def base_url(address: str) -> str:

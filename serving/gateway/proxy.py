@@ -31,7 +31,7 @@ from starlette.types import Receive, Scope, Send
 from placement.errors import InputError, PlacementError
 from serving.api.runtime import ServiceRuntime
 from serving.gateway.errors import GatewayError
-from serving.gateway.forward import CONNECT_ERRORS, UPSTREAM_ERRORS, Response, Upstream, base_url
+from serving.gateway.forward import UPSTREAM_ERRORS, Response, Upstream, base_url, refused
 from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_meta
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.outcome import Outcome, OutcomeRecorder, TelemetrySink
@@ -279,7 +279,7 @@ class Gateway:
         try:
             return await self.upstream.open(base, request.path, request.upstream_body)
         except UPSTREAM_ERRORS as exc:
-            if isinstance(exc, CONNECT_ERRORS):
+            if refused(exc):
                 self.service.mark_health(replica_id, False)  # the scraper brings it back
             self._failed(outcome, "connect", type(exc).__name__, attempt, targets)
             return None
