@@ -298,6 +298,25 @@ class PlacementService:
             lease.first_token = True
             self.route_path.on_first_token(lease.replica_id, lease.query, self.clock())
 
+    def redirect(self, decision_id: str, replica_id: str) -> None:
+        """A proxy sent the request on to another replica (a fallback, after a failure before
+        the first byte): its in-flight count and lease move there."""
+        lease = self.lease(decision_id)
+        state = self.replicas.get(replica_id)
+        if state is None or replica_id == lease.replica_id:
+            return
+        now = self.clock()
+        self.route_path.on_complete(lease.replica_id, lease.query, now, ok=False)
+        moved = Decision(
+            replica_id=replica_id,
+            address=state.address,
+            reason="fallback:retry",
+            plan_version=self.plan.version if self.plan is not None else None,
+            predicted_ttft_s=0.0,
+        )
+        self.route_path.on_dispatch(moved, lease.query, now)
+        lease.replica_id = replica_id
+
     def complete(self, decision_id: str, *, output_tokens: int, ok: bool) -> Lease:
         """The request finished: release its lease, charge its decode tokens."""
         lease = self.lease(decision_id)

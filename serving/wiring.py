@@ -17,6 +17,7 @@ from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
 from serving.api.runtime import build_runtime
 from serving.api.settings import Settings
+from serving.gateway import GatewaySettings, install_gateway
 from serving.leases import LeaseTerms
 from serving.plan_store import open_plan_store
 from serving.planner import Planner
@@ -71,9 +72,11 @@ def build_app(
     addresses: Mapping[str, str] | None = None,
     solve_executor: Executor | None = None,
     capacity: CapacitySource | None = None,
+    gateway: GatewaySettings | None = None,
 ) -> FastAPI:
-    """The app for ``settings``. Seams for tests: ``solve_executor`` replaces the planner's
-    worker processes (solves in threads), ``capacity`` the capacity at SLO the solver loads."""
+    """The app for ``settings`` (with the OpenAI-compatible gateway in front when ``gateway``
+    is enabled). Seams for tests: ``solve_executor`` replaces the planner's worker processes
+    (solves in threads), ``capacity`` the capacity at SLO the solver loads."""
     profile = load_profile(settings.profile) if settings.profile else load_profile()
 
     def route_path(replicas: dict[str, ReplicaState]) -> PlacementRoutePath:
@@ -131,7 +134,7 @@ def build_app(
         )
     # what-if runs where a planner does: on this fleet and the planner's demand window
     planned = fleet is not None and settings.fleet is not None
-    return create_app(
+    app = create_app(
         build_runtime(
             settings,
             service=service,
@@ -142,3 +145,6 @@ def build_app(
             else None,
         )
     )
+    if gateway is not None and gateway.enabled:
+        install_gateway(app, gateway)
+    return app

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from operator import itemgetter
 from typing import Protocol
@@ -284,9 +284,8 @@ class Replica:
         n = len(self.decoders)
         return k * (self._run_a + self._run_b * self._run_s0) + self._run_b * n * k * (k - 1) / 2
 
-    def _truncate_run(self, now: float) -> float | None:
-        """End the decode run at the iteration boundary at or after ``now``."""
-        elapsed = now - self.run_start_s
+    def _decode_iterations_by(self, elapsed: float) -> int:
+        """Iterations of the current decode run finished ``elapsed`` seconds after its start."""
         n = len(self.decoders)
         # solve k·(a + b·s0) + b·n·k(k-1)/2 = elapsed for k
         qa = self._run_b * n / 2
@@ -300,6 +299,29 @@ class Replica:
             j -= 1
         while self._decode_time(j + 1) <= elapsed:
             j += 1
+        return j
+
+    def iteration_clock(self, now: float) -> tuple[int, float]:
+        """The run in progress as a real-time engine streams it: how many of its iterations
+        have finished by ``now`` (each gave every decoder one token) and when the next one
+        finishes; ``(0, inf)`` when idle. Reads only; :meth:`step` still applies the run."""
+        if not self.busy:
+            return 0, math.inf
+        k = self.run_k
+        if self.run_kind == _DECODE:
+            j = min(k, self._decode_iterations_by(now - self.run_start_s))
+            if j + 1 >= k:
+                return j, self.run_end_s
+            return j, self.run_start_s + self._decode_time(j + 1)
+        plan = self._run_plan
+        if not plan:
+            return 0, self.run_end_s
+        j = min(k, bisect_right(plan, now, key=_plan_end))
+        return j, plan[j][0] if j < k else self.run_end_s
+
+    def _truncate_run(self, now: float) -> float | None:
+        """End the decode run at the iteration boundary at or after ``now``."""
+        j = self._decode_iterations_by(now - self.run_start_s)
         k = j + 1  # the iteration in progress finishes
         if k >= self.run_k:
             return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from placement.cli import bench, plan, retrain, serve, telemetry, train, whatif
+from placement.cli import bench, emulate, plan, retrain, serve, telemetry, train, whatif
 
 app = typer.Typer(
     help="Placement service for LLM inference fleets.",
@@ -16,6 +16,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(serve.app)
+app.add_typer(emulate.app)
 app.add_typer(train.app)
 app.add_typer(retrain.app)
 app.add_typer(whatif.app)

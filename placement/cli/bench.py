@@ -301,3 +301,36 @@ def usability(
     from bench.usability import run_usability_bench
 
     run_usability_bench(repeats=repeats, idle_s=idle_s, out=out)
+
+
+@app.command("emulator")
+@user_errors
+def emulator(
+    fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
+    load: Annotated[float, typer.Option(help="offered load, × nominal capacity")] = 1.5,
+    duration: Annotated[float, typer.Option(help="seconds of the scaled trace to replay")] = 120.0,
+    time_scale: Annotated[float, typer.Option(help="wall seconds per engine second")] = 1.0,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+) -> None:
+    """The fleet emulator against the Mooncake trace in real time, beside the simulator."""
+    from bench.emulator_speed import run_emulator_bench
+
+    run_emulator_bench(fleet, load=load, duration_s=duration, time_scale=time_scale, out=out)
+
+
+@app.command("gateway")
+@user_errors
+def gateway(
+    fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
+    rate: Annotated[float, typer.Option(help="requests per second")] = 500.0,
+    duration: Annotated[float, typer.Option(help="seconds per phase")] = 10.0,
+    stream: Annotated[bool, typer.Option("--stream", help="streamed answers")] = False,
+    max_tokens: Annotated[int, typer.Option(help="output tokens per request")] = 4,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+) -> None:
+    """Latency the gateway adds over going straight to the replicas, and its CPU per request."""
+    from bench.gateway_latency import run_gateway_bench
+
+    run_gateway_bench(
+        fleet, rate=rate, duration_s=duration, stream=stream, max_tokens=max_tokens, out=out
+    )

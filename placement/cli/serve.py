@@ -50,7 +50,7 @@ def serve(
         bool,
         typer.Option(
             "--demo",
-            help="development on a demo fleet: emulated replicas serve vLLM /metrics locally",
+            help="development on a demo fleet: emulated vLLM replicas (OpenAI API, /metrics)",
         ),
     ] = False,
     epp: Annotated[
@@ -111,6 +111,21 @@ def serve(
             rich_help_panel="Endpoint picker",
         ),
     ] = False,
+    proxy: Annotated[
+        bool,
+        typer.Option(
+            "--proxy",
+            help="gateway mode: also serve /v1/completions and /v1/chat/completions, forwarded "
+            "to the replica the route path picks",
+        ),
+    ] = False,
+    addresses: Annotated[
+        Path | None,
+        typer.Option(help="JSON {replica id: address} (e.g. from placement emulate)"),
+    ] = None,
+    telemetry: Annotated[
+        Path | None, typer.Option(help="gateway mode: append request outcomes to this store")
+    ] = None,
 ) -> None:
     """Serve the placement API (OpenAPI docs at /docs). Settings also from PLACEMENT_* vars."""
     from serving.api.security import hash_key as digest
@@ -147,14 +162,15 @@ def serve(
         settings = load_settings(**{k: v for k, v in flags.items() if v is not None})
         from serving.epp import serve_epp
 
-        addresses = _start_emulator(settings.fleet) if demo else None
+        given = _read_addresses(addresses) if addresses is not None else None
+        emulated = _start_emulator(settings.fleet) if demo and given is None else None
         serve_epp(
             settings,
             port=epp_port,
             health_port=epp_health_port,
             metrics_port=epp_metrics_port,
             max_fallbacks=epp_fallbacks,
-            addresses=addresses,
+            addresses=given or emulated,
         )
         return
     started = time.monotonic()
@@ -166,13 +182,41 @@ def serve(
         settings = settings.model_copy(update={"dev_key": key})
         lines.append(f"development key (all scopes, kept in {DEV_KEY_FILE}): {key}")
     lines.append(example(settings.host, settings.port, key))
-    addresses = _start_emulator(settings.fleet) if demo else None
+    gateway = None
+    if proxy:
+        from serving.gateway import load_gateway_settings
+
+        overrides = {"enabled": True, "telemetry_dir": telemetry}
+        gateway = load_gateway_settings(**{k: v for k, v in overrides.items() if v is not None})
+    given = _read_addresses(addresses) if addresses is not None else None
+    emulated = _start_emulator(settings.fleet) if demo and given is None else None
     say(
         f"starting the API on {settings.host}:{settings.port} "
         "(the key and a curl follow once it is ready)"
     )
     announce_when_ready(settings.host, settings.port, lines, started=started)
-    serve_settings(settings, workers=workers, addresses=addresses)
+    serve_settings(settings, workers=workers, addresses=given or emulated, gateway=gateway)
+
+
+def _read_addresses(path: Path) -> dict[str, str]:
+    """``{replica id: address}`` from a JSON file; one line naming the file otherwise."""
+    import json
+
+    from placement.errors import InputError
+
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", source=str(path), line=exc.lineno) from None
+    if not isinstance(raw, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise InputError(
+            "expected an object of replica id → address", source=str(path), field="addresses"
+        )
+    return raw
 
 
 def _envoy_config(fleet_file: Path | None, epp_port: int, fallbacks: int | None) -> str:
@@ -212,20 +256,29 @@ def _envoy_config(fleet_file: Path | None, epp_port: int, fallbacks: int | None)
 
 
 def _start_emulator(fleet_file: Path | None) -> dict[str, str]:
-    """Emulated replicas (``sim.emulator``) for the demo fleet; their addresses by replica id."""
+    """The demo fleet emulated (``sim.emulator``: OpenAI endpoints and vLLM ``/metrics`` per
+    replica, on free ports, in a background thread); their addresses by replica id."""
     from placement.domain.fleet import load_fleet
-    from sim.emulator import ReplicaEmulator
+    from sim.emulator import EmulatorOptions, EmulatorThread
 
     if fleet_file is None:
         raise typer.BadParameter("--demo needs a fleet")
     fleet = load_fleet(fleet_file)
-    emulator = ReplicaEmulator(fleet.replicas).start()
-    say(f"emulating {len(fleet.replicas)} replicas of {fleet.name} on 127.0.0.1:{emulator.port}")
-    return {r.id: emulator.address(r.id) for r in fleet.replicas}
+    emulator = EmulatorThread(fleet, EmulatorOptions(base_port=0)).start()
+    addresses = emulator.addresses()
+    say(
+        f"emulating {len(addresses)} replicas of {fleet.name} on 127.0.0.1 "
+        f"(faults: {emulator.fleet.admin_url}/admin/replicas)"
+    )
+    return addresses
 
 
 def serve_settings(
-    settings: object, *, workers: int = 1, addresses: dict[str, str] | None = None
+    settings: object,
+    *,
+    workers: int = 1,
+    addresses: dict[str, str] | None = None,
+    gateway: object | None = None,
 ) -> None:
     from serving.api.server import serve_app
     from serving.api.settings import Settings
@@ -234,4 +287,11 @@ def serve_settings(
     assert isinstance(settings, Settings)
     if workers > 1:
         raise typer.BadParameter("several workers: run several processes sharing --redis")
-    serve_app(build_app(settings, addresses=addresses), host=settings.host, port=settings.port)
+    from serving.gateway import GatewaySettings
+
+    assert gateway is None or isinstance(gateway, GatewaySettings)
+    serve_app(
+        build_app(settings, addresses=addresses, gateway=gateway),
+        host=settings.host,
+        port=settings.port,
+    )

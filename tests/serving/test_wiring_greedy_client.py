@@ -22,7 +22,7 @@ from placement.paths import repo_root
 from serving.api.security import hash_key
 from serving.api.settings import ApiKey, Settings
 from serving.wiring import build_app
-from sim.emulator import ReplicaEmulator
+from sim.emulator import EmulatorOptions, EmulatorThread
 
 KEY = "gateway-key-0123456789"
 FLEET = repo_root() / "data" / "fleets" / "h100x8.yaml"
@@ -50,9 +50,9 @@ def base_url(tmp_path: Path) -> Iterator[str]:
         lease_floor_s=LEASE_FLOOR_S,
     )
     fleet = load_fleet(FLEET)
-    emulator = ReplicaEmulator(fleet.replicas).start()
+    emulator = EmulatorThread(fleet, EmulatorOptions(base_port=0)).start()
     port = _free_port()
-    addresses = {r.id: emulator.address(r.id) for r in fleet.replicas}
+    addresses = emulator.addresses()
     server = uvicorn.Server(
         uvicorn.Config(
             build_app(settings, addresses=addresses),

@@ -186,3 +186,24 @@ def test_slowdown_stretches_iterations(fleet, cost):
         drive(replica, [r])
         times.append(r.finish_s)
     assert times[1] == pytest.approx(3 * times[0])
+
+
+def test_iteration_clock_tells_a_streaming_engine_where_the_run_is(fleet):
+    cost = LinearCostModel(overhead_s=0.01, per_token_s=1e-4, per_context_token_s=0.0)
+    spec = dataclasses.replace(fleet.replicas[0], max_num_batched_tokens=2048)
+    replica = Replica(0, spec, cost, Recorder())
+    assert replica.iteration_clock(0.0) == (0, float("inf"))  # idle
+    end = replica.enqueue(Request(0, 1.0, 5000, 11), 1.0)
+    assert end is not None
+    # one prompt planned as three prefill iterations: 2048, 2048, 904 tokens
+    first_chunk = 1.0 + 0.01 + 2048 * 1e-4
+    assert replica.iteration_clock(first_chunk + 1e-6) == (
+        1,
+        pytest.approx(first_chunk + 0.01 + 2048 * 1e-4),
+    )
+    decode_end = replica.step(end)  # the first token; a decode run of 10 iterations follows
+    assert decode_end == pytest.approx(end + 10 * (0.01 + 1e-4))
+    step = 0.01 + 1e-4
+    done, next_end = replica.iteration_clock(end + 3.5 * step)
+    assert done == 3 and next_end == pytest.approx(end + 4 * step)
+    assert replica.iteration_clock(end + 9.5 * step) == (9, pytest.approx(end + 10 * step))

@@ -65,19 +65,25 @@ def demo_service(
     as its API keys, its plan store under ``workdir`` and ``settings`` (``PLACEMENT_*``
     variables); yields its base URL once ``/readyz`` answers 200. Its output goes to
     ``workdir/serve.log``."""
-    port = free_port()
     env = {
         **os.environ,
         **(settings or {}),
         "PYTHONPATH": str(REPO),
         "PLACEMENT_API_KEYS": json.dumps([k.model_dump() for k in keys]),
     }
-    argv = [sys.executable, "-c", "from placement.cli import app; app()", "serve", "--demo"]
-    argv += ["--port", str(port), "--plan-dir", str(workdir / "plans")]
-    log = (workdir / "serve.log").open("wb")
-    proc = subprocess.Popen(
-        argv, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    # a port picked free can be taken by the emulated replicas' own ephemeral ports before the
+    # API binds it: start again on another one (the race is the test's, not the service's)
+    for _attempt in range(3):
+        port = free_port()
+        argv = [sys.executable, "-c", "from placement.cli import app; app()", "serve", "--demo"]
+        argv += ["--port", str(port), "--plan-dir", str(workdir / "plans")]
+        log = (workdir / "serve.log").open("wb")
+        proc = subprocess.Popen(
+            argv, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        if not _lost_the_port(proc, workdir / "serve.log", port):
+            break
+        log.close()
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc, workdir / "serve.log")
@@ -94,6 +100,20 @@ def demo_service(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+
+
+def _lost_the_port(proc: subprocess.Popen[bytes], log: Path, port: int) -> bool:
+    """Whether the service exited because its port was taken (watched until ``/readyz``
+    answers, it exits, or the ready deadline passes)."""
+    deadline = time.monotonic() + DEMO_READY_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return "address already in use" in log.read_text()
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200:
+                return False
+        time.sleep(0.2)
+    return False
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:

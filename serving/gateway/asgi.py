@@ -1,0 +1,52 @@
+"""The gateway as ASGI middleware in front of the placement API.
+
+It answers ``POST /v1/completions``, ``POST /v1/chat/completions`` and ``GET /v1/models``
+itself, straight on ASGI (the framework's per-request work would be most of the gateway's
+added latency), and passes everything else — the placement API, ``/metrics``, health — to the
+app unchanged. It follows the app's lifespan: the gateway's background work starts with the
+app and its connections close and its telemetry is flushed when the app stops.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from serving.gateway.proxy import Gateway
+from sim.emulator.openai_api import CHAT, COMPLETIONS
+
+GENERATE = frozenset((COMPLETIONS, CHAT))
+MODELS = "/v1/models"
+
+
+class GatewayMiddleware:
+    def __init__(self, app: ASGIApp, *, gateway: Gateway) -> None:
+        self.app = app
+        self.gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            path, method = scope["path"], scope["method"]
+            if method == "POST" and path in GENERATE:
+                await self.gateway.generate(scope, receive, send)
+                return
+            if method == "GET" and path == MODELS:
+                await self.gateway.models(scope, send)
+                return
+        elif kind == "lifespan":
+            await self.app(scope, self._lifespan(receive), send)
+            return
+        await self.app(scope, receive, send)
+
+    def _lifespan(self, receive: Receive) -> Receive:
+        gateway = self.gateway
+
+        async def wrapped() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                gateway.start()
+            elif message["type"] == "lifespan.shutdown":
+                await gateway.close()
+            return message
+
+        return wrapped

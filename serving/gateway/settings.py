@@ -1,0 +1,53 @@
+"""The gateway mode's settings: one pydantic-settings class read from ``PLACEMENT_GATEWAY_*``.
+
+Kept apart from the service's :class:`~serving.api.settings.Settings` so that turning the
+gateway on changes nothing else; ``placement serve --proxy`` sets ``enabled``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from placement.errors import InputError
+
+DEFAULT_TENANT_HEADER = "x-gateway-inference-fairness-id"
+DEFAULT_RESULT_CACHE_BYTES = 64 << 20
+
+
+class GatewaySettings(BaseSettings):
+    """How the OpenAI-compatible gateway forwards, retries, caches and records."""
+
+    model_config = SettingsConfigDict(env_prefix="PLACEMENT_GATEWAY_", extra="forbid", frozen=True)
+
+    enabled: bool = False
+    # a key that is not tenant-scoped routes for the tenant this header names (else its name)
+    tenant_header: str = DEFAULT_TENANT_HEADER
+    default_request_class: str = "interactive"
+    # retries: at most max_attempts tries per request (the decision's replica, then its
+    # fallbacks), and fleet-wide no more retries than retry_ratio × requests + retry_min_per_s
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    retry_ratio: float = Field(default=0.2, ge=0, le=10)
+    retry_min_per_s: float = Field(default=5.0, ge=0)
+    connect_timeout_s: float = Field(default=1.0, gt=0)
+    read_timeout_s: float = Field(default=600.0, gt=0)  # between two bytes of an answer
+    max_connections: int = Field(default=1024, ge=1)
+    # deterministic answers (temperature 0) kept in memory, LRU, up to this many bytes (0: off)
+    result_cache_bytes: int = Field(default=DEFAULT_RESULT_CACHE_BYTES, ge=0)
+    # per-request outcomes appended to this Parquet telemetry store (None: not written)
+    telemetry_dir: Path | None = None
+    telemetry_flush_s: float = Field(default=5.0, gt=0)
+    telemetry_flush_rows: int = Field(default=5000, ge=1)
+
+
+def load_gateway_settings(**overrides: object) -> GatewaySettings:
+    """Gateway settings from the environment with ``overrides`` (CLI flags) on top; a bad value
+    is an :class:`InputError` naming the variable."""
+    try:
+        return GatewaySettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise InputError(err["msg"], field=f"PLACEMENT_GATEWAY_{loc.upper()}") from None

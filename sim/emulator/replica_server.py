@@ -1,0 +1,254 @@
+"""One emulated replica over HTTP: vLLM's OpenAI-compatible endpoints on its own port.
+
+``POST /v1/completions`` and ``/v1/chat/completions`` (whole answers, or Server-Sent Events
+with ``stream``; the usage in a last event when ``stream_options.include_usage``),
+``GET /v1/models``, ``/health`` and ``/metrics``. The prompt is tokenized with a real BPE
+vocabulary, hashed into prefix blocks and served by a :class:`RealtimeEngine`; the answer has
+exactly ``max_tokens`` tokens. Faults (:class:`ReplicaFaults`) apply per request.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import replace
+
+from aiohttp import web
+
+from placement.domain.fleet import ReplicaSpec
+from sim.costmodel.factory import cost_model_for_replica
+from sim.emulator import openai_api as api
+from sim.emulator.faults import ReplicaFaults
+from sim.emulator.realtime import Job, RealtimeEngine
+from sim.emulator.tokenizer import Tokenizer
+from sim.emulator.vllm_metrics import CONTENT_TYPE, VllmMetrics
+
+JSON = "application/json"
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class ReplicaStopped(Exception):
+    """The replica was stopped while it held the request: the connection is cut."""
+
+
+class EmulatedReplica:
+    """The HTTP face of one replica's engine (create it on the running loop)."""
+
+    def __init__(
+        self,
+        index: int,
+        spec: ReplicaSpec,
+        *,
+        tokenizer: Tokenizer,
+        time_scale: float = 1.0,
+        max_num_seqs: int | None = None,
+        max_model_len: int | None = None,
+        faults: ReplicaFaults | None = None,
+        seed: int = 0,
+    ) -> None:
+        if max_num_seqs is not None:
+            spec = replace(spec, max_num_seqs=max_num_seqs)
+        self.spec = spec
+        self.model_name = spec.model.name
+        self.max_model_len = max_model_len or spec.model.context_tokens
+        self.tokenizer = tokenizer
+        self.engine = RealtimeEngine(
+            index,
+            spec,
+            cost_model_for_replica(spec),
+            time_scale=time_scale,
+            on_finished=self._finished,
+        )
+        self.metrics = VllmMetrics(self.engine, self.model_name)
+        self.faults = ReplicaFaults()
+        self.rng = random.Random(f"{seed}:{spec.id}")
+        self.created = int(time.time())
+        self.apply(faults or ReplicaFaults())
+
+    def apply(self, faults: ReplicaFaults) -> None:
+        """Switch to ``faults`` (stopping or restarting the engine as needed)."""
+        if faults.stopped and not self.faults.stopped:
+            self.engine.stop()
+        elif self.faults.stopped and not faults.stopped:
+            self.engine.start()
+        self.engine.set_slowdown(faults.slowdown)
+        self.faults = faults
+
+    def _finished(self, job: Job) -> None:
+        self.metrics.observe(job)
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 << 20)
+        app.router.add_post(api.COMPLETIONS, self.completions)
+        app.router.add_post(api.CHAT, self.chat)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics_page)
+        return app
+
+    # ---- endpoints -----------------------------------------------------------------------
+    async def health(self, request: web.Request) -> web.StreamResponse:
+        if self.faults.stopped:
+            return _cut(request)
+        return web.Response(status=200)
+
+    async def metrics_page(self, request: web.Request) -> web.StreamResponse:
+        if self.faults.stopped:
+            return _cut(request)
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def models(self, request: web.Request) -> web.StreamResponse:
+        if self.faults.stopped:
+            return _cut(request)
+        return _json(200, api.models_body([self.model_name], self.created))
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "completion")
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "chat")
+
+    # ---- generation ----------------------------------------------------------------------
+    async def _generate(self, request: web.Request, kind: api.Kind) -> web.StreamResponse:
+        faults = self.faults
+        if faults.stopped:
+            return _cut(request)
+        try:
+            gen = api.parse_generation(kind, api.parse_json(await request.read()))
+            tokens = self._prompt_tokens(gen)
+        except api.ApiError as exc:
+            return _json(exc.status, exc.body())
+        if faults.fail_rate and self.rng.random() < faults.fail_rate:
+            body = api.error_body(
+                "injected failure", type="server_error", code=str(faults.fail_status)
+            )
+            return _json(faults.fail_status, body)
+        job = self.engine.submit(
+            input_tokens=len(tokens),
+            output_tokens=gen.max_tokens,
+            block_hashes=self.tokenizer.block_hashes(tokens),
+            block_tokens=self.tokenizer.block_tokens,
+            model=self.model_name,
+            stream=gen.stream,
+        )
+        request_id = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
+        try:
+            if gen.stream:
+                return await self._stream(request, gen, job, request_id, len(tokens))
+            return await self._whole(gen, job, request_id, len(tokens))
+        except ReplicaStopped:
+            return _cut(request)
+
+    def _prompt_tokens(self, gen: api.Generation) -> list[int]:
+        if gen.model != self.model_name:
+            raise api.ApiError(
+                404,
+                f"The model `{gen.model}` does not exist.",
+                param="model",
+                code="model_not_found",
+            )
+        if gen.prompt_tokens is not None:
+            tokens = list(gen.prompt_tokens)
+        else:
+            assert gen.prompt is not None
+            tokens = self.tokenizer.encode(gen.prompt)
+        if not tokens:
+            raise api.ApiError(400, "the prompt is empty", param="prompt")
+        total = len(tokens) + gen.max_tokens
+        if total > self.max_model_len:
+            raise api.ApiError(
+                400,
+                f"This model's maximum context length is {self.max_model_len} tokens. However, "
+                f"you requested {total} tokens ({len(tokens)} in the messages, "
+                f"{gen.max_tokens} in the completion). Please reduce the length of the "
+                "messages or completion.",
+                param="max_tokens",
+                code="context_length_exceeded",
+            )
+        return tokens
+
+    def _usage(self, job: Job, prompt_tokens: int) -> dict[str, object]:
+        return api.usage(prompt_tokens, job.tokens, job.cached_tokens)
+
+    async def _whole(
+        self, gen: api.Generation, job: Job, request_id: str, prompt_tokens: int
+    ) -> web.StreamResponse:
+        while not job.done:
+            await job.changed.wait()
+            job.changed.clear()
+        if job.error:
+            if self.faults.stopped:
+                raise ReplicaStopped
+            return _json(500, api.error_body(job.error, type="server_error"))
+        text = self.tokenizer.output_text(0, job.tokens)
+        body = api.response_body(
+            gen, request_id, self.created, text, self._usage(job, prompt_tokens)
+        )
+        return _json(200, body)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        gen: api.Generation,
+        job: Job,
+        request_id: str,
+        prompt_tokens: int,
+    ) -> web.StreamResponse:
+        faults = self.faults
+        drop_at = -1
+        if faults.drop_rate and self.rng.random() < faults.drop_rate:
+            drop_at = faults.drop_after_tokens or max(1, gen.max_tokens // 2)
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(request)
+        sent = 0
+        created = self.created
+        try:
+            while True:
+                await job.changed.wait()
+                job.changed.clear()
+                if job.error:
+                    if self.faults.stopped:
+                        raise ReplicaStopped
+                    await response.write(api.error_event(job.error))
+                    break
+                have = job.tokens
+                if 0 <= drop_at <= have:
+                    if sent < drop_at:  # what came before the cut goes out first
+                        text = self.tokenizer.output_text(sent, drop_at)
+                        await response.write(
+                            api.chunk(gen, request_id, created, text, first=sent == 0)
+                        )
+                    self.engine.abandon(job)
+                    raise ReplicaStopped  # cut mid-stream, no closing events
+                if have > sent or job.done:
+                    text = self.tokenizer.output_text(sent, have)
+                    finish = "length" if job.done else None
+                    await response.write(
+                        api.chunk(
+                            gen, request_id, created, text, first=sent == 0, finish_reason=finish
+                        )
+                    )
+                    sent = have
+                if job.done:
+                    if gen.include_usage:
+                        use = self._usage(job, prompt_tokens)
+                        await response.write(api.usage_chunk(gen, request_id, created, use))
+                    break
+            await response.write(api.DONE)
+            await response.write_eof()
+        except ConnectionResetError:
+            self.engine.abandon(job)  # the client went away
+        return response
+
+
+def _json(status: int, body: bytes) -> web.Response:
+    return web.Response(status=status, body=body, content_type=JSON)
+
+
+def _cut(request: web.Request) -> web.StreamResponse:
+    """Close the connection without an answer, as a dead process would."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+    return web.Response(status=503)  # never delivered: the connection is gone
