@@ -240,7 +240,7 @@ def ours_with_policy(
 def shadow_gate(ctx: CaseContext, load: float) -> dict[str, Any]:
     """The gate's precision and recall at ``load`` (:mod:`bench.loop.gate_quality`)."""
     result, target, _, policy = ours_with_policy(ctx, load, SHADOW_GATE)
-    return gate_quality(result.requests, target.classes, policy.would_refuse)
+    return gate_quality(result.requests, target.classes, policy.would_refuse, policy.judgements)
 
 
 def planning_rule(v: Variant) -> GroupRule:
