@@ -68,7 +68,11 @@ DEFAULT_CREDIT_CUT = 0.5
 DEFAULT_SHED_FACTOR = 0.5
 # refuse at the TPOT SLO itself: the TPOT rule already refuses only certain misses
 DEFAULT_TPOT_HEADROOM = 1.0
-PRESSURE_ALPHA = 0.02  # weight of one non-sheddable decision in the pressure average
+PRESSURE_ALPHA = 0.02  # weight of one non-sheddable decision in the pressure average …
+# … at most: in time, pressure follows the share of SLO refusals over about this many seconds,
+# so a burst shorter than that (it passes by itself) barely moves it while an overload that
+# lasts sets it
+PRESSURE_WINDOW_S = 10.0
 PRESSURE_FLOOR = 0.05  # below this, the odd refusal is noise, not overload
 MIN_RETRY_AFTER_S = 1
 # refuse a request at least this likely to miss its SLO: the share of refusals that would
@@ -93,6 +97,7 @@ class Judgement:
     ttft_limit_s: float
     tpot_limit_s: float
     miss_probability: float = 0.0  # of missing its SLO (either), as forecast
+    threshold: float = 1.0  # the miss probability it would have been refused at
     forecast: Forecast | None = None
     replica_id: str = ""
 
@@ -130,6 +135,7 @@ class SloGate:
         self.prompt_rates = PromptRates()
         self.refused: Counter[tuple[str, str]] = Counter()  # (tenant, class) → refusals
         self.pressure = 0.0
+        self._pressure_at: float | None = None  # time of the last pressure update
         self.last = Judgement(rule=ADMITTED, ttft_limit_s=math.inf, tpot_limit_s=math.inf)
         self.retry_after_s = MIN_RETRY_AFTER_S
 
@@ -163,6 +169,14 @@ class SloGate:
         likely to meet as a refusal is to be right."""
         return max(self.refuse_at * (1.0 - self.pressure), 1.0 - self.refuse_at)
 
+    def _pressure_weight(self, now: float | None) -> float:
+        if now is None:
+            return PRESSURE_ALPHA
+        last, self._pressure_at = self._pressure_at, now
+        if last is None or now <= last:
+            return 0.0 if last is not None else PRESSURE_ALPHA
+        return min(PRESSURE_ALPHA, 1.0 - math.exp(-(now - last) / PRESSURE_WINDOW_S))
+
     def tpot_limit_s(self, request_class: str) -> float:
         """The certain TPOT above which a request of this class is refused."""
         return self._class(request_class).tpot_slo_s * self.tpot_headroom
@@ -189,8 +203,11 @@ class SloGate:
             ),
         )
 
-    def judge(self, tenant: str, request_class: str, seen: Forecast) -> bool:
-        """Admit or refuse a request forecast as ``seen`` (:attr:`last` keeps the rule)."""
+    def judge(
+        self, tenant: str, request_class: str, seen: Forecast, now: float | None = None
+    ) -> bool:
+        """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
+        moves per decision only); :attr:`last` keeps the rule."""
         slo_limit = self.slo_limit_s(request_class)
         ttft_limit = self.limit_s(tenant, request_class)
         tpot_limit = self.tpot_limit_s(request_class)
@@ -212,12 +229,13 @@ class SloGate:
             # past capacity their share is set by how far past (1 − 1/ρ at ρ× capacity), not
             # by the threshold: a lower threshold empties the queues and refuses fewer later
             slo_refusal = 1.0 if rule in (TTFT, TPOT) else 0.0
-            self.pressure += PRESSURE_ALPHA * (slo_refusal - self.pressure)
+            self.pressure += self._pressure_weight(now) * (slo_refusal - self.pressure)
         self.last = Judgement(
             rule=rule,
             ttft_limit_s=ttft_limit,
             tpot_limit_s=tpot_limit,
             miss_probability=miss,
+            threshold=refuse_at,
             forecast=seen,
         )
         if rule != ADMITTED:
@@ -285,7 +303,7 @@ class SloGate:
                 other = self.forecast(path, query, other_choice, now)
                 if other.miss(ttft_limit, tpot_limit) < miss:
                     decision, seen = other_choice, other
-        admitted = self.judge(tenant, cls, seen)
+        admitted = self.judge(tenant, cls, seen, now)
         self.last = dataclasses.replace(self.last, replica_id=decision.replica_id)
         if not admitted:
             return None
