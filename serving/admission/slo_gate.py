@@ -162,12 +162,13 @@ class SloGate:
         return self.slo_limit_s(request_class) * (1.0 - cut)
 
     def refuse_threshold(self) -> float:
-        """The chance of missing at which a request is refused now: ``refuse_at`` without
-        pressure; under pressure ``π`` (a share π of the requests are refused for their SLO:
-        the fleet is past its capacity, and the capacity a refusal frees serves the next
-        request) ``refuse_at · (1 − π)``, down to ``1 − refuse_at`` — admit only what is as
-        likely to meet as a refusal is to be right."""
-        return max(self.refuse_at * (1.0 - self.pressure), 1.0 - self.refuse_at)
+        """The chance of missing at which a request is refused now: ``refuse_at`` while the
+        fleet keeps up; once the share of SLO refusals has stayed past
+        :data:`PRESSURE_FLOOR` (the fleet is past its capacity, and the capacity a refusal
+        frees serves the next request) it falls to ``1 − refuse_at`` — admit only what is as
+        likely to meet as a refusal is to be right — over a second such share."""
+        past = min(max((self.pressure - PRESSURE_FLOOR) / PRESSURE_FLOOR, 0.0), 1.0)
+        return self.refuse_at - past * (2.0 * self.refuse_at - 1.0)
 
     def _pressure_weight(self, now: float | None) -> float:
         if now is None:
