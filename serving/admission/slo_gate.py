@@ -72,13 +72,16 @@ PRESSURE_ALPHA = 0.02  # weight of one non-sheddable decision in the pressure av
 # … at most: in time, pressure follows the share of SLO refusals over about this many seconds,
 # so a burst shorter than that (it passes by itself) barely moves it while an overload that
 # lasts sets it
-PRESSURE_WINDOW_S = 10.0
+PRESSURE_WINDOW_S = 2.0
 PRESSURE_FLOOR = 0.05  # below this, the odd refusal is noise, not overload
 MIN_RETRY_AFTER_S = 1
 # refuse a request at least this likely to miss its SLO: the share of refusals that would
 # have met is then at most 1 − 0.9 (the precision the gate is held to)
 DEFAULT_REFUSE_AT = 0.9
 SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
+# past capacity, refuse what is more likely to miss than to meet: the capacity a refusal
+# frees goes to a request more likely to meet
+OVERLOAD_REFUSE_AT = 0.5
 
 # the rule behind a judgement (:attr:`Judgement.rule`)
 ADMITTED = ""
@@ -149,26 +152,29 @@ class SloGate:
             )
         return cls
 
-    def slo_limit_s(self, request_class: str) -> float:
-        """The forecast TTFT above which a request of this class would miss its SLO."""
+    def limit_s(self, request_class: str) -> float:
+        """The TTFT above which a request of this class misses its SLO (× ``headroom``)."""
         cls = self._class(request_class)
         limit = cls.ttft_slo_s * self.headroom
         return limit * self.shed_factor if cls.sheddable else limit
 
-    def limit_s(self, tenant: str, request_class: str) -> float:
-        """The forecast TTFT above which a request of ``tenant`` and class is refused now: the
-        SLO limit, cut for tenants over their credit in proportion to the pressure."""
-        cut = self.credit_cut * self.vtc.over_credit(tenant) * self.pressure
-        return self.slo_limit_s(request_class) * (1.0 - cut)
+    def refuse_threshold(self, tenant: str | None = None) -> float:
+        """The chance of missing at which a request (of ``tenant``) is refused now.
 
-    def refuse_threshold(self) -> float:
-        """The chance of missing at which a request is refused now: ``refuse_at`` while the
-        fleet keeps up; once the share of SLO refusals has stayed past
-        :data:`PRESSURE_FLOOR` (the fleet is past its capacity, and the capacity a refusal
-        frees serves the next request) it falls to ``1 − refuse_at`` — admit only what is as
-        likely to meet as a refusal is to be right — over a second such share."""
+        ``refuse_at`` while the fleet keeps up. Once the share of SLO refusals has stayed past
+        :data:`PRESSURE_FLOOR` the fleet is past its capacity, and the capacity a refusal
+        frees serves the next request: the threshold falls, over a second such share, to
+        :data:`OVERLOAD_REFUSE_AT` — refuse what is more likely to miss than to meet.
+        Tenants owed credit keep part of the way back (``credit_cut`` × how far down the
+        active tenants' counters they stand), so the doubtful requests refused under overload
+        are those of the tenants furthest over their share.
+        """
         past = min(max((self.pressure - PRESSURE_FLOOR) / PRESSURE_FLOOR, 0.0), 1.0)
-        return self.refuse_at - past * (2.0 * self.refuse_at - 1.0)
+        base = self.refuse_at - past * (self.refuse_at - OVERLOAD_REFUSE_AT)
+        if tenant is None:
+            return base
+        owed = 1.0 - self.vtc.over_credit(tenant)
+        return base + self.credit_cut * owed * (self.refuse_at - base)
 
     def _pressure_weight(self, now: float | None) -> float:
         if now is None:
@@ -209,18 +215,20 @@ class SloGate:
     ) -> bool:
         """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
         moves per decision only); :attr:`last` keeps the rule."""
-        slo_limit = self.slo_limit_s(request_class)
-        ttft_limit = self.limit_s(tenant, request_class)
+        ttft_limit = self.limit_s(request_class)
         tpot_limit = self.tpot_limit_s(request_class)
-        ttft_miss = seen.ttft_miss(slo_limit)
+        ttft_miss = seen.ttft_miss(ttft_limit)
         tpot_miss = seen.tpot_miss(tpot_limit)
         miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
-        refuse_at = self.refuse_threshold()
+        refuse_at = self.refuse_threshold(tenant)
+        owed_at = self.refuse_threshold() + self.credit_cut * (
+            self.refuse_at - self.refuse_threshold()
+        )
         rule = ADMITTED
         if miss >= refuse_at:
             rule = TTFT if ttft_miss >= tpot_miss else TPOT
-        elif seen.miss(ttft_limit, tpot_limit) >= refuse_at:
-            rule = CREDIT  # would meet its SLO, but its tenant is over credit under pressure
+            if miss < owed_at:
+                rule = CREDIT  # a tenant owed credit would have been admitted
         sheddable = self.classes[request_class].sheddable
         yields = sheddable and self.pressure >= PRESSURE_FLOOR
         if rule == ADMITTED and yields and self.vtc.over_credit(tenant) >= 1.0 - self.pressure:
@@ -290,7 +298,7 @@ class SloGate:
         likely to miss there — record its dispatch and charge the prompt; None when refused
         (:attr:`last` says why)."""
         tenant, cls = query.tenant, query.request_class
-        ttft_limit, tpot_limit = self.limit_s(tenant, cls), self.tpot_limit_s(cls)
+        ttft_limit, tpot_limit = self.limit_s(cls), self.tpot_limit_s(cls)
         seen = self.forecast(path, query, decision, now)
         miss = seen.miss(ttft_limit, tpot_limit)
         st = path.replica(decision.replica_id)
