@@ -3,7 +3,8 @@
 For a case: the trace is split by time into a tuning head (``tune_share``) and a reported
 tail. Everything learned or chosen comes from the head: the predictors (trained on its
 telemetry, :mod:`bench.loop.learn`), the first plan (solved on its demand at each load), and the
-admission gate's headroom (picked on the head from a small grid). The tail is then routed at
+route profile's scorer weights (picked on the head from a small grid, :mod:`bench.loop.tuning`;
+the admission gate refuses by its SLO and learns its forecasts online). The tail is routed at
 every load by each peer and by ours — the service's route path with the plan, re-solved every
 ``period_s`` from the requests it has just routed (:mod:`bench.loop.replan`), behind the SLO
 gate — and by the ablations, at the load where the best peer's attainment first falls below

@@ -138,9 +138,8 @@ class PlacementPolicy:
                 self.would_refuse.add(req.id)
                 self.judgements[req.id] = gate.last
                 # admitted after all, where the route path sent it
-                gate.dispatched(
-                    decision, query, now, gate.forecast(self.path, query, decision, now)
-                )
+                seen = gate.forecast(self.path, query, decision, now)
+                gate.dispatched(decision.replica_id, query, now, seen)
             elif admitted is None:
                 self.shed += 1
                 return -1

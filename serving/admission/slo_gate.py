@@ -69,10 +69,10 @@ DEFAULT_SHED_FACTOR = 0.5
 # refuse at the TPOT SLO itself: the TPOT rule already refuses only certain misses
 DEFAULT_TPOT_HEADROOM = 1.0
 PRESSURE_ALPHA = 0.02  # weight of one non-sheddable decision in the pressure average …
-# … at most: in time, pressure follows the share of SLO refusals over about this many seconds,
-# so a burst shorter than that (it passes by itself) barely moves it while an overload that
-# lasts sets it
-PRESSURE_WINDOW_S = 2.0
+# … at most: in time, pressure follows the share of SLO refusals over the tightest TTFT SLO of
+# the non-sheddable classes — a burst shorter than that is what the queue absorbs; an
+# overload that lasts longer sets the pressure
+DEFAULT_PRESSURE_WINDOW_S = 2.0  # when every class is sheddable
 PRESSURE_FLOOR = 0.05  # below this, the odd refusal is noise, not overload
 MIN_RETRY_AFTER_S = 1
 # refuse a request at least this likely to miss its SLO: the share of refusals that would
@@ -125,13 +125,17 @@ class SloGate:
             raise InputError(f"{tpot_headroom}", field="tpot_headroom", expected="> 0")
         if not 0 < shed_factor <= 1:
             raise InputError(f"{shed_factor}", field="shed_factor", expected="in (0, 1]")
-        if not 0 < refuse_at <= 1:
-            raise InputError(f"{refuse_at}", field="refuse_at", expected="in (0, 1]")
+        if not OVERLOAD_REFUSE_AT <= refuse_at <= 1:
+            raise InputError(
+                f"{refuse_at}", field="refuse_at", expected=f"in [{OVERLOAD_REFUSE_AT}, 1]"
+            )
         self.classes = dict(classes)
         self.headroom = headroom
         self.credit_cut = credit_cut
         self.shed_factor = shed_factor
         self.refuse_at = refuse_at
+        tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
+        self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
         self.tpot_headroom = tpot_headroom
         self.vtc = vtc if vtc is not None else VirtualTokenCounter()
         self.calibration = TtftCalibration()
@@ -182,7 +186,7 @@ class SloGate:
         last, self._pressure_at = self._pressure_at, now
         if last is None or now <= last:
             return 0.0 if last is not None else PRESSURE_ALPHA
-        return min(PRESSURE_ALPHA, 1.0 - math.exp(-(now - last) / PRESSURE_WINDOW_S))
+        return min(PRESSURE_ALPHA, 1.0 - math.exp(-(now - last) / self.pressure_window_s))
 
     def tpot_limit_s(self, request_class: str) -> float:
         """The certain TPOT above which a request of this class is refused."""
@@ -257,9 +261,9 @@ class SloGate:
     ) -> Forecast:
         """What ``query`` would see on ``decision``'s replica if admitted now."""
         state = path.replica(decision.replica_id)
-        return self._forecast(state, decision.replica_id, decision.predicted_ttft_s, query, now)
+        return self.forecast_on(state, decision.replica_id, decision.predicted_ttft_s, query, now)
 
-    def _forecast(
+    def forecast_on(
         self,
         state: ReplicaState | None,
         replica_id: str,
@@ -267,6 +271,8 @@ class SloGate:
         query: RouteQuery,
         now: float,
     ) -> Forecast:
+        """What ``query`` would see on the replica ``replica_id`` (live state ``state``, None
+        when unknown) whose route-path TTFT prediction is ``predicted_ttft_s``."""
         rates = self.prompt_rates
         return forecast(
             predicted_ttft_s=predicted_ttft_s,
@@ -287,22 +293,23 @@ class SloGate:
         (its TTFT there taken without any cached prefix: a filter for the second look)."""
         table = prefill_table(state.accelerator, state.model, state.tp)
         predicted = table.ttft(query.input_tokens, queued_prefill_tokens(state))
-        seen = self._forecast(state, state.id, predicted, query, now)
+        seen = self.forecast_on(state, state.id, predicted, query, now)
         return seen.tpot_miss(tpot_limit) < SECOND_LOOK_AT and state.tpot_s <= tpot_limit
 
     def admit_decision(
         self, path: RoutePath, query: RouteQuery, decision: Decision, now: float
     ) -> Decision | None:
-        """Admit ``decision`` — or, when it is more likely to miss than to meet, the route
-        path's fastest replica among those where it is likely to decode in time, if it is less
-        likely to miss there — record its dispatch and charge the prompt; None when refused
-        (:attr:`last` says why)."""
+        """Admit ``decision`` — or, when it is more likely to miss than to meet or its
+        replica's recent requests decoded slower than the TPOT SLO, the route path's fastest
+        replica among those where it is likely to decode in time, if it is less likely to miss
+        there (or, leaving a replica decoding late, likely to meet) — record its dispatch and
+        charge the prompt; None when refused (:attr:`last` says why)."""
         tenant, cls = query.tenant, query.request_class
         ttft_limit, tpot_limit = self.limit_s(cls), self.tpot_limit_s(cls)
         seen = self.forecast(path, query, decision, now)
         miss = seen.miss(ttft_limit, tpot_limit)
-        st = path.replica(decision.replica_id)
-        if miss >= SECOND_LOOK_AT or (st is not None and st.tpot_s > tpot_limit):
+        late = seen.observed_tpot_s > tpot_limit
+        if miss >= SECOND_LOOK_AT or late:
 
             def in_time(state: ReplicaState) -> bool:
                 return self._decodes_in_time(state, query, now, tpot_limit)
@@ -310,22 +317,22 @@ class SloGate:
             other_choice = path.fastest(query, now, accept=in_time)
             if other_choice is not None and other_choice.replica_id != decision.replica_id:
                 other = self.forecast(path, query, other_choice, now)
-                if other.miss(ttft_limit, tpot_limit) < miss:
+                other_miss = other.miss(ttft_limit, tpot_limit)
+                if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
                     decision, seen = other_choice, other
         admitted = self.judge(tenant, cls, seen, now)
         self.last = dataclasses.replace(self.last, replica_id=decision.replica_id)
         if not admitted:
             return None
-        self.dispatched(decision, query, now, seen)
+        self.dispatched(decision.replica_id, query, now, seen)
         return decision
 
-    def dispatched(self, decision: Decision, query: RouteQuery, now: float, seen: Forecast) -> None:
-        """``query`` goes to ``decision``'s replica (admitted here, or sent by a caller that
-        overrides the gate) as forecast ``seen``: its prompt counts in the replica's prompt
-        rate, its forecast awaits its first token (:meth:`first_token`), the tenant is
-        charged."""
-        self.prompt_rates.add(decision.replica_id, query.input_tokens, now)
-        self.calibration.dispatched(id(query), decision.replica_id, seen.prior_ttft_s, now)
+    def dispatched(self, replica_id: str, query: RouteQuery, now: float, seen: Forecast) -> None:
+        """``query`` goes to ``replica_id`` (admitted here, or sent by a caller that overrides
+        the gate) as forecast ``seen``: its prompt counts in the replica's prompt rate, its
+        forecast awaits its first token (:meth:`first_token`), the tenant is charged."""
+        self.prompt_rates.add(replica_id, query.input_tokens, now)
+        self.calibration.dispatched(id(query), replica_id, seen.prior_ttft_s, now)
         self.started(query.tenant, query.input_tokens)
 
     def first_token(self, query: RouteQuery, now: float) -> None:
