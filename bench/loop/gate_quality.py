@@ -10,17 +10,23 @@ or missed it (a refusal that was right).
 Both per prompt-length bucket too, since long prompts are where a TTFT bound errs: the gate
 must judge them by what they really cost (chunked prefill, the prefix already cached, the
 queue ahead), not by their length.
+
+And per **rule** (``by_rule``: forecast TTFT over its limit, certain TPOT over its limit, or a
+tenant over credit yielding under pressure), with the refused requests' forecast against what
+they saw when admitted (``forecast_error``: medians of actual over forecast TTFT and TPOT), so
+a rule that errs says which estimate to fix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from placement.domain.requests import Request, RequestClass
-from sim.metrics import request_table
+from serving.admission.slo_gate import Judgement
+from sim.metrics import RequestTable, request_table
 
 #: Prompt-length buckets, tokens: [lower, upper).
 PROMPT_BUCKETS: tuple[tuple[str, int, float], ...] = (
@@ -39,9 +45,11 @@ def gate_quality(
     requests: Sequence[Request],
     classes: dict[str, RequestClass],
     would_refuse: Collection[int],
+    judgements: Mapping[int, Judgement] | None = None,
 ) -> dict[str, Any]:
     """Precision, recall and refused share of the gate over a shadow run's ``requests``
-    (``would_refuse``: ids of those it would have refused), overall and per prompt bucket."""
+    (``would_refuse``: ids of those it would have refused), overall and per prompt bucket;
+    per rule when the gate's ``judgements`` of the refused requests are given."""
     table = request_table(list(requests), classes)
     ids = np.fromiter((r.id for r in requests), np.int64, len(requests))
     refused = np.isin(ids, np.fromiter(would_refuse, np.int64, len(would_refuse)))
@@ -64,4 +72,32 @@ def gate_quality(
     overall["by_prompt_bucket"] = {
         name: stats((tokens >= lo) & (tokens < hi)) for name, lo, hi in PROMPT_BUCKETS
     }
+    if judgements is not None:
+        rules = np.array([judgements[i].rule if i in judgements else "" for i in ids.tolist()])
+        overall["by_rule"] = {
+            rule: stats(refused & (rules == rule)) for rule in sorted(set(rules[refused]))
+        }
+        overall["forecast_error"] = _forecast_error(requests, table, judgements)
     return overall
+
+
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
+def _forecast_error(
+    requests: Sequence[Request], table: RequestTable, judgements: Mapping[int, Judgement]
+) -> dict[str, float | None]:
+    """Medians over the refused requests of actual ÷ forecast TTFT, and of actual ÷ expected
+    TPOT (requests with a TPOT forecast), as seen when admitted anyway."""
+    ttft: list[float] = []
+    tpot: list[float] = []
+    for k, r in enumerate(requests):
+        j = judgements.get(r.id)
+        if j is None or j.forecast is None or not table.completed[k]:
+            continue
+        if j.forecast.ttft_s > 0:
+            ttft.append(float(table.ttft[k]) / j.forecast.ttft_s)
+        if j.forecast.tpot_s > 0 and not np.isnan(table.tpot[k]):
+            tpot.append(float(table.tpot[k]) / j.forecast.tpot_s)
+    return {"ttft_actual_over_forecast": _median(ttft), "tpot_actual_over_forecast": _median(tpot)}

@@ -1,10 +1,12 @@
 """A peer policy behind the same admission gate as ours, to separate admission from placement.
 
-The gate judges the replica the peer chose with the predicted TTFT the route path would compute
-for it (:mod:`serving.route.ttft`: own prefill plus the router's queued prompt tokens on that
-replica over its prefill rate; the peer's own counters, no prefix discount). What this variant
-gains over the bare peer is admission's share of our lead; what ours still gains over it is
-placement's.
+The gate judges the replica the peer chose exactly as it judges ours
+(:class:`serving.admission.slo_gate.SloGate`): the route path's predicted TTFT for it
+(:mod:`serving.route.ttft`: own prefill plus the router's queued prompt tokens on that replica
+over its prefill rate; the peer's own counters, no prefix discount), calibrated on that
+replica's first tokens, and the TPOT the request would see there. What this variant gains
+over the bare peer is admission's share of our lead; what ours still gains over it is
+placement's. The peer keeps its choice: the gate's second look belongs to our route path.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Sequence
 
 from placement.domain.requests import Request
 from serving.admission.slo_gate import SloGate
-from serving.route.ttft import PrefillTable, prefill_table
+from serving.route.ttft import prefill_table
+from serving.route.types import ReplicaState, RouteQuery
 from sim.router import ReplicaView, RoutingPolicy
 
 
@@ -23,31 +26,61 @@ class Gated:
         self.gate = gate
         self.name = f"{inner.name}+gate"
         self.shed = 0
-        self._tables: dict[str, PrefillTable] = {}
+        self._states: dict[str, ReplicaState] = {}
+        self._queries: dict[int, RouteQuery] = {}
 
-    def _table(self, v: ReplicaView) -> PrefillTable:
-        table = self._tables.get(v.id)
-        if table is None:
-            table = self._tables[v.id] = prefill_table(v.accelerator, v.model, 1)
-        return table
+    def _state(self, v: ReplicaView) -> ReplicaState:
+        """The router-side view of ``v`` as the gate reads it (the peer's own counters)."""
+        state = self._states.get(v.id)
+        if state is None:
+            state = self._states[v.id] = ReplicaState(
+                id=v.id,
+                address=v.id,
+                model=v.model,
+                accelerator=v.accelerator,
+                tp=1,
+                kv_capacity_tokens=v.kv_capacity_tokens,
+            )
+        state.in_flight = v.outstanding
+        state.in_flight_prefill_tokens = v.outstanding_prefill_tokens
+        state.num_requests_running = v.num_running
+        state.num_requests_waiting = v.num_waiting
+        state.kv_cache_usage_perc = v.kv_usage
+        return state
 
     def route(self, req: Request, replicas: Sequence[ReplicaView], now: float) -> int:
         i = self.inner.route(req, replicas, now)
         if i < 0:
             return i
         v = replicas[i]
-        ttft = self._table(v).ttft(req.input_tokens, v.outstanding_prefill_tokens)
-        if not self.gate.admit(req.tenant, req.request_class, ttft):
+        state = self._state(v)
+        query = RouteQuery(
+            tenant=req.tenant,
+            model=v.model,
+            request_class=req.request_class,
+            block_hashes=req.block_hashes,
+            input_tokens=req.input_tokens,
+            max_output_tokens=req.output_tokens,
+        )
+        table = prefill_table(v.accelerator, v.model, 1)
+        predicted = table.ttft(req.input_tokens, v.outstanding_prefill_tokens)
+        seen = self.gate.forecast_on(state, v.id, predicted, query, now)
+        if not self.gate.judge(req.tenant, req.request_class, seen, now):
             self.shed += 1
             # the peer counted the request as sent: settle its books as a refused connection
             self.inner.on_complete(req, v, now)
             return -1
-        self.gate.started(req.tenant, req.input_tokens)
+        self.gate.dispatched(v.id, query, now, seen)
+        self._queries[req.id] = query
         return i
 
     def on_first_token(self, req: Request, replica: ReplicaView, now: float) -> None:
         self.inner.on_first_token(req, replica, now)
+        query = self._queries.get(req.id)
+        if query is not None:
+            self.gate.first_token(query, now)
 
     def on_complete(self, req: Request, replica: ReplicaView, now: float) -> None:
         self.inner.on_complete(req, replica, now)
+        self._queries.pop(req.id, None)
         self.gate.finished(req.tenant, 0 if req.error else req.output_tokens)

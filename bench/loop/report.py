@@ -27,6 +27,16 @@ SUMMARY_COLUMNS = (
     "gate_headroom",
     "gate_precision",
     "gate_recall_overload",
+    "gate_gain_min",
+)
+GATE_COLUMNS = (
+    "load",
+    "goodput_rps",
+    "goodput_without_gate_rps",
+    "gate_gain",
+    "gate_refused_share",
+    "gate_precision",
+    "gate_recall",
 )
 RUN_COLUMNS = ("policy", "load", "goodput_rps", "slo_attainment", "prefix_hit_rate", "shed")
 # targets from the issue: (figure, comparison, threshold)
@@ -38,6 +48,7 @@ TARGETS = (
     ("lost_requests", "<=", 0),
     ("gate_precision", ">=", 0.90),
     ("gate_recall_overload", ">=", 0.80),
+    ("gate_gain_min", ">=", 1.0),
 )
 
 
@@ -95,6 +106,12 @@ def run_loop_bench(cases: Sequence[Case], *, out: Path, store: Path) -> dict[str
                 f"{key}: reported tail",
                 swept + [r for r in result["runs"] if r not in swept],
                 RUN_COLUMNS,
+            )
+            print_table(
+                f"{key}: the admission gate (shadow precision and recall; goodput with and "
+                "without it)",
+                [r for r in result["runs"] if r["policy"] == "placement" and "gate_gain" in r],
+                GATE_COLUMNS,
             )
             progress.advance(task)
     print_table("closed loop against the best peer", summaries, SUMMARY_COLUMNS)

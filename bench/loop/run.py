@@ -3,7 +3,8 @@
 For a case: the trace is split by time into a tuning head (``tune_share``) and a reported
 tail. Everything learned or chosen comes from the head: the predictors (trained on its
 telemetry, :mod:`bench.loop.learn`), the first plan (solved on its demand at each load), and the
-admission gate's headroom (picked on the head from a small grid). The tail is then routed at
+route profile's scorer weights (picked on the head from a small grid, :mod:`bench.loop.tuning`;
+the admission gate refuses by its SLO and learns its forecasts online). The tail is routed at
 every load by each peer and by ours — the service's route path with the plan, re-solved every
 ``period_s`` from the requests it has just routed (:mod:`bench.loop.replan`), behind the SLO
 gate — and by the ablations, at the load where the best peer's attainment first falls below
@@ -86,6 +87,7 @@ ABLATIONS = (
     Variant(name="ours:no_admission", gate=False),
     Variant(name="ours:weighted_lookup", scored=False),
 )
+NO_ADMISSION = next(v for v in ABLATIONS if not v.gate)
 LOCALITY_ONLY = Variant(name="ours:locality_only", credits=False)
 SHADOW_GATE = Variant(name="ours:shadow_gate", shadow=True)
 
@@ -240,7 +242,7 @@ def ours_with_policy(
 def shadow_gate(ctx: CaseContext, load: float) -> dict[str, Any]:
     """The gate's precision and recall at ``load`` (:mod:`bench.loop.gate_quality`)."""
     result, target, _, policy = ours_with_policy(ctx, load, SHADOW_GATE)
-    return gate_quality(result.requests, target.classes, policy.would_refuse)
+    return gate_quality(result.requests, target.classes, policy.would_refuse, policy.judgements)
 
 
 def planning_rule(v: Variant) -> GroupRule:
@@ -323,14 +325,22 @@ def best_peer(peer_rows: dict[str, list[dict[str, Any]]]) -> str:
 MIN_REFUSALS = 20
 
 
-def gate_summary(by_load: dict[str, dict[str, Any]], overload: float | None) -> dict[str, Any]:
+def gate_summary(
+    by_load: dict[str, dict[str, Any]],
+    overload: float | None,
+    our_rows: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
     """The gate's precision at its worst swept load (over loads with enough refusals), its
-    recall at overload, and every load's figures with their prompt buckets."""
+    recall at overload, every load's figures with their prompt buckets, and the goodput with
+    the gate over the goodput without it at each swept load (``gate_gain``; its minimum)."""
     judged = [q["precision"] for q in by_load.values() if q["refused"] >= MIN_REFUSALS]
     at_overload = by_load[f"overload {overload:.3g}"] if overload is not None else None
+    gains = {str(r["load"]): float(r["gate_gain"]) for r in our_rows if "gate_gain" in r}
     return {
         "gate_precision": min(judged) if judged else None,
         "gate_recall_overload": at_overload["recall"] if at_overload is not None else None,
+        "gate_gain_min": min(gains.values()) if gains else None,
+        "gate_gain_by_load": gains,
         "gate_by_load": by_load,
     }
 
@@ -405,10 +415,16 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         )
         say(f"{name}: ours with the gate in shadow @ load {load}")
         quality = shadow_gate(ctx, load)
+        # the service must be at least as good with its gate as without it, at every load
+        say(f"{name}: ours without its gate @ load {load}")
+        bare, bare_wl, _ = ours(ctx, load, NO_ADMISSION)
+        without = float(summarise(bare, bare_wl).goodput_rps)
         row.update(
             gate_precision=quality["precision"],
             gate_recall=quality["recall"],
             gate_refused_share=quality["refused_share"],
+            goodput_without_gate_rps=without,
+            gate_gain=float(row["goodput_rps"]) / max(without, 1e-9),
         )
         gate_by_load[str(load)] = quality
         rows.append(row)
@@ -478,13 +494,13 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
             "figures; sweep lower loads"
         )
         summary.update(jain_overload=None, overload_load=None)
-        summary.update(gate_summary(gate_by_load, None))
+        summary.update(gate_summary(gate_by_load, None, our_rows))
     else:
         overload = case.overload * (our_knee or max(case.loads))
         summary.update(fairness(ctx, rows, tag, say, overload))
         say(f"{name}: ours with the gate in shadow @ overload {overload:.3g}")
         gate_by_load[f"overload {overload:.3g}"] = shadow_gate(ctx, overload)
-        summary.update(gate_summary(gate_by_load, overload))
+        summary.update(gate_summary(gate_by_load, overload, our_rows))
     failure, failure_runs = failures(ctx, best, say)
     summary["lost_requests"] = failure["ours"]["lost_requests"]
     summary["failures"] = failure

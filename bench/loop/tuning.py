@@ -1,5 +1,10 @@
-"""What the loop tunes on the head of a trace: the route profile's scorer weights and the
-admission gate's headroom, picked from a small grid by goodput summed over a few loads.
+"""What the loop tunes on the head of a trace: the route profile's scorer weights, picked from
+a small grid by goodput summed over a few loads.
+
+The admission gate's headroom is not tuned (:data:`HEADROOMS` holds 1.0 alone): the gate
+refuses by the chance that a request misses its SLO (:mod:`serving.admission.slo_gate`),
+learned per replica from its first tokens, so the limit is the SLO itself. A headroom picked
+for goodput on the head would refuse requests that meet (below 1) or admit misses (above).
 
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
@@ -19,7 +24,7 @@ from placement.paths import repo_root
 BASE_PROFILE = repo_root() / "data" / "profiles" / "scored.yaml"
 PREFIX_WEIGHTS = (1.0, 4.0, 12.0)
 TTFT_WEIGHTS = (0.5, 2.0)
-HEADROOMS = (0.75, 1.0, 1.5)
+HEADROOMS = (1.0,)
 TUNE_LOADS = (1.0, 2.0, 3.0)
 
 

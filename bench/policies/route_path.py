@@ -28,7 +28,7 @@ from pathlib import Path
 
 from placement.domain.requests import DEFAULT_CLASSES, Request, RequestClass
 from placement.plan import Plan
-from serving.admission.slo_gate import SloGate
+from serving.admission.slo_gate import Judgement, SloGate
 from serving.route import NoReplica, PlacementRoutePath, ReplicaState, RouteQuery, load_profile
 from sim.peers.context import PolicyContext
 from sim.router import ReplicaView
@@ -75,6 +75,8 @@ class PlacementPolicy:
         self.gate = gate
         self.shadow = shadow
         self.would_refuse: set[int] = set()
+        # in shadow: why the gate would have refused each of those (rule and forecast)
+        self.judgements: dict[int, Judgement] = {}
         self.shed = 0
         self._states: list[ReplicaState] = []
         self._index: dict[str, int] = {}
@@ -134,7 +136,10 @@ class PlacementPolicy:
             admitted = gate.admit_decision(self.path, query, decision, now)
             if admitted is None and self.shadow:
                 self.would_refuse.add(req.id)
-                gate.started(req.tenant, req.input_tokens)  # admitted after all: charged
+                self.judgements[req.id] = gate.last
+                # admitted after all, where the route path sent it
+                seen = gate.forecast(self.path, query, decision, now)
+                gate.dispatched(decision.replica_id, query, now, seen)
             elif admitted is None:
                 self.shed += 1
                 return -1
@@ -148,6 +153,8 @@ class PlacementPolicy:
         query = self._queries.get(req.id)
         if query is not None:
             self.path.on_first_token(replica.id, query, now)
+            if self.gate is not None:
+                self.gate.first_token(query, now)
 
     def on_complete(self, req: Request, replica: ReplicaView, now: float) -> None:
         query = self._queries.pop(req.id, None)

@@ -1,58 +1,108 @@
-"""Admission by predicted TTFT: a queue bounded in time rather than in requests.
+"""Admission by forecast latency: refuse a request only when it would miss its SLO.
 
 Past a replica's capacity at SLO every request it accepts waits longer than the one before,
-and one predicted to miss its TTFT SLO only lengthens the wait of those behind it. The gate
-refuses a request (429 with Retry-After) when the route path's predicted TTFT on the chosen
-replica exceeds its class's TTFT SLO × ``headroom``, so what is admitted keeps meeting its SLO
-and goodput holds at capacity instead of collapsing past the knee.
+and one that will miss its SLO only lengthens the wait of those behind it. The gate forecasts
+what the request would see on the replica the route path chose (:mod:`serving.admission.
+forecast`) and refuses it (429 with Retry-After) when
 
-Fairness: the limit shrinks for tenants over their credit. With ``over_credit`` ∈ [0, 1] the
-tenant's place among the active tenants' Virtual Token Counters (0: most owed), the limit is
-``SLO × headroom × (1 − credit_cut × over_credit)``, so under overload the tenants furthest over
-their share are refused first and those owed keep their credit. Sheddable classes are refused
-at ``shed_factor`` of the limit, and under *pressure* — while non-sheddable requests are being
-refused (``pressure``: a moving average of their refusals, 0…1, counted from 5%) — a
-sheddable request is refused when its tenant's place among the active counters is at or above
-``1 − pressure``: a loose SLO (batch) would otherwise let it keep the capacity the interactive
-tenants are refused for; lowest priority first and furthest over credit first, as the
-admission design says.
+- **TTFT**: the calibrated TTFT — the route path's prediction (own prefill of the uncached
+  prompt, the prefix cached on that replica discounted, plus the prompt tokens queued ahead)
+  times the replica's observed-over-predicted ratio (:mod:`serving.admission.ttft_calibration`)
+  — exceeds the class's TTFT SLO × ``headroom``; or
+- **TPOT**: the TPOT it would see for certain exceeds the class's TPOT SLO × ``tpot_headroom``:
+  the prompt work expected to queue behind it while it waits covers every iteration of its
+  decode, and a decode step with a full prefill chunk on that replica is slower than the SLO
+  (chunked prefill on an A100 or L40S; never on an H100 serving an 8B model). A request
+  merely *expected* to share some iterations with prompt chunks is admitted: whether it misses
+  is a coin toss on what arrives next, and refusing coin tosses refuses requests that meet.
 
-TPOT: the TTFT bound says nothing of decoding, and on a slow replica (an L40S with prompts
-chunked into every iteration) admitted requests meet their TTFT and miss their TPOT. The gate
-also refuses a replica whose router-observed TPOT (:attr:`ReplicaState.tpot_s`, a moving average
-over its completions) is past the class's TPOT SLO × ``tpot_headroom``.
+A prompt is judged by what it costs on that replica, not by its length: a long prompt whose
+prefix is cached there, or that arrives at an idle replica, is admitted.
 
 Before refusing, the gate looks once more (:meth:`SloGate.admit_decision`): the route path's
-choice favours the replica holding the request's prefix, and a long prompt too slow behind that
-replica's queue may still meet its SLO on the replica with the least predicted TTFT among those
-decoding within the TPOT limit.
+choice favours the replica holding the request's prefix, and a request too slow behind that
+replica's queue may still meet its SLO on the replica with the least predicted TTFT.
+
+Fairness: while the gate is refusing non-sheddable requests for their SLO (``pressure``: a
+moving average of those refusals, 0…1, counted from 5%), the TTFT limit shrinks for tenants
+over their credit — with ``over_credit`` ∈ [0, 1] the tenant's place among the active
+tenants' Virtual Token Counters (0: most owed) it is ``SLO × headroom × (1 − credit_cut ×
+over_credit)`` — so the tenants furthest over their share are refused first and those owed
+keep their credit; and a sheddable request is refused when its tenant's place is at or above
+``1 − pressure``: a loose SLO (batch) would otherwise keep the capacity the interactive tenants
+are refused for — lowest priority first and furthest over credit first, as the admission
+design says. Without pressure nobody is refused for credit: there is room for all.
+Sheddable classes are judged at ``shed_factor`` of their TTFT limit.
+
+Each judgement is kept in :attr:`SloGate.last` (the rule that refused, the forecast), and a
+refusal sets :attr:`SloGate.retry_after_s`: the seconds until what is queued ahead of the
+request on that replica has been prefilled, at least one.
 
 A pure object (no clock, no I/O): the service and the simulator run the same gate.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from placement.domain.requests import RequestClass
 from placement.errors import InputError
+from serving.admission.forecast import Forecast, forecast
+from serving.admission.prompt_rate import PromptRates
+from serving.admission.ttft_calibration import TtftCalibration
 from serving.admission.vtc import VirtualTokenCounter
+from serving.route.decode_steps import decode_step_table
+from serving.route.plugins.base import queued_prefill_tokens
+from serving.route.ttft import prefill_table
 
 if TYPE_CHECKING:
-    from serving.route.types import Decision, RoutePath, RouteQuery
+    from serving.route.types import Decision, ReplicaState, RoutePath, RouteQuery
 
 DEFAULT_HEADROOM = 1.0
 DEFAULT_CREDIT_CUT = 0.5
 DEFAULT_SHED_FACTOR = 0.5
-# a replica whose observed TPOT is past 0.8 × the class's TPOT SLO takes no more of its
-# requests (chosen on the heads of the mixed and synthetic traces on the mixed fleet: 1.0 let
-# 3–9% of admitted requests miss TPOT at 1–3× load, 0.8 halves that and serves more)
-DEFAULT_TPOT_HEADROOM = 0.8
-PRESSURE_ALPHA = 0.02  # weight of one non-sheddable decision in the pressure average
+# refuse at the TPOT SLO itself: the TPOT rule already refuses only certain misses
+DEFAULT_TPOT_HEADROOM = 1.0
+PRESSURE_ALPHA = 0.02  # weight of one non-sheddable decision in the pressure average …
+# … at most: in time, pressure follows the share of SLO refusals over the tightest TTFT SLO of
+# the non-sheddable classes — a burst shorter than that is what the queue absorbs; an
+# overload that lasts longer sets the pressure
+DEFAULT_PRESSURE_WINDOW_S = 2.0  # when every class is sheddable
 PRESSURE_FLOOR = 0.05  # below this, the odd refusal is noise, not overload
-DEFAULT_PRESSURE_SHARE = 0.5  # how much of the pressure non-sheddable tenants over credit feel
+MIN_RETRY_AFTER_S = 1
+# refuse a request at least this likely to miss its SLO: the share of refusals that would
+# have met is then at most 1 − 0.9 (the precision the gate is held to)
+DEFAULT_REFUSE_AT = float(__import__("os").environ.get("GATE_AT", "0.9"))
+SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
+# past capacity, refuse what is more likely to miss than to meet: the capacity a refusal
+# frees goes to a request more likely to meet
+OVERLOAD_REFUSE_AT = float(__import__("os").environ.get("GATE_LOW", "0.5"))
+
+# the rule behind a judgement (:attr:`Judgement.rule`)
+ADMITTED = ""
+TTFT = "ttft"  # forecast TTFT over the limit
+TPOT = "tpot"  # certain TPOT over the limit
+CREDIT = "credit"  # fits its SLO, but yields to tenants owed credit under pressure
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Judgement:
+    """One admission decision: the rule that refused (:data:`ADMITTED` when admitted), the
+    limits applied and the forecast on the replica judged (None when the caller gave only a
+    predicted TTFT)."""
+
+    rule: str
+    ttft_limit_s: float
+    tpot_limit_s: float
+    miss_probability: float = 0.0  # of missing its SLO (either), as forecast
+    threshold: float = 1.0  # the miss probability it would have been refused at
+    forecast: Forecast | None = None
+    replica_id: str = ""
 
 
 class SloGate:
@@ -63,8 +113,8 @@ class SloGate:
         headroom: float = DEFAULT_HEADROOM,
         credit_cut: float = DEFAULT_CREDIT_CUT,
         shed_factor: float = DEFAULT_SHED_FACTOR,
-        pressure_share: float = DEFAULT_PRESSURE_SHARE,
         tpot_headroom: float = DEFAULT_TPOT_HEADROOM,
+        refuse_at: float = DEFAULT_REFUSE_AT,
         vtc: VirtualTokenCounter | None = None,
     ) -> None:
         if not headroom > 0:
@@ -75,18 +125,30 @@ class SloGate:
             raise InputError(f"{tpot_headroom}", field="tpot_headroom", expected="> 0")
         if not 0 < shed_factor <= 1:
             raise InputError(f"{shed_factor}", field="shed_factor", expected="in (0, 1]")
+        if not OVERLOAD_REFUSE_AT <= refuse_at <= 1:
+            raise InputError(
+                f"{refuse_at}", field="refuse_at", expected=f"in [{OVERLOAD_REFUSE_AT}, 1]"
+            )
         self.classes = dict(classes)
         self.headroom = headroom
         self.credit_cut = credit_cut
         self.shed_factor = shed_factor
-        self.pressure_share = pressure_share
+        self.refuse_at = refuse_at
+        tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
+        self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S) * float(
+            __import__("os").environ.get("GATE_TAU", "1")
+        )
         self.tpot_headroom = tpot_headroom
         self.vtc = vtc if vtc is not None else VirtualTokenCounter()
+        self.calibration = TtftCalibration()
+        self.prompt_rates = PromptRates()
         self.refused: Counter[tuple[str, str]] = Counter()  # (tenant, class) → refusals
         self.pressure = 0.0
+        self._pressure_at: float | None = None  # time of the last pressure update
+        self.last = Judgement(rule=ADMITTED, ttft_limit_s=math.inf, tpot_limit_s=math.inf)
+        self.retry_after_s = MIN_RETRY_AFTER_S
 
-    def limit_s(self, tenant: str, request_class: str) -> float:
-        """The predicted TTFT above which a request of ``tenant`` and class is refused now."""
+    def _class(self, request_class: str) -> RequestClass:
         cls = self.classes.get(request_class)
         if cls is None:
             raise InputError(
@@ -94,54 +156,192 @@ class SloGate:
                 field="request_class",
                 expected="one of " + ", ".join(sorted(self.classes)),
             )
-        limit = (
-            cls.ttft_slo_s * self.headroom * (1.0 - self.credit_cut * self.vtc.over_credit(tenant))
-        )
+        return cls
+
+    def limit_s(self, request_class: str) -> float:
+        """The TTFT above which a request of this class misses its SLO (× ``headroom``)."""
+        cls = self._class(request_class)
+        limit = cls.ttft_slo_s * self.headroom
         return limit * self.shed_factor if cls.sheddable else limit
 
+    def refuse_threshold(self, tenant: str | None = None) -> float:
+        """The chance of missing at which a request (of ``tenant``) is refused now.
+
+        ``refuse_at`` while the fleet keeps up. Once the share of SLO refusals has stayed past
+        :data:`PRESSURE_FLOOR` the fleet is past its capacity, and the capacity a refusal
+        frees serves the next request: the threshold falls, over a second such share, to
+        :data:`OVERLOAD_REFUSE_AT` — refuse what is more likely to miss than to meet.
+        Tenants owed credit keep part of the way back (``credit_cut`` × how far down the
+        active tenants' counters they stand), so the doubtful requests refused under overload
+        are those of the tenants furthest over their share.
+        """
+        past = min(max((self.pressure - PRESSURE_FLOOR) / PRESSURE_FLOOR, 0.0), 1.0)
+        base = self.refuse_at - past * (self.refuse_at - OVERLOAD_REFUSE_AT)
+        if tenant is None:
+            return base
+        owed = 1.0 - self.vtc.over_credit(tenant)
+        return base + self.credit_cut * owed * (self.refuse_at - base)
+
+    def _pressure_weight(self, now: float | None) -> float:
+        if now is None:
+            return PRESSURE_ALPHA
+        last, self._pressure_at = self._pressure_at, now
+        if last is None or now <= last:
+            return 0.0 if last is not None else PRESSURE_ALPHA
+        return min(PRESSURE_ALPHA, 1.0 - math.exp(-(now - last) / self.pressure_window_s))
+
     def tpot_limit_s(self, request_class: str) -> float:
-        """The observed TPOT above which a replica takes no more requests of this class."""
-        return self.classes[request_class].tpot_slo_s * self.tpot_headroom
+        """The certain TPOT above which a request of this class is refused."""
+        return self._class(request_class).tpot_slo_s * self.tpot_headroom
 
     def admit(
         self,
         tenant: str,
         request_class: str,
         predicted_ttft_s: float,
-        observed_tpot_s: float = 0.0,
+        predicted_tpot_s: float = 0.0,
     ) -> bool:
-        """Admit (and charge the tenant's prompt later with :meth:`started`) or refuse."""
-        fits = predicted_ttft_s <= self.limit_s(tenant, request_class)
-        fits = fits and observed_tpot_s <= self.tpot_limit_s(request_class)
-        ok = fits
+        """Admit (and charge the tenant's prompt later with :meth:`started`) or refuse a
+        request whose TTFT (and TPOT) are known exactly: refused when either is over its
+        limit. :meth:`admit_decision` judges the route path's decisions by their forecasts."""
+        return self.judge(
+            tenant,
+            request_class,
+            Forecast(
+                ttft_s=predicted_ttft_s,
+                ttft_spread=0.0,
+                step_s=predicted_tpot_s,
+                full_step_s=predicted_tpot_s,
+                gaps=1,
+            ),
+        )
+
+    def judge(
+        self, tenant: str, request_class: str, seen: Forecast, now: float | None = None
+    ) -> bool:
+        """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
+        moves per decision only); :attr:`last` keeps the rule."""
+        ttft_limit = self.limit_s(request_class)
+        tpot_limit = self.tpot_limit_s(request_class)
+        ttft_miss = seen.ttft_miss(ttft_limit)
+        tpot_miss = seen.tpot_miss(tpot_limit)
+        miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
+        refuse_at = self.refuse_threshold(tenant)
+        owed_at = self.refuse_threshold() + self.credit_cut * (
+            self.refuse_at - self.refuse_threshold()
+        )
+        rule = ADMITTED
+        if miss >= refuse_at:
+            rule = TTFT if ttft_miss >= tpot_miss else TPOT
+            if miss < owed_at:
+                rule = CREDIT  # a tenant owed credit would have been admitted
         sheddable = self.classes[request_class].sheddable
-        if ok and self.pressure >= PRESSURE_FLOOR:
-            share = self.pressure if sheddable else self.pressure * self.pressure_share
-            ok = self.vtc.over_credit(tenant) < 1.0 - share
+        yields = sheddable and self.pressure >= PRESSURE_FLOOR
+        if rule == ADMITTED and yields and self.vtc.over_credit(tenant) >= 1.0 - self.pressure:
+            rule = CREDIT  # sheddable work yields the capacity interactive requests miss
         if not sheddable:
-            # only SLO refusals measure overload (refusals for credit would feed themselves)
-            self.pressure += PRESSURE_ALPHA * ((0.0 if fits else 1.0) - self.pressure)
-        if not ok:
+            # only SLO refusals measure overload (refusals for credit would feed themselves);
+            # past capacity their share is set by how far past (1 − 1/ρ at ρ× capacity), not
+            # by the threshold: a lower threshold empties the queues and refuses fewer later
+            slo_refusal = 1.0 if rule in (TTFT, TPOT) else 0.0
+            self.pressure += self._pressure_weight(now) * (slo_refusal - self.pressure)
+        self.last = Judgement(
+            rule=rule,
+            ttft_limit_s=ttft_limit,
+            tpot_limit_s=tpot_limit,
+            miss_probability=miss,
+            threshold=refuse_at,
+            forecast=seen,
+        )
+        if rule != ADMITTED:
             self.refused[(tenant, request_class)] += 1
-        return ok
+            self.retry_after_s = max(MIN_RETRY_AFTER_S, math.ceil(seen.ttft_s))
+        return rule == ADMITTED
+
+    def forecast(
+        self, path: RoutePath, query: RouteQuery, decision: Decision, now: float
+    ) -> Forecast:
+        """What ``query`` would see on ``decision``'s replica if admitted now."""
+        state = path.replica(decision.replica_id)
+        return self.forecast_on(state, decision.replica_id, decision.predicted_ttft_s, query, now)
+
+    def forecast_on(
+        self,
+        state: ReplicaState | None,
+        replica_id: str,
+        predicted_ttft_s: float,
+        query: RouteQuery,
+        now: float,
+    ) -> Forecast:
+        """What ``query`` would see on the replica ``replica_id`` (live state ``state``, None
+        when unknown) whose route-path TTFT prediction is ``predicted_ttft_s``."""
+        rates = self.prompt_rates
+        return forecast(
+            predicted_ttft_s=predicted_ttft_s,
+            state=state,
+            table=None
+            if state is None
+            else decode_step_table(state.accelerator, state.model, state.tp),
+            ratio=self.calibration.ratio(replica_id),
+            spread=self.calibration.spread(replica_id),
+            prompt_rate=rates.rate(replica_id, now),
+            request_rate=rates.request_rate(replica_id, now),
+            input_tokens=query.input_tokens,
+            output_tokens=query.max_output_tokens,
+        )
+
+    def _decodes_in_time(
+        self, state: ReplicaState, query: RouteQuery, now: float, tpot_limit: float
+    ) -> bool:
+        """Whether ``query`` is more likely than not to meet its TPOT on ``state``'s replica
+        (its TTFT there taken without any cached prefix: a filter for the second look)."""
+        table = prefill_table(state.accelerator, state.model, state.tp)
+        predicted = table.ttft(query.input_tokens, queued_prefill_tokens(state))
+        seen = self.forecast_on(state, state.id, predicted, query, now)
+        return seen.tpot_miss(tpot_limit) < SECOND_LOOK_AT and state.tpot_s <= tpot_limit
 
     def admit_decision(
         self, path: RoutePath, query: RouteQuery, decision: Decision, now: float
     ) -> Decision | None:
-        """Admit ``decision`` — or, when it would miss (predicted TTFT over the limit, or the
-        replica's observed TPOT over its limit), the route path's fastest replica if that one
-        would not — and charge the prompt; None when refused."""
+        """Admit ``decision`` — or, when it is more likely to miss than to meet or its
+        replica's recent requests decoded slower than the TPOT SLO, the route path's fastest
+        replica among those where it is likely to decode in time, if it is less likely to miss
+        there (or, leaving a replica decoding late, likely to meet) — record its dispatch and
+        charge the prompt; None when refused (:attr:`last` says why)."""
         tenant, cls = query.tenant, query.request_class
-        ttft_limit, tpot_limit = self.limit_s(tenant, cls), self.tpot_limit_s(cls)
-        tpot = _observed_tpot(path, decision)
-        if decision.predicted_ttft_s > ttft_limit or tpot > tpot_limit:
-            faster = path.fastest(query, now, max_tpot_s=tpot_limit)
-            if faster is not None and faster.predicted_ttft_s <= ttft_limit:
-                decision, tpot = faster, _observed_tpot(path, faster)
-        if not self.admit(tenant, cls, decision.predicted_ttft_s, tpot):
+        ttft_limit, tpot_limit = self.limit_s(cls), self.tpot_limit_s(cls)
+        seen = self.forecast(path, query, decision, now)
+        miss = seen.miss(ttft_limit, tpot_limit)
+        late = seen.observed_tpot_s > tpot_limit
+        if miss >= SECOND_LOOK_AT or late:
+
+            def in_time(state: ReplicaState) -> bool:
+                return self._decodes_in_time(state, query, now, tpot_limit)
+
+            other_choice = path.fastest(query, now, accept=in_time)
+            if other_choice is not None and other_choice.replica_id != decision.replica_id:
+                other = self.forecast(path, query, other_choice, now)
+                other_miss = other.miss(ttft_limit, tpot_limit)
+                if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
+                    decision, seen = other_choice, other
+        admitted = self.judge(tenant, cls, seen, now)
+        self.last = dataclasses.replace(self.last, replica_id=decision.replica_id)
+        if not admitted:
             return None
-        self.started(tenant, query.input_tokens)
+        self.dispatched(decision.replica_id, query, now, seen)
         return decision
+
+    def dispatched(self, replica_id: str, query: RouteQuery, now: float, seen: Forecast) -> None:
+        """``query`` goes to ``replica_id`` (admitted here, or sent by a caller that overrides
+        the gate) as forecast ``seen``: its prompt counts in the replica's prompt rate, its
+        forecast awaits its first token (:meth:`first_token`), the tenant is charged."""
+        self.prompt_rates.add(replica_id, query.input_tokens, now)
+        self.calibration.dispatched(id(query), replica_id, seen.prior_ttft_s, now)
+        self.started(query.tenant, query.input_tokens)
+
+    def first_token(self, query: RouteQuery, now: float) -> None:
+        """The first token of a dispatched query arrived: calibrate its replica's TTFT."""
+        self.calibration.first_token(id(query), now)
 
     def started(self, tenant: str, input_tokens: int) -> None:
         self.vtc.start(tenant, input_tokens)
@@ -152,8 +352,3 @@ class SloGate:
     def set_credits(self, shares: Mapping[str, float]) -> None:
         """Tenants' credit shares (a plan's guaranteed shares) weigh their counters."""
         self.vtc.set_credit_weights(shares)
-
-
-def _observed_tpot(path: RoutePath, decision: Decision) -> float:
-    state = path.replica(decision.replica_id)
-    return 0.0 if state is None else state.tpot_s

@@ -205,20 +205,27 @@ class PlacementRoutePath:
         )
 
     def fastest(
-        self, query: RouteQuery, now: float, *, max_tpot_s: float = _INF
+        self,
+        query: RouteQuery,
+        now: float,
+        *,
+        max_tpot_s: float = _INF,
+        accept: Callable[[ReplicaState], bool] | None = None,
     ) -> Decision | None:
         """The admitted candidate with the least predicted TTFT among those whose observed TPOT
-        is at most ``max_tpot_s``, counting the prefix blocks the router has seen each replica
-        take (``fallback:fastest``); None when no candidate qualifies. The admission gate asks
-        for it when the profile's choice would be refused: a request too slow on the replica
-        that holds its prefix may still meet its SLO on another."""
+        is at most ``max_tpot_s`` (and that ``accept`` accepts, when given), counting the
+        prefix blocks the router has seen each replica take (``fallback:fastest``); None when
+        no candidate qualifies. The admission gate asks for it when the profile's choice would
+        miss: a request too slow on the replica that holds its prefix may still meet its SLO
+        on another."""
         routing = self._routing
         if query.model not in routing.fleet.pools:
             raise UnservedModel(f"no registered replica serves model {query.model!r}")
         states = routing.fleet.states
 
         def decoding_in_time(i: int) -> bool:
-            return states[i].tpot_s <= max_tpot_s
+            state = states[i]
+            return state.tpot_s <= max_tpot_s and (accept is None or accept(state))
 
         try:
             return self._fallback(

@@ -6,6 +6,7 @@ simulator's ``placement`` policy, so each decides with the very same code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -83,11 +84,16 @@ class RoutePath(Protocol):
         """Decide one request; raises :class:`NoReplica` when nothing can serve it."""
 
     def fastest(
-        self, query: RouteQuery, now: float, *, max_tpot_s: float = float("inf")
+        self,
+        query: RouteQuery,
+        now: float,
+        *,
+        max_tpot_s: float = float("inf"),
+        accept: Callable[[ReplicaState], bool] | None = None,
     ) -> Decision | None:
         """The eligible replica with the least predicted TTFT for ``query`` among those whose
-        observed TPOT is at most ``max_tpot_s`` (the admission gate's second look before
-        refusing); None when none qualifies."""
+        observed TPOT is at most ``max_tpot_s`` and that ``accept`` accepts (the admission
+        gate's second look); None when none qualifies."""
 
     def on_dispatch(self, decision: Decision, query: RouteQuery, now: float) -> None:
         """The request was sent to ``decision.replica_id``: count it in flight."""

@@ -6,6 +6,8 @@ import pytest
 
 from bench.loop.gate_quality import gate_quality
 from placement.domain.requests import DEFAULT_CLASSES, Request
+from serving.admission.forecast import Forecast
+from serving.admission.slo_gate import CREDIT, TTFT, Judgement
 
 
 def _served(i: int, prompt: int, ttft: float) -> Request:
@@ -37,3 +39,25 @@ def test_precision_and_recall_count_refusals_against_misses() -> None:
 def test_no_refusals_have_no_precision() -> None:
     q = gate_quality([_served(0, 100, 0.01)], dict(DEFAULT_CLASSES), set())
     assert q["precision"] is None and q["refused_share"] == 0.0
+
+
+def test_per_rule_precision_and_forecast_error_when_judgements_are_given() -> None:
+    slo = DEFAULT_CLASSES["interactive"].ttft_slo_s
+    requests = [
+        _served(0, 1000, slo * 3),  # refused for TTFT, missed: right
+        _served(1, 1000, slo / 2),  # refused for credit, met: wrong
+    ]
+    judged = {
+        0: Judgement(
+            rule=TTFT,
+            ttft_limit_s=slo,
+            tpot_limit_s=0.1,
+            forecast=Forecast(ttft_s=slo * 2, ttft_spread=0.05, tpot_s=0.005),
+        ),
+        1: Judgement(rule=CREDIT, ttft_limit_s=slo, tpot_limit_s=0.1),
+    }
+    q = gate_quality(requests, dict(DEFAULT_CLASSES), {0, 1}, judged)
+    assert q["by_rule"][TTFT]["precision"] == 1.0
+    assert q["by_rule"][CREDIT]["precision"] == 0.0
+    assert q["forecast_error"]["ttft_actual_over_forecast"] == pytest.approx(1.5)
+    assert q["forecast_error"]["tpot_actual_over_forecast"] == pytest.approx(2.0)

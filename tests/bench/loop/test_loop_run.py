@@ -65,6 +65,10 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
     assert summary["gate_precision"] is None or 0 <= summary["gate_precision"] <= 1
     assert summary["ablations"]["plan_gain"] == summary["ablations"]["ours:fallbacks_only"] > 0
     assert all("gate_precision" in r for r in ours)
+    # with and without the gate at every swept load, and which rule refused
+    assert all(r["gate_gain"] > 0 and r["goodput_without_gate_rps"] >= 0 for r in ours)
+    assert summary["gate_gain_min"] == min(summary["gate_gain_by_load"].values())
+    assert all("by_rule" in q for q in summary["gate_by_load"].values())
 
 
 def test_cli_names_a_bad_workload() -> None:

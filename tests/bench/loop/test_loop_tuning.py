@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.loop.tuning import Setting, grid, write_profile
+from bench.loop.tuning import HEADROOMS, PREFIX_WEIGHTS, TTFT_WEIGHTS, Setting, grid, write_profile
 from serving.route import load_profile
 
 
@@ -17,4 +17,6 @@ def test_written_profile_loads_with_the_setting_weights(tmp_path: Path) -> None:
 
 def test_grid_covers_every_combination() -> None:
     settings = grid()
-    assert len(settings) == len(set(settings)) == 18
+    size = len(PREFIX_WEIGHTS) * len(TTFT_WEIGHTS) * len(HEADROOMS)
+    assert len(settings) == len(set(settings)) == size
+    assert HEADROOMS == (1.0,)  # the gate refuses by its SLO, not a tuned headroom

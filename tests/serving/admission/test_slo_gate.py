@@ -4,26 +4,156 @@ import pytest
 
 from placement.domain.requests import DEFAULT_CLASSES
 from placement.errors import InputError
-from serving.admission.slo_gate import SloGate
+from serving.admission.forecast import Forecast
+from serving.admission.slo_gate import (
+    ADMITTED,
+    CREDIT,
+    OVERLOAD_REFUSE_AT,
+    TPOT,
+    TTFT,
+    SloGate,
+)
+from serving.route.decode_steps import decode_step_table
+from serving.route.ttft import prefill_table
+
+H100 = decode_step_table("H100-SXM", "llama-3-8b", 1)
+L40S = decode_step_table("L40S", "llama-3-8b", 1)
 
 
-def test_refuses_past_the_class_ttft_slo() -> None:
+def _decoding(
+    table_step: float, table_full: float, *, gaps: int, queued: float, rate: float = 4_000.0
+) -> Forecast:
+    """A request with a quick first token on a replica whose decode-only and full-chunk
+    steps are given, ``queued`` prompt tokens ahead and ``rate`` prompt tokens/s arriving in
+    requests of 1,000 tokens."""
+    return Forecast(
+        ttft_s=0.2,
+        ttft_spread=0.05,
+        step_s=table_step,
+        full_step_s=table_full,
+        gaps=gaps,
+        budget_tokens=2000.0,
+        prompt_rate=rate,
+        request_rate=rate / 1000.0,
+        queued_tokens=queued,
+    )
+
+
+L40S_STEP = L40S.decode_step(33.0, 50_000.0)
+L40S_FULL = L40S_STEP + L40S.prefill_s_per_token * 0.72 * L40S.prompt_budget(33.0)
+H100_STEP = H100.decode_step(33.0, 50_000.0)
+H100_FULL = H100_STEP + H100.prefill_s_per_token * 0.62 * H100.prompt_budget(33.0)
+
+
+@pytest.mark.parametrize(
+    ("case", "seen", "rule"),
+    [
+        ("first token well inside the SLO", Forecast(ttft_s=1.5, ttft_spread=0.05), ADMITTED),
+        ("first token well past the SLO", Forecast(ttft_s=2.5, ttft_spread=0.05), TTFT),
+        # at the SLO itself a forecast is a coin toss: not a refusal that would be right
+        ("first token at the SLO", Forecast(ttft_s=2.0, ttft_spread=0.05), ADMITTED),
+        ("an uncertain forecast past the SLO", Forecast(ttft_s=2.1, ttft_spread=0.5), ADMITTED),
+        (
+            "short decode behind a prompt backlog on a slow replica",
+            _decoding(L40S_STEP, L40S_FULL, gaps=4, queued=40_000.0),
+            TPOT,
+        ),
+        (
+            "short decode on a quiet slow replica",
+            _decoding(L40S_STEP, L40S_FULL, gaps=4, queued=0.0, rate=500.0),
+            ADMITTED,
+        ),
+        (
+            "long decode behind a modest backlog on a slow replica (it averages out)",
+            _decoding(L40S_STEP, L40S_FULL, gaps=400, queued=8_000.0, rate=1_000.0),
+            ADMITTED,
+        ),
+        (
+            "short decode behind a prompt backlog on an H100 (full chunks are fast enough)",
+            _decoding(H100_STEP, H100_FULL, gaps=4, queued=200_000.0),
+            ADMITTED,
+        ),
+    ],
+)
+def test_refuses_what_would_miss_and_admits_what_would_meet(
+    case: str, seen: Forecast, rule: str
+) -> None:
+    gate = SloGate(DEFAULT_CLASSES)
+    assert gate.judge("a", "interactive", seen) == (rule == ADMITTED), case
+    assert gate.last.rule == rule, case
+
+
+def test_a_long_prompt_is_judged_by_its_uncached_tokens_not_its_length() -> None:
+    table = prefill_table("L40S", "llama-3-8b", 1)
+    gate = SloGate(DEFAULT_CLASSES)
+    queued = 4_000.0
+    cached = Forecast(ttft_s=table.ttft(32_768 - 30_720, queued) * 0.72, ttft_spread=0.05)
+    uncached = Forecast(ttft_s=table.ttft(32_768, queued) * 0.72, ttft_spread=0.05)
+    assert gate.judge("a", "interactive", cached)  # its prefix is on that replica
+    assert not gate.judge("a", "interactive", uncached)  # the whole prompt to prefill
+    assert gate.last.rule == TTFT
+
+
+def test_exact_latencies_refuse_past_the_class_slo() -> None:
     gate = SloGate(DEFAULT_CLASSES)
     assert gate.admit("a", "interactive", 1.9)
     assert not gate.admit("a", "interactive", 2.1)
     assert gate.refused[("a", "interactive")] == 1
+    assert not gate.admit("a", "interactive", 0.5, 0.2)  # TPOT 200 ms against 100 ms
     # batch: 30 s SLO but sheddable, so refused at half of it
     assert gate.admit("a", "batch", 14.0) and not gate.admit("a", "batch", 16.0)
 
 
-def test_tenants_over_their_credit_are_refused_first() -> None:
+def test_retry_after_is_the_forecast_wait_rounded_up() -> None:
+    gate = SloGate(DEFAULT_CLASSES)
+    assert not gate.judge("a", "interactive", Forecast(ttft_s=4.2, ttft_spread=0.05))
+    assert gate.retry_after_s == 5
+    assert not gate.admit("a", "interactive", 0.3, 0.5)  # a TPOT refusal: at least 1 s
+    assert gate.retry_after_s == 1
+
+
+def _overload(gate: SloGate) -> None:
+    for _ in range(300):
+        gate.admit("x", "interactive", 5.0)  # the fleet refuses interactive work
+
+
+def test_past_capacity_the_gate_refuses_what_is_more_likely_to_miss_than_meet() -> None:
+    gate = SloGate(DEFAULT_CLASSES, credit_cut=0.0)
+    doubtful = Forecast(ttft_s=2.05, ttft_spread=0.05)  # ~70% likely to miss
+    assert gate.refuse_threshold() == pytest.approx(gate.refuse_at)
+    assert gate.judge("a", "interactive", doubtful)
+    _overload(gate)
+    assert gate.pressure > 0.9
+    assert gate.refuse_threshold() == pytest.approx(OVERLOAD_REFUSE_AT)
+    assert not gate.judge("a", "interactive", doubtful)
+    assert gate.judge("a", "interactive", Forecast(ttft_s=1.9, ttft_spread=0.05))
+
+
+def test_pressure_follows_refusals_over_the_ttft_slo_not_a_burst() -> None:
+    gate = SloGate(DEFAULT_CLASSES)
+    late = Forecast(ttft_s=5.0, ttft_spread=0.05)
+    for k in range(50):  # 50 refusals within 50 ms: a burst the queue absorbs
+        gate.judge("a", "interactive", late, now=10.0 + k * 0.001)
+    assert gate.pressure < 0.05
+    for k in range(400):  # refusals for 4 s, twice the TTFT SLO: an overload
+        gate.judge("a", "interactive", late, now=11.0 + k * 0.01)
+    assert gate.pressure > 0.5
+
+
+def test_under_overload_doubtful_requests_of_tenants_over_credit_yield_first() -> None:
     gate = SloGate(DEFAULT_CLASSES, credit_cut=0.5)
     gate.set_credits({"owed": 0.5, "greedy": 0.5})
     gate.started("owed", 100)
     gate.started("greedy", 100_000)  # far over its share now
-    assert gate.limit_s("greedy", "interactive") < gate.limit_s("owed", "interactive")
-    assert gate.admit("owed", "interactive", 1.5)
-    assert not gate.admit("greedy", "interactive", 1.5)
+    assert gate.refuse_threshold("greedy") == gate.refuse_threshold("owed")  # no pressure
+    _overload(gate)
+    assert gate.refuse_threshold("greedy") < gate.refuse_threshold("owed")
+    doubtful = Forecast(ttft_s=2.03, ttft_spread=0.05)  # ~62% likely to miss
+    assert gate.judge("owed", "interactive", doubtful)
+    assert not gate.judge("greedy", "interactive", doubtful)
+    assert gate.last.rule == CREDIT
+    # what is sure to meet is admitted for every tenant
+    assert gate.judge("greedy", "interactive", Forecast(ttft_s=1.0, ttft_spread=0.05))
 
 
 @pytest.mark.parametrize(
@@ -33,6 +163,7 @@ def test_tenants_over_their_credit_are_refused_first() -> None:
         ({"credit_cut": 1.0}, "credit_cut"),
         ({"shed_factor": 0}, "shed_factor"),
         ({"tpot_headroom": 0}, "tpot_headroom"),
+        ({"refuse_at": 0.2}, "refuse_at"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, float], field: str) -> None:
@@ -57,18 +188,7 @@ def test_sheddable_work_yields_while_interactive_requests_are_refused() -> None:
         gate.admit("chat", "interactive", 5.0)  # the fleet refuses interactive work
     assert gate.pressure > 0.9
     assert not gate.admit("bulk", "batch", 1.0)
+    assert gate.last.rule == CREDIT
     for _ in range(400):
         gate.admit("chat", "interactive", 0.5)  # pressure gone
     assert gate.pressure < 0.01 and gate.admit("bulk", "batch", 1.0)
-
-
-def test_under_pressure_interactive_tenants_over_credit_yield_to_those_owed() -> None:
-    gate = SloGate(DEFAULT_CLASSES, credit_cut=0.0)
-    gate.set_credits({"heavy": 0.5, "owed": 0.5})
-    gate.started("owed", 100)
-    gate.started("heavy", 100_000)
-    for _ in range(200):
-        gate.admit("x", "interactive", 5.0)  # SLO refusals build the pressure
-    assert gate.pressure > 0.9
-    assert gate.admit("owed", "interactive", 0.5)
-    assert not gate.admit("heavy", "interactive", 0.5)  # fits its SLO, but is over credit

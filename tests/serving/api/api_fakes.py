@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from placement.plan import Plan
 from serving.admission.slo_gate import SloGate
@@ -55,7 +56,12 @@ class FakeRoutePath:
         )
 
     def fastest(
-        self, query: RouteQuery, now: float, *, max_tpot_s: float = float("inf")
+        self,
+        query: RouteQuery,
+        now: float,
+        *,
+        max_tpot_s: float = float("inf"),
+        accept: Callable[[ReplicaState], bool] | None = None,
     ) -> Decision | None:
         return self.decide(query, now)
 

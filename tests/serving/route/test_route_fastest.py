@@ -34,7 +34,7 @@ def test_gate_admits_on_the_fastest_replica_before_refusing() -> None:
     fleet[0].in_flight_prefill_tokens = 400_000
     gate = SloGate(DEFAULT_CLASSES)
     planned = path.decide(query(c), NOW)
-    assert planned.predicted_ttft_s > gate.limit_s("acme", "interactive")
+    assert planned.predicted_ttft_s > gate.limit_s("interactive")
     admitted = gate.admit_decision(path, query(c), planned, NOW)
     assert admitted is not None and admitted.replica_id == "r1"
     assert gate.vtc.is_active("acme")  # the prompt was charged
@@ -64,17 +64,21 @@ def test_observed_tpot_follows_completions_and_resets_when_idle() -> None:
     assert fleet[0].tpot_s == 0.0  # nothing in flight: nothing slows decoding
 
 
-def test_gate_routes_around_a_replica_decoding_too_slowly_and_refuses_when_all_are() -> None:
+def test_gate_routes_around_a_replica_decoding_too_slowly() -> None:
     fleet = states(2)
     path = make_path(fleet)
     c = chain(3)
     path.install_plan(plan(fleet, groups=[group(c, route(["r0"]))]))
     gate = SloGate(DEFAULT_CLASSES)
     limit = gate.tpot_limit_s("interactive")
-    assert limit == pytest.approx(0.1 * 0.8)
+    assert limit == pytest.approx(0.1)
     fleet[0].tpot_s = 2 * limit  # the planned replica's TTFT is fine, its decoding is not
     admitted = gate.admit_decision(path, query(c), path.decide(query(c), NOW), NOW)
     assert admitted is not None and admitted.replica_id == "r1"
+    # every replica decoding slowly is no reason to refuse one that would meet (an H100's
+    # full-chunk step is within the SLO): it goes where the route path sent it
     fleet[1].tpot_s = 2 * limit
-    assert gate.admit_decision(path, query(c), path.decide(query(c), NOW), NOW) is None
+    admitted = gate.admit_decision(path, query(c), path.decide(query(c), NOW), NOW)
+    assert admitted is not None and admitted.replica_id == "r0"
     assert path.fastest(query(c), NOW, max_tpot_s=limit) is None
+    assert path.fastest(query(c), NOW, accept=lambda s: s.id == "r1") is not None

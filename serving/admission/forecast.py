@@ -1,0 +1,166 @@
+"""What a request would see on a replica if it were admitted there now, and how likely it is
+to miss its SLO.
+
+**TTFT**: the route path's prediction (own prefill of the uncached prompt, the cached prefix
+on that replica already discounted, plus the prompt tokens queued ahead over the kind's
+prefill rate) stretched by **chunked-prefill interleaving** — each iteration carries the
+``n`` decoding sequences' tokens, so prompt work advances ``C − n`` tokens per iteration of a
+decode step plus a chunk instead of ``C`` per bare chunk (:mod:`serving.route.decode_steps`) — and
+times the replica's calibration ratio (:mod:`serving.admission.ttft_calibration`: its observed
+prefill speed and the cached share of its queue, learned from its first tokens). Its log
+error has the replica's learned spread ``σ``, so the chance of missing a limit ``L`` is
+``Φ(ln(ttft / L) / σ)``.
+
+**TPOT**: prefill is first come, first served, so prompt work that reaches the replica after
+the request — while it waits, and while it decodes — is prefilled in the very iterations it
+decodes in, up to the budget ``C − n`` tokens per iteration. Its TPOT is the decode step
+(``n`` sequences over their context) plus, per iteration, the prompt tokens sharing it at the
+calibrated marginal cost ``c`` of a prompt token. It lies between two bounds: the decode-only
+step and the *full-chunk* step (``C − n`` prompt tokens in every iteration). On a fast
+accelerator the full-chunk step is under an interactive TPOT SLO (an H100 runs Llama-3-8B's
+2,048-token chunk in ~45 ms) and the request cannot miss it; on a slower one (A100, L40S:
+~120–130 ms) it misses when prompt chunks fill more than a share ``f* = (L − step) / (full −
+step)`` of its ``o − 1`` decode iterations, i.e. when at least ``f* · (o − 1) · (C − n)``
+prompt tokens are prefilled while it decodes. Those are the tokens queued behind it when its
+first token comes — the arrivals during its wait, ``λ·T`` at the replica's recent prompt rate
+``λ`` (:mod:`serving.admission.prompt_rate`), or, when more, the prompt tokens queued ahead of
+it now (a replica that stays as loaded as it is has as much queued behind it by then) — plus
+the arrivals during half its decode (an arrival half-way through shares the second half).
+That work comes in requests of mean size ``s``: a compound Poisson sum, whose variance for
+exponentially distributed sizes is ``2·mean·s``; the chance of a miss is its normal tail. A
+short decode spans few arrivals, so its TPOT is close to a coin toss; a long one averages.
+
+A request with one output token has no TPOT.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from serving.route.decode_steps import DecodeStepTable
+from serving.route.plugins.base import queued_prefill_tokens
+from serving.route.types import ReplicaState
+
+_NORMAL = NormalDist()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forecast:
+    """``ttft_s`` calibrated TTFT and ``ttft_spread`` its log error's σ; ``tpot_s`` expected
+    TPOT; ``step_s`` / ``full_step_s`` the decode-only and full-chunk steps (calibrated);
+    ``gaps`` its decode iterations (output tokens − 1); ``budget_tokens`` prompt tokens per
+    iteration beside the decoders; ``prompt_rate`` / ``request_rate`` the replica's recent
+    arrivals (tokens/s, requests/s)."""
+
+    ttft_s: float
+    ttft_spread: float
+    prior_ttft_s: float = 0.0  # the stretched prediction before calibration (what it learns on)
+    tpot_s: float = 0.0
+    step_s: float = 0.0
+    full_step_s: float = 0.0
+    gaps: int = 0
+    budget_tokens: float = 0.0
+    prompt_rate: float = 0.0
+    request_rate: float = 0.0
+    observed_tpot_s: float = 0.0  # the replica's recent TPOT (router's moving average)
+    queued_tokens: float = 0.0  # prompt tokens queued ahead of it (the router's count)
+
+    def ttft_miss(self, limit_s: float) -> float:
+        """Chance that the TTFT exceeds ``limit_s``."""
+        if self.ttft_s <= 0.0:
+            return 0.0
+        if limit_s <= 0.0:
+            return 1.0
+        if self.ttft_spread <= 0.0:
+            return 1.0 if self.ttft_s > limit_s else 0.0
+        return _NORMAL.cdf(math.log(self.ttft_s / limit_s) / self.ttft_spread)
+
+    def tpot_miss(self, limit_s: float) -> float:
+        """Chance that the TPOT exceeds ``limit_s`` (see the module docstring)."""
+        if self.gaps <= 0 or self.full_step_s <= limit_s:
+            return 0.0
+        if self.step_s >= limit_s:
+            return 1.0
+        share = (limit_s - self.step_s) / (self.full_step_s - self.step_s)
+        needed = share * self.gaps * self.budget_tokens
+        behind = max(self.prompt_rate * self.ttft_s, self.queued_tokens)
+        mean = behind + self.prompt_rate * 0.5 * self.gaps * limit_s
+        if mean <= 0.0:
+            return 0.0
+        size = self.prompt_rate / self.request_rate if self.request_rate > 0 else mean
+        sd = math.sqrt(2.0 * mean * size)
+        return 1.0 - _NORMAL.cdf((needed - mean) / sd)
+
+    def miss(self, ttft_limit_s: float, tpot_limit_s: float) -> float:
+        """Chance that it misses either SLO (the two taken as independent)."""
+        meets = (1.0 - self.ttft_miss(ttft_limit_s)) * (1.0 - self.tpot_miss(tpot_limit_s))
+        return 1.0 - meets
+
+
+def interleave(table: DecodeStepTable, running: float, context_tokens: float) -> float:
+    """How much slower prompt work advances with ``running`` sequences decoding over
+    ``context_tokens`` than through bare chunks: seconds per prompt token of a mixed iteration
+    over those of a chunk alone (≥ 1)."""
+    chunk = float(table.chunk_tokens)
+    per_token = table.prefill_s_per_token
+    bare = (table.decode_step(1.0, 0.0) + per_token * (chunk - 1.0)) / (chunk - 1.0)
+    budget = table.prompt_budget(running)
+    if budget <= 0.0:
+        return chunk  # no room for prompt tokens: as good as stalled
+    mixed = (table.decode_step(running, context_tokens) + per_token * budget) / budget
+    return max(mixed / bare, 1.0)
+
+
+def forecast(
+    *,
+    predicted_ttft_s: float,
+    state: ReplicaState | None,
+    table: DecodeStepTable | None,
+    ratio: float,
+    spread: float,
+    prompt_rate: float,
+    request_rate: float,
+    input_tokens: int,
+    output_tokens: int,
+) -> Forecast:
+    """The forecast for a request on the replica whose live state is ``state`` and decode
+    table is ``table`` (None: an unknown replica, judged by its calibrated TTFT alone).
+    ``ratio`` and ``spread`` calibrate the route path's ``predicted_ttft_s`` once stretched
+    by :func:`interleave` (see :mod:`serving.admission.ttft_calibration`)."""
+    if state is None or table is None:
+        return Forecast(
+            ttft_s=predicted_ttft_s * ratio, ttft_spread=spread, prior_ttft_s=predicted_ttft_s
+        )
+    running = max(float(state.in_flight), state.num_requests_running) + 1.0
+    others = state.kv_cache_usage_perc * state.kv_capacity_tokens
+    prior = predicted_ttft_s * interleave(table, running, others)
+    ttft = prior * ratio
+    if output_tokens <= 1:
+        return Forecast(ttft_s=ttft, ttft_spread=spread, prior_ttft_s=prior)
+    step = table.decode_step(running, others + input_tokens)
+    budget = table.prompt_budget(running)
+    per_token = table.prefill_s_per_token * ratio
+    gaps = output_tokens - 1
+    # expected prompt tokens per decode iteration: those arriving while it waits, spread over
+    # its decode, plus those arriving while it decodes (a share ρ = c·λ of the time)
+    behind = prompt_rate * ttft / gaps
+    load = per_token * prompt_rate
+    shared = budget  # prompt work arriving faster than it is prefilled fills every iteration
+    if load < 1.0:
+        shared = min(budget, (behind + prompt_rate * step) / (1.0 - load))
+    return Forecast(
+        ttft_s=ttft,
+        ttft_spread=spread,
+        prior_ttft_s=prior,
+        tpot_s=step + per_token * shared,
+        step_s=step,
+        full_step_s=step + per_token * budget,
+        gaps=gaps,
+        budget_tokens=budget,
+        prompt_rate=prompt_rate,
+        request_rate=request_rate,
+        observed_tpot_s=state.tpot_s,
+        queued_tokens=queued_prefill_tokens(state),
+    )

@@ -1,0 +1,98 @@
+"""Forecast TTFT and TPOT of a request on a replica, and the chance that it misses."""
+
+from __future__ import annotations
+
+import pytest
+
+from serving.admission.forecast import Forecast, forecast, interleave
+from serving.route.decode_steps import decode_step_table
+from serving.route.types import ReplicaState
+
+L40S = decode_step_table("L40S", "llama-3-8b", 1)
+H100 = decode_step_table("H100-SXM", "llama-3-8b", 1)
+
+
+def _state(accelerator: str = "L40S", *, in_flight: int = 0, queued: int = 0) -> ReplicaState:
+    return ReplicaState(
+        id="r0",
+        address="r0",
+        model="llama-3-8b",
+        accelerator=accelerator,
+        tp=1,
+        kv_capacity_tokens=190_000,
+        in_flight=in_flight,
+        in_flight_prefill_tokens=queued,
+    )
+
+
+def _seen(state: ReplicaState, *, output_tokens: int = 5, rate: float = 4_000.0) -> Forecast:
+    table = L40S if state.accelerator == "L40S" else H100
+    return forecast(
+        predicted_ttft_s=1.0,
+        state=state,
+        table=table,
+        ratio=0.7,
+        spread=0.05,
+        prompt_rate=rate,
+        request_rate=rate / 1_000.0,
+        input_tokens=500,
+        output_tokens=output_tokens,
+    )
+
+
+def test_ttft_is_calibrated_and_stretched_by_the_decoders_sharing_the_chunks() -> None:
+    idle = _seen(_state())
+    busy = _seen(_state(in_flight=200))
+    assert idle.ttft_s == pytest.approx(0.7 * idle.prior_ttft_s)
+    assert 0.7 <= idle.ttft_s < busy.ttft_s
+    assert interleave(L40S, 1.0, 0.0) == pytest.approx(1.0, abs=0.02)
+    assert interleave(L40S, 200.0, 150_000.0) > 1.1
+
+
+def test_ttft_miss_is_even_at_the_limit_and_sure_far_past_it() -> None:
+    seen = Forecast(ttft_s=2.0, ttft_spread=0.05)
+    assert seen.ttft_miss(2.0) == pytest.approx(0.5)
+    assert Forecast(ttft_s=2.4, ttft_spread=0.05).ttft_miss(2.0) > 0.99
+    assert Forecast(ttft_s=1.6, ttft_spread=0.05).ttft_miss(2.0) < 0.01
+    assert Forecast(ttft_s=2.1, ttft_spread=0.0).ttft_miss(2.0) == 1.0
+
+
+def test_tpot_miss_needs_a_full_chunk_step_slower_than_the_slo() -> None:
+    queued = _state(queued=60_000)
+    slow, fast = _seen(queued), _seen(_state("H100-SXM", queued=60_000))
+    assert fast.full_step_s < 0.1 < slow.full_step_s  # physics of the two accelerators
+    assert fast.tpot_miss(0.1) == 0.0
+    assert slow.tpot_miss(0.1) > 0.9
+
+
+@pytest.mark.parametrize(
+    ("queued", "output_tokens", "likely"),
+    [
+        (0, 5, False),  # nothing queued, few arrivals: it decodes alone
+        (60_000, 5, True),  # a backlog covering its few decode iterations
+        (60_000, 400, False),  # the same backlog over a long decode averages out
+    ],
+)
+def test_tpot_miss_grows_with_the_backlog_and_shrinks_with_the_decode(
+    queued: int, output_tokens: int, likely: bool
+) -> None:
+    seen = _seen(_state(queued=queued), output_tokens=output_tokens, rate=1_000.0)
+    assert (seen.tpot_miss(0.1) > 0.5) == likely
+
+
+def test_one_output_token_and_unknown_replicas_have_no_tpot() -> None:
+    assert _seen(_state(queued=60_000), output_tokens=1).tpot_miss(0.1) == 0.0
+    unknown = forecast(
+        predicted_ttft_s=1.0,
+        state=None,
+        table=None,
+        ratio=0.5,
+        spread=0.1,
+        prompt_rate=0.0,
+        request_rate=0.0,
+        input_tokens=10,
+        output_tokens=10,
+    )
+    assert unknown.ttft_s == 0.5 and unknown.tpot_miss(0.1) == 0.0
+    both = Forecast(ttft_s=2.0, ttft_spread=0.05, step_s=0.2, full_step_s=0.2, gaps=3)
+    assert both.miss(2.0, 0.1) == 1.0  # decode alone misses
