@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from placement.domain.accelerators import CATALOGUE
 from placement.report import print_table, write_json
+from sim.costmodel.sources import accelerator_source
 from sim.costmodel.validate import validation_report
 
 COLUMNS = (
@@ -34,6 +36,14 @@ STACK_COLUMNS = (
     "prefill_sequence_ms",
     "fit_median_ape",
 )
+
+
+SOURCE_COLUMNS = ("accelerator", "source", "expected_error", "detail")
+
+
+def timing_source_rows() -> list[dict[str, Any]]:
+    """Every catalogue accelerator: where its timings come from and that source's error."""
+    return [accelerator_source(CATALOGUE[kind]).as_dict() for kind in sorted(CATALOGUE)]
 
 
 def _stack_line(fold: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +74,17 @@ def run_cost_model_bench(out: Path | None = None) -> dict[str, Any]:
         [_stack_line(fold) for fold in folds],
         STACK_COLUMNS,
     )
-    payload: dict[str, Any] = {"rows": rows, "stack_calibrations": folds}
+    sources = timing_source_rows()
+    print_table(
+        "Where each accelerator's timings come from (expected median error, held out)",
+        sources,
+        SOURCE_COLUMNS,
+    )
+    payload: dict[str, Any] = {
+        "rows": rows,
+        "stack_calibrations": folds,
+        "timing_sources": sources,
+    }
     if out is not None:
         write_json(out, payload)
     return payload

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from catalogue_builders import restore_catalogue, write_catalogue
 from typer.testing import CliRunner
 
 from placement.cli import app
 from placement.paths import shared_data
 from sim.costmodel.validate import SPLITWISE_CSV
 
+__all__ = ["restore_catalogue"]
 pytestmark = pytest.mark.skipif(
     not (shared_data() / SPLITWISE_CSV).exists(), reason="shared data missing"
 )
@@ -25,3 +27,23 @@ def test_cli_writes_rows(tmp_path):
     assert rows and all(keys <= set(r) for r in rows)
     assert {r["source"] for r in rows} == {"splitwise", "llm_inference_bench"}
     assert "median_ape" in result.output
+
+
+@pytest.mark.usefixtures("restore_catalogue")
+def test_profiles_flag_adds_a_kind_and_the_output_says_where_timings_come_from(tmp_path):
+    out = tmp_path / "cost_model.json"
+    folder = write_catalogue(tmp_path / "mine")
+    result = CliRunner().invoke(
+        app, ["bench", "cost-model", "--profiles", str(folder), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    sources = {s["accelerator"]: s for s in json.loads(out.read_text())["timing_sources"]}
+    assert sources["MI300X"]["source"] == "roofline only"
+    assert sources["H100-SXM"]["source"] == "profiles"
+    assert "timings come from" in result.output
+
+
+def test_a_missing_profiles_folder_is_one_line_and_exit_2(tmp_path):
+    result = CliRunner().invoke(app, ["bench", "cost-model", "--profiles", str(tmp_path / "no")])
+    assert result.exit_code == 2
+    assert "--profiles" in result.output and "Traceback" not in result.output
