@@ -14,8 +14,8 @@ from placement.domain.catalogue_files import PROFILES_ENV
 
 NEW_ACCELERATOR = """\
 accelerators:
-  - kind: MI300X
-    aliases: [mi300x, amd-mi300x]
+  - kind: MI355X
+    aliases: [mi355x, amd-mi355x]
     dense_bf16_tflops: 1307
     dense_fp8_tflops: 2615
     hbm_gb: 192

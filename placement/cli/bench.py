@@ -81,13 +81,23 @@ def sim_speed(
 def cost_model(
     out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
     profiles: ProfilesOption = None,
+    quick: Annotated[
+        bool, typer.Option(help="one accelerator left out, one measured (~20 s)")
+    ] = False,
+    update_catalogue: Annotated[
+        bool,
+        typer.Option(
+            help="rewrite data/catalogue/{transfer,calibrations,fidelity}.yaml from this run"
+        ),
+    ] = False,
 ) -> None:
-    """Accuracy of the engine cost model against Splitwise and LLM-Inference-Bench, and where
-    each catalogue accelerator's timings come from."""
+    """Accuracy of the engine cost model against Splitwise and LLM-Inference-Bench (the default
+    view and earlier ones), leave-one-accelerator-out of the datasheet fallback, and where each
+    catalogue accelerator's timings come from."""
     from bench.cost_model import run_cost_model_bench
 
     use_profiles(profiles)
-    run_cost_model_bench(out)
+    run_cost_model_bench(out, quick=quick, update_catalogue=update_catalogue)
 
 
 @app.command("predictors")

@@ -78,6 +78,8 @@ class OperatorProfile:
     generation_attention: dict[HeadKey, dict[int, Curve]]
     all_reduce: dict[int, Curve]
     moe: dict[MoeKey, Curve]
+    # operators predicted from a datasheet rather than measured (synthetic profiles only)
+    predicted: tuple[str, ...] = ()
 
 
 def profiles_root() -> Path:

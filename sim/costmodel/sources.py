@@ -28,7 +28,7 @@ from placement.domain.accelerators import Accelerator
 from placement.domain.catalogue_files import shipped_folder
 from placement.domain.llm import ModelArchitecture
 from placement.errors import InputError
-from sim.costmodel.factory import cost_model_for
+from sim.costmodel.factory import cost_model_for, own_calibration
 from sim.costmodel.profiled import ProfiledCostModel
 from sim.costmodel.profiles import find_profile
 
@@ -111,17 +111,24 @@ def accelerator_source(accelerator: Accelerator) -> TimingSource:
     reason = ""
     if accelerator.profile is not None and not found:
         reason = f"profile '{accelerator.profile}' not found"
-    calibrated = bool(accelerator.measurements)
+    calibrated = bool(accelerator.measurements) and not found
     return source_of(accelerator, has_profile=found, calibrated=calibrated, reason=reason)
 
 
 def replica_source(accelerator: Accelerator, model: ModelArchitecture, tp: int) -> TimingSource:
     """Source of one replica kind's timings: what :func:`cost_model_for` actually uses."""
     cm = cost_model_for(accelerator, model, tp)
+    calibrated_on = str(getattr(cm, "calibrated_on", ""))
+    note = f"stack calibrated on {calibrated_on}" if calibrated_on else ""
     if isinstance(cm, ProfiledCostModel):
-        return source_of(accelerator, has_profile=True, calibrated=False)
-    calibrated = bool(getattr(cm, "calibrated_on", ()))
+        return source_of(accelerator, has_profile=True, calibrated=False, reason=note)
     reason = str(getattr(cm, "reason", ""))
+    predicted = tuple(getattr(cm, "predicted", ()))
+    if predicted and predicted != ("every operator",):
+        reason += "; from the datasheet: " + ", ".join(predicted) + " (the rest measured)"
+    if note:
+        reason += f"; {note}"
+    calibrated = own_calibration(calibrated_on, accelerator)
     return source_of(accelerator, has_profile=False, calibrated=calibrated, reason=reason)
 
 

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from placement.cli import app
 from placement.paths import shared_data
+from sim.costmodel.transfer import FAMILIES
 from sim.costmodel.validate import SPLITWISE_CSV
 
 __all__ = ["restore_catalogue"]
@@ -20,13 +21,28 @@ pytestmark = pytest.mark.skipif(
 
 def test_cli_writes_rows(tmp_path):
     out = tmp_path / "cost_model.json"
-    result = CliRunner().invoke(app, ["bench", "cost-model", "--out", str(out)])
+    result = CliRunner().invoke(app, ["bench", "cost-model", "--quick", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    rows = json.loads(out.read_text())["rows"]
+    payload = json.loads(out.read_text())
+    rows = payload["rows"]
     keys = {"hardware", "model", "phase", "source", "median_ape", "p90_ape", "n"}
     assert rows and all(keys <= set(r) for r in rows)
     assert {r["source"] for r in rows} == {"splitwise", "llm_inference_bench"}
     assert "median_ape" in result.output
+    # the simulator's default view: GH200 (datasheet kernels) under its own handful fit
+    default = [r for r in rows if r["default"]]
+    assert default and {r["hardware"] for r in default} == {"GH200"}
+    assert all(r["timing_source"] == "end-to-end fit" and r["n"] > 0 for r in default)
+    # leave one accelerator out: every family of B200 on all rows and on model shapes
+    loo = payload["leave_one_out"]
+    assert {(r["family"], r["rows"]) for r in loo} == {
+        (f, rows_) for f in FAMILIES for rows_ in ("all", "model shapes")
+    }
+    assert all(r["accelerator"] == "B200" and 0 < r["median_ape"] < 1 for r in loo)
+    assert all(r["capacity_error"] is not None for r in loo)
+    assert "A100-80G" in loo[0]["fitted_on"] and "B200" not in loo[0]["fitted_on"]
+    assert payload["leave_one_out_capacity"]
+    assert set(payload["fidelity"]) == {"profiles", "end-to-end fit", "roofline only"}
 
 
 @pytest.mark.usefixtures("restore_catalogue")
@@ -34,11 +50,11 @@ def test_profiles_flag_adds_a_kind_and_the_output_says_where_timings_come_from(t
     out = tmp_path / "cost_model.json"
     folder = write_catalogue(tmp_path / "mine")
     result = CliRunner().invoke(
-        app, ["bench", "cost-model", "--profiles", str(folder), "--out", str(out)]
+        app, ["bench", "cost-model", "--quick", "--profiles", str(folder), "--out", str(out)]
     )
     assert result.exit_code == 0, result.output
     sources = {s["accelerator"]: s for s in json.loads(out.read_text())["timing_sources"]}
-    assert sources["MI300X"]["source"] == "roofline only"
+    assert sources["MI355X"]["source"] == "roofline only"
     assert sources["H100-SXM"]["source"] == "profiles"
     assert "timings come from" in result.output
 

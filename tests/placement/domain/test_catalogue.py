@@ -32,7 +32,7 @@ def test_shipped_catalogue_keeps_every_kind_and_alias() -> None:
     assert get_model("meta-llama/Llama-2-70b-hf").name == "llama-2-70b"
     assert get_model("mixtral-8x7b").is_moe
     with pytest.raises(UnknownAccelerator, match="PLACEMENT_PROFILES"):
-        get_accelerator("MI300X")
+        get_accelerator("MI355X")
 
 
 @pytest.mark.usefixtures("restore_catalogue")
@@ -47,7 +47,7 @@ def test_a_folder_adds_an_accelerator_and_a_model_used_by_a_fleet_and_capacity(
             "replicas": [
                 {
                     "kind": "mi",
-                    "accelerator": "amd-mi300x",
+                    "accelerator": "amd-mi355x",
                     "count": 2,
                     "model": "acme/tiny-llama-1b",
                 },
@@ -57,21 +57,21 @@ def test_a_folder_adds_an_accelerator_and_a_model_used_by_a_fleet_and_capacity(
     )
     mi = fleet.replicas[0]
     assert (mi.accelerator.kind, mi.model.name, mi.cost_per_hour) == (
-        "MI300X",
+        "MI355X",
         "tiny-llama-1b",
         3.5,
     )
     assert mi.kv_capacity_tokens > fleet.replicas[2].kv_capacity_tokens
     mix, slo = WorkloadMix(mean_input_tokens=1000, output_tokens=200), Slo(1.0, 0.05)
-    on_mi300x = capacity_at_slo(replica_kind("MI300X", "tiny-llama-1b", 1), mix, slo)
+    on_mi300x = capacity_at_slo(replica_kind("MI355X", "tiny-llama-1b", 1), mix, slo)
     on_l4 = capacity_at_slo(replica_kind("L4", "tiny-llama-1b", 1), mix, slo)
     assert on_mi300x > 3 * on_l4 > 0
 
 
 @pytest.mark.usefixtures("restore_catalogue")
 def test_a_later_folder_replaces_an_entry_of_the_same_kind(tmp_path: Path) -> None:
-    cheaper = NEW_ACCELERATOR.replace("kind: MI300X", "kind: L4").replace(
-        "[mi300x, amd-mi300x]", "[]"
+    cheaper = NEW_ACCELERATOR.replace("kind: MI355X", "kind: L4").replace(
+        "[mi355x, amd-mi355x]", "[]"
     )
     add_profile_folders([write_catalogue(tmp_path / "l4", accelerators_yaml=cheaper)])
     assert get_accelerator("l4").hbm_gb == 192
@@ -130,7 +130,7 @@ def test_the_environment_setting_reaches_a_fresh_process(tmp_path: Path) -> None
     folder = write_catalogue(tmp_path / "env")
     code = (
         "from models.capacity import Slo, WorkloadMix, capacity_at_slo, replica_kind\n"
-        "kind = replica_kind('MI300X', 'acme/tiny-llama-1b', 1)\n"
+        "kind = replica_kind('MI355X', 'acme/tiny-llama-1b', 1)\n"
         "print(capacity_at_slo(kind, WorkloadMix(mean_input_tokens=1000, output_tokens=200),"
         " Slo(1.0, 0.05)))\n"
     )

@@ -27,7 +27,7 @@ def test_plan_names_each_kinds_timing_source(tmp_path: Path) -> None:
             "name": "mixed",
             "replicas": [
                 {"kind": "h100", "accelerator": "H100-SXM", "count": 1, "model": "llama-3-8b"},
-                {"kind": "mi", "accelerator": "MI300X", "count": 1, "model": "llama-3-8b"},
+                {"kind": "mi", "accelerator": "MI355X", "count": 1, "model": "llama-3-8b"},
             ],
         }
     )
@@ -44,13 +44,13 @@ def test_plan_names_each_kinds_timing_source(tmp_path: Path) -> None:
         {"t": Tenant(name="t", credit_share=1.0)},
         dict(DEFAULT_CLASSES),
         window_s=5.0,
-        capacity=FixedCapacity({"H100-SXM": 10.0, "MI300X": 10.0}),
+        capacity=FixedCapacity({"H100-SXM": 10.0, "MI355X": 10.0}),
     )
     plan = solve_plan(inst, time_limit_s=5.0)
     by_kind = {t.accelerator: t for t in plan.timing_sources}
     assert by_kind["H100-SXM"].source == "profiles"
-    assert by_kind["MI300X"].source == "roofline only"
-    assert by_kind["MI300X"].model == "llama-3-8b" and by_kind["MI300X"].tp == 1
+    assert by_kind["MI355X"].source == "roofline only"
+    assert by_kind["MI355X"].model == "llama-3-8b" and by_kind["MI355X"].tp == 1
     again = Plan.from_json(plan.to_json())
     assert again.timing_sources == plan.timing_sources
     old = plan.to_dict()

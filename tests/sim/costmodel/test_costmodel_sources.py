@@ -13,7 +13,9 @@ from placement.domain.catalogue import add_profile_folders
 from placement.domain.llm import get_model
 from sim.costmodel.profiles import find_profile, profiles_root
 from sim.costmodel.sources import (
+    SOURCE_KINDS,
     accelerator_source,
+    expected_errors,
     replica_source,
 )
 
@@ -45,13 +47,28 @@ def test_shipped_kinds_say_profiles_or_roofline_only() -> None:
 
 
 @needs_profiles
-def test_a_kind_whose_tables_miss_a_shape_is_roofline_only_and_says_why() -> None:
-    src = replica_source(get_accelerator("A100-80G"), get_model("qwen2.5-32b"), 4)
-    assert src.source == "roofline only"
-    assert "no context attention for heads=10" in src.detail
-    assert replica_source(get_accelerator("A100-80G"), get_model("llama-3-8b"), 1).source == (
-        "profiles"
-    )
+def test_a_kind_whose_tables_miss_a_shape_says_what_came_from_the_datasheet() -> None:
+    l40s = replica_source(get_accelerator("L40S"), get_model("llama-3-8b"), 2)
+    assert l40s.source == "roofline only"
+    assert "no all-reduce table for 2 GPUs" in l40s.detail
+    assert "from the datasheet: all-reduce (the rest measured)" in l40s.detail
+    # every profiled kind runs under the stack they share, fitted on their measured runs
+    a100 = replica_source(get_accelerator("A100-80G"), get_model("qwen2.5-32b"), 4)
+    assert a100.source == "roofline only"
+    assert "no context attention for heads=10" in a100.detail
+    assert "vLLM stack of shared" in a100.detail
+    full = replica_source(get_accelerator("A100-80G"), get_model("llama-3-8b"), 1)
+    assert full.source == "profiles" and "vLLM stack of shared" in full.detail
+    mi300x = replica_source(get_accelerator("MI300X"), get_model("llama-3-8b"), 1)
+    assert mi300x.source == "end-to-end fit" and "vLLM stack of MI300X" in mi300x.detail
+
+
+def test_expected_errors_are_measured_figures_for_every_source() -> None:
+    errors = expected_errors()
+    assert set(errors) == set(SOURCE_KINDS)
+    for figures in errors.values():
+        assert 0.0 < float(figures["median_ape"]) < 1.0
+        assert figures["what"] and figures["n"] > 0
 
 
 @needs_profiles
