@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from bench.predictors import PredictorBench, simulated_frames
+from bench.predictors import PROMPT_BUCKETS, PredictorBench, simulated_frames
 from models.features import FEATURES, feature_matrix
 from models.predictor import LatencyPredictor
 from placement.report import print_table, write_json
@@ -46,6 +46,8 @@ IntArray = npt.NDArray[np.int64]
 
 COLUMNS = ("target", "variant", "mape", "median_ape", "n")
 LOAD_COLUMNS = ("target", "variant", "in_flight", "mape", "median_ape", "n")
+PROMPT_COLUMNS = ("target", "variant", "prompt_tokens", "mape", "median_ape", "n")
+RATIO_COLUMNS = ("target", "standard_mape", "oracle_fixed_mape", "ratio")
 TARGETS = ("ttft", "tpot")
 VARIANTS = ("standard", "control", "oracle", "oracle_fixed")
 HORIZONS_S = (0.5, 2.0, 8.0)
@@ -263,6 +265,25 @@ def _score(y: FloatArray, p50: FloatArray) -> dict[str, Any]:
     return {"mape": float(np.mean(ape)), "median_ape": float(np.median(ape)), "n": len(ape)}
 
 
+def score_by_prompt(
+    heldout: pd.DataFrame, target: str, variant: str, p50: FloatArray
+) -> list[dict[str, Any]]:
+    """The variant's rows per prompt-length bucket (:data:`bench.predictors.PROMPT_BUCKETS`)."""
+    y = _observed(heldout, target)
+    ok = _valid(y)
+    prompt = heldout["input_tokens"].to_numpy(dtype=np.float64)
+    return [
+        {
+            "target": target,
+            "variant": variant,
+            "prompt_tokens": bucket,
+            **_score(y[rows], p50[rows]),
+        }
+        for bucket, (lo, hi) in PROMPT_BUCKETS.items()
+        for rows in [ok & (prompt >= lo) & (prompt < hi)]
+    ]
+
+
 def score_variant(
     heldout: pd.DataFrame, target: str, variant: str, p50: FloatArray
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -296,6 +317,7 @@ def run_predictor_floor_bench(
     extras = {"control": (), "oracle": OUTCOME_ORACLE, "oracle_fixed": FIXED_ORACLE}
     rows: list[dict[str, Any]] = []
     by_load: list[dict[str, Any]] = []
+    by_prompt: list[dict[str, Any]] = []
     for target in TARGETS:
         predictions = {"standard": standard[f"{target}_p50"].to_numpy(dtype=np.float64)}
         for variant, extra in extras.items():
@@ -305,13 +327,32 @@ def run_predictor_floor_bench(
             row, loads = score_variant(heldout, target, variant, predictions[variant])
             rows.append(row)
             by_load += loads
+            by_prompt += score_by_prompt(heldout, target, variant, predictions[variant])
     print_table(
         f"Predictor error floor: held-out p50 APE ({len(train)} training rows)", rows, COLUMNS
     )
     print_table("By requests in flight at routing (router's backlog)", by_load, LOAD_COLUMNS)
+    print_table("By prompt length", by_prompt, PROMPT_COLUMNS)
+    floor = {
+        (r["target"], r["variant"]): r["mape"]
+        for r in rows
+        if r["variant"] in ("standard", "oracle_fixed")
+    }
+    ratios = [
+        {
+            "target": target,
+            "standard_mape": floor[(target, "standard")],
+            "oracle_fixed_mape": floor[(target, "oracle_fixed")],
+            "ratio": floor[(target, "standard")] / floor[(target, "oracle_fixed")],
+        }
+        for target in TARGETS
+    ]
+    print_table("The shipped predictor against the decision-time floor", ratios, RATIO_COLUMNS)
     payload: dict[str, Any] = {
         "rows": rows,
+        "floor_ratio": ratios,
         "by_load": by_load,
+        "by_prompt": by_prompt,
         "oracle_columns": {"oracle": list(OUTCOME_ORACLE), "oracle_fixed": list(FIXED_ORACLE)},
     }
     if out is not None:

@@ -19,6 +19,11 @@ sides, and no held-out request is older than a training one of the same run). Sp
 
 Every row carries the mean (``mape``) and the median (``median_ape``) absolute percentage
 error of the p50 and the coverage of the p95.
+
+``buckets`` breaks the held-out split down where admission decisions are made: by prompt
+length (:data:`PROMPT_BUCKETS`), by the router's requests in flight on the replica at routing
+(:data:`IN_FLIGHT_BUCKETS`) and by the run's offered load, with the row count of each, so a
+bucket's figure is only read where it has rows (targets apply from :data:`MIN_BUCKET_ROWS`).
 """
 
 from __future__ import annotations
@@ -37,6 +42,22 @@ from training.measurements import splitwise_frame
 from training.train import throughput_mape
 
 COLUMNS = ("target", "quantile", "split", "mape", "median_ape", "coverage", "n")
+BUCKET_COLUMNS = ("target", "by", "bucket", "mape", "median_ape", "coverage", "n")
+# prompt tokens: [lo, hi)
+PROMPT_BUCKETS: dict[str, tuple[float, float]] = {
+    "<4k": (0, 4096),
+    "4-16k": (4096, 16384),
+    "16-32k": (16384, 32768),
+    ">=32k": (32768, float("inf")),
+}
+# the router's requests in flight on the replica when it routes (backlog_requests): [lo, hi]
+IN_FLIGHT_BUCKETS: dict[str, tuple[float, float]] = {
+    "0": (0, 0),
+    "1-3": (1, 3),
+    "4-7": (4, 7),
+    "8+": (8, float("inf")),
+}
+MIN_BUCKET_ROWS = 200
 # alternate sizes of Splitwise's 128…8192 sweep: the held-out ones lie between trained ones
 SPLITWISE_HELDOUT_PROMPTS = (256, 1024, 4096)
 LEAVE_OUT = ("A100-80G", "L40S")
@@ -77,8 +98,8 @@ def simulated_frames(bench: PredictorBench) -> tuple[pd.DataFrame, pd.DataFrame]
                 result = simulate_for_telemetry(workload, fleet, load=load, seed=bench.seed)
                 frame = build_training_frame(*telemetry_frames(result))
                 split = split_by_time(frame, TRAIN_FRACTION, min_rows=5)
-                train.append(split.train.assign(run=len(train)))
-                heldout.append(split.heldout.assign(run=len(heldout)))
+                train.append(split.train.assign(run=len(train), offered_load=load))
+                heldout.append(split.heldout.assign(run=len(heldout), offered_load=load))
     return pd.concat(train, ignore_index=True), pd.concat(heldout, ignore_index=True)
 
 
@@ -106,6 +127,54 @@ def _rows(split: str, predictor: LatencyPredictor, frame: pd.DataFrame) -> list[
         rows.append(_row(target, 0.95, split, coverage=float(np.mean(y <= p95)), n=n))
     busy = int((frame["generation_tokens_per_s"] > 0).sum())
     rows.append(_row("throughput", 0.5, split, mape=throughput_mape(predictor, frame), n=busy))
+    return rows
+
+
+def _scores(y: np.ndarray, p50: np.ndarray, p95: np.ndarray) -> dict[str, Any]:
+    if len(y) == 0:
+        return {"mape": None, "median_ape": None, "coverage": None, "n": 0}
+    ape = np.abs(p50 - y) / y
+    return {
+        "mape": float(np.mean(ape)),
+        "median_ape": float(np.median(ape)),
+        "coverage": float(np.mean(y <= p95)),
+        "n": len(y),
+    }
+
+
+def bucket_rows(predictor: LatencyPredictor, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """p50 error and p95 coverage of each target by prompt length, by the router's requests in
+    flight at routing and by the run's offered load (when the frame says it)."""
+    predicted = predictor.predict(frame)
+    groups: dict[str, dict[str, np.ndarray]] = {}
+    prompt = frame["input_tokens"].to_numpy(dtype=np.float64)
+    groups["prompt_tokens"] = {
+        name: (prompt >= lo) & (prompt < hi) for name, (lo, hi) in PROMPT_BUCKETS.items()
+    }
+    in_flight = frame["backlog_requests"].to_numpy(dtype=np.float64)
+    groups["in_flight"] = {
+        name: (in_flight >= lo) & (in_flight <= hi) for name, (lo, hi) in IN_FLIGHT_BUCKETS.items()
+    }
+    if "offered_load" in frame.columns:
+        load = frame["offered_load"].to_numpy(dtype=np.float64)
+        groups["offered_load"] = {f"{v:g}": load == v for v in sorted(set(load.tolist()))}
+    rows: list[dict[str, Any]] = []
+    for target in ("ttft", "tpot"):
+        observed = frame[f"{target}_s"].to_numpy(dtype=np.float64, na_value=np.nan)
+        ok = np.isfinite(observed) & (observed > 0)
+        p50 = predicted[f"{target}_p50"].to_numpy()
+        p95 = predicted[f"{target}_p95"].to_numpy()
+        for by, buckets in groups.items():
+            for bucket, mask in buckets.items():
+                rows_ = ok & mask
+                rows.append(
+                    {
+                        "target": target,
+                        "by": by,
+                        "bucket": bucket,
+                        **_scores(observed[rows_], p50[rows_], p95[rows_]),
+                    }
+                )
     return rows
 
 
@@ -148,6 +217,7 @@ def run_predictor_bench(
     say(f"training on {len(train)} telemetry rows and {int((~held_prompts).sum())} measured")
     predictor = LatencyPredictor().fit(train, measurements=measured[~held_prompts])
     rows = _rows("heldout", predictor, heldout)
+    buckets = bucket_rows(predictor, heldout)
     rows += _latency_rows("splitwise", predictor, measured[held_prompts])
     for accelerator in sorted(measured["accelerator"].unique()):
         say(f"training with Splitwise rows of the other GPU than {accelerator}")
@@ -170,7 +240,12 @@ def run_predictor_bench(
         rows,
         COLUMNS,
     )
-    payload: dict[str, Any] = {"rows": rows}
+    print_table(
+        f"Held-out split by bucket (targets read where n >= {MIN_BUCKET_ROWS})",
+        buckets,
+        BUCKET_COLUMNS,
+    )
+    payload: dict[str, Any] = {"rows": rows, "buckets": buckets}
     if out is not None:
         write_json(out, payload)
     return payload

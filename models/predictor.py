@@ -283,6 +283,7 @@ class LatencyPredictor:
             "config": asdict(self.config),
             "quantile_models": entries,
             "throughput_model": THROUGHPUT_FILE,
+            "throughput_shrink": throughput.shrink,
             "training": self.training,
             "versions": {pkg: _version(pkg) for pkg in ("placement", "lightgbm", "numpy")},
         }
@@ -309,7 +310,8 @@ class LatencyPredictor:
                     offset=float(entry["offset"]),
                 )
             predictor.throughput = ThroughputModel.from_text(
-                _read_text(root / manifest["throughput_model"])
+                _read_text(root / manifest["throughput_model"]),
+                shrink=float(manifest.get("throughput_shrink", 1.0)),
             )
             predictor.training = dict(manifest.get("training", {}))
         except (KeyError, TypeError, ValueError) as exc:

@@ -1,9 +1,12 @@
-"""The roofline prior: TTFT and TPOT from datasheet figures alone, vectorised over requests.
+"""The prior: TTFT and TPOT from the replica kind's engine cost model, vectorised over requests.
 
 It serves twice: as two features of the learned models (their log) and as the baseline every
-learned model must beat. Every operator time comes from :mod:`sim.costmodel.roofline` (the same
-work formulas and fitted efficiencies as :class:`~sim.costmodel.roofline.RooflineCostModel`),
-evaluated on arrays. Replica settings the telemetry does not carry take the fleet defaults:
+learned model must beat (and, with no promoted predictor, as the source of capacity at SLO).
+Every operator time comes from the kind's own cost model
+(:func:`sim.costmodel.factory.cost_model_for`: its measured operator tables when it has them,
+else the datasheet roofline with utilization learned on the profiled accelerators; see
+:mod:`sim.costmodel.sources`), read once per kind into :class:`KindRoofline` and evaluated on
+arrays. Replica settings the telemetry does not carry take the fleet defaults:
 ``max_num_batched_tokens`` C = 2048, ``max_num_seqs`` 256, ``gpu_memory_utilization`` 0.9.
 
 Notation per request: ``u`` uncached prompt tokens, ``c`` cached ones, ``d`` = running
@@ -15,10 +18,11 @@ the replica's KV capacity), ``overhead`` the framework's per-iteration time.
 - each iteration carries the ``d`` running sequences' decode tokens, so the prefill budget is
   ``b = C − min(d, C/2)`` tokens; the prompt's ``u`` tokens take ``n = ⌈u / b⌉`` iterations;
 - own prefill = ``n · (overhead + decode attention(d, K)) + (n−1) · linear(b + d) + linear(r + d)``
-  (``r`` the last chunk) + the prompt's causal attention over its cached prefix, taken as the
-  larger of its total compute time (``u·c + u²/2`` query-key pairs) and its total memory time
-  (queries once; per chunk the cached prefix plus on average half the prompt: ``n·c +
-  u·(n+1)/2`` context tokens — an upper bound that keeps the prior monotone in ``d``);
+  (``r`` the last chunk) + the prompt's causal attention over its cached prefix: per new token,
+  per chunk and per query-key pair (``u·c + u²/2`` pairs) as the cost model charges it (for the
+  constant-efficiency roofline, the larger of its compute time and its memory time: queries
+  once, per chunk the cached prefix plus on average half the prompt, ``n·c + u·(n+1)/2``
+  context tokens — an upper bound that keeps the prior monotone in ``d``);
 - queue = the prefill ahead of it: ``P / b`` full iterations of ``overhead + linear(b + d) +
   decode attention(d, K)``. ``P`` is the larger of two estimates of the uncached prompt tokens
   still to prefill before this one: the router's own counter ``B`` (prompt tokens of the
@@ -53,15 +57,9 @@ from placement.domain.fleet import (
     kv_capacity_tokens,
 )
 from placement.domain.llm import ModelArchitecture
-from sim.costmodel.operators import shard_shapes
-from sim.costmodel.profiled import FRAMEWORK_OVERHEAD_S
-from sim.costmodel.roofline import (
-    FITTED_EFFICIENCY,
-    decode_attention_slope_work,
-    linear_work,
-    peaks_of,
-    roofline_s,
-)
+from sim.costmodel.base import IterationCostModel
+from sim.costmodel.factory import cost_model_for
+from sim.costmodel.roofline import RooflineCostModel
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -76,11 +74,16 @@ LINEAR_TABLE_TOKENS = 8192
 
 @dataclass(frozen=True, slots=True)
 class ReplicaKind:
-    """What determines a replica's speed: the model on ``tp`` accelerators of one kind."""
+    """What determines a replica's speed: the model on ``tp`` accelerators of one kind.
+
+    ``timings`` replaces the kind's own engine cost model (what the simulator would run:
+    measured tables, an end-to-end fit or the datasheet fallback) when given.
+    """
 
     accelerator: Accelerator
     model: ModelArchitecture
     tp: int
+    timings: IterationCostModel | None = None
 
     @property
     def label(self) -> str:
@@ -89,49 +92,115 @@ class ReplicaKind:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KindRoofline:
-    """Per-kind roofline constants, all in seconds (or s per token / per token pair)."""
+    """Per-kind constants of the prior, all in seconds, read off the kind's cost model.
+
+    Prefill attention of ``u`` new tokens over ``c`` cached ones is
+    ``max(pair_s·pairs, q_byte_s·u + kv_byte_s·context read) + token_s·u + chunk_s`` per
+    chunk (measured-table models have ``q_byte_s = kv_byte_s = 0``); decode attention of ``n``
+    sequences over ``C`` summed context tokens is ``decode_fixed[n] + decode_slope[n]·C``, or
+    more if a smaller batch (a power of two, where the tables bend) costs more at that ``C``: the
+    prior never falls as the batch grows, while a larger batch keeps its lower cost per token.
+    """
 
     linear_table: FloatArray  # linear_s(m) for m = 0 … LINEAR_TABLE_TOKENS
     overhead_s: float
-    decode_per_seq_s: float  # decode attention: fixed time per decoding sequence
-    decode_per_context_s: float  # … and per summed context token
-    pair_flop_s: float  # prefill attention compute per query-key pair
-    q_byte_s: float  # … memory per query token
-    kv_byte_s: float  # … memory per context token read
+    decode_fixed: FloatArray  # decode attention: fixed time for n = 0 … DECODE_TABLE_SEQS
+    decode_slope: FloatArray  # … and time per summed context token
+    pair_s: float  # prefill attention per query-key pair
+    token_s: float  # … per new token
+    chunk_s: float  # … per chunk
+    q_byte_s: float  # … memory per query token (roofline form)
+    kv_byte_s: float  # … memory per context token read (roofline form)
     kv_capacity_tokens: float
     max_batched_tokens: int
     max_num_seqs: int
 
     def linear_s(self, tokens: FloatArray) -> FloatArray:
         """Vectorised ``linear_s``: table lookup, linear scaling past the table."""
-        top = len(self.linear_table) - 1
-        m = np.maximum(tokens, 0.0)
-        idx = np.minimum(m, top).astype(np.int64)
-        inside = self.linear_table[idx]
-        beyond = self.linear_table[top] * m / top
-        return np.where(m <= top, inside, beyond)
+        return _lookup(self.linear_table, tokens)
+
+    def linear_envelope_s(self, tokens: FloatArray) -> FloatArray:
+        """``linear_s`` at the lowest time per token of any batch up to ``tokens``: a larger
+        batch never costs more per token (kernel tile steps smoothed out), so the throughput
+        it implies never falls as the batch grows."""
+        per_token = np.minimum.accumulate(
+            self.linear_table[1:] / np.arange(1, len(self.linear_table))
+        )
+        table = np.concatenate([[0.0], per_token * np.arange(1, len(self.linear_table))])
+        return _lookup(table, tokens)
+
+    def decode_s(self, n: FloatArray, context: FloatArray) -> FloatArray:
+        """Decode attention of ``n`` sequences over ``context`` summed tokens (0 for none)."""
+        top = len(self.decode_slope) - 1
+        out = _lookup(self.decode_fixed, n) + self.decode_slope[_index(n, top)] * context
+        k = 1
+        while k <= top and k <= float(np.max(n, initial=0.0)):
+            smaller = self.decode_fixed[k] + self.decode_slope[k] * context
+            out = np.where(n >= k, np.maximum(out, smaller), out)
+            k *= 2
+        return np.asarray(out, dtype=np.float64)
+
+
+def _index(x: FloatArray, top: int) -> npt.NDArray[np.int64]:
+    return np.clip(x, 0, top).astype(np.int64)
+
+
+def _lookup(table: FloatArray, x: FloatArray) -> FloatArray:
+    top = len(table) - 1
+    v = np.maximum(x, 0.0)
+    inside = table[np.minimum(v, top).astype(np.int64)]
+    return np.where(v <= top, inside, table[top] * v / top)
+
+
+# Probe points for the prefill-attention coefficients of any cost model (chunk, context).
+_PROBES = ((1024, 0), (1024, 4096), (2048, 0))
+DECODE_TABLE_SEQS = 1024
+
+
+def _attention_coefficients(cost: IterationCostModel) -> tuple[float, float, float]:
+    """(per pair, per token, per chunk) of ``c·token + pair·c·(p + c/2) + chunk`` solved from
+    three probes: exact for the measured-table form (and the stack calibration's)."""
+    (c1, p1), (_, p2), (c3, _) = _PROBES
+    f1, f2, f3 = (cost.prefill_attention_s(c, p) for c, p in _PROBES)
+    pair = (f2 - f1) / (c1 * (p2 - p1))
+    # f1 = chunk + c1·token + pair·c1²/2 ; f3 = chunk + c3·token + pair·c3²/2
+    token = (f3 - f1 - pair * (c3 * c3 - c1 * c1) / 2.0) / (c3 - c1)
+    chunk = f1 - c1 * token - pair * c1 * c1 / 2.0
+    return max(pair, 0.0), max(token, 0.0), max(chunk, 0.0)
 
 
 @lru_cache(maxsize=256)
 def kind_roofline(kind: ReplicaKind) -> KindRoofline:
-    """Roofline constants of one replica kind (cached; ~1 ms to build)."""
-    shapes = shard_shapes(kind.model, kind.tp)
-    peaks = peaks_of(kind.accelerator)
-    eff = FITTED_EFFICIENCY
-    tokens = np.arange(0, LINEAR_TABLE_TOKENS + 1, dtype=np.float64)
-    table = roofline_s(linear_work(shapes, tokens), peaks, eff)
+    """The prior's constants of one replica kind, from its cost model (cached)."""
+    cost = (
+        kind.timings
+        if kind.timings is not None
+        else cost_model_for(kind.accelerator, kind.model, kind.tp)
+    )
+    tokens = np.arange(0, LINEAR_TABLE_TOKENS + 1)
+    table = np.asarray([cost.linear_s(int(m)) for m in tokens], dtype=np.float64)
     table[0] = 0.0
-    slope = float(roofline_s([decode_attention_slope_work(shapes)], peaks, eff)[0])
-    bw = peaks.hbm_bytes_per_s * eff.memory
-    layers, hd, b = shapes.layers, shapes.head_dim, kind.model.dtype_bytes
+    coeffs = np.asarray(
+        [cost.decode_attention_coeffs(n) for n in range(DECODE_TABLE_SEQS + 1)], dtype=np.float64
+    )
+    legacy = isinstance(cost, RooflineCostModel) and cost.efficiency is not None
+    if legacy:  # the constant-efficiency roofline's own max(compute, memory) form
+        assert isinstance(cost, RooflineCostModel)
+        pair, token, chunk = cost._pair_flop_s, 0.0, 0.0
+        q_byte, kv_byte = cost._q_byte_s, cost._kv_byte_s
+    else:
+        pair, token, chunk = _attention_coefficients(cost)
+        q_byte = kv_byte = 0.0
     return KindRoofline(
         linear_table=table,
-        overhead_s=FRAMEWORK_OVERHEAD_S,
-        decode_per_seq_s=layers * 2.0 * shapes.heads * hd * b / bw,
-        decode_per_context_s=slope,
-        pair_flop_s=layers * 4.0 * shapes.heads * hd / (peaks.flops_per_s * eff.compute),
-        q_byte_s=layers * b * hd * 2.0 * shapes.heads / bw,
-        kv_byte_s=layers * b * hd * 2.0 * shapes.kv_heads / bw,
+        overhead_s=float(cost.overhead_s),
+        decode_fixed=coeffs[:, 0],
+        decode_slope=coeffs[:, 1],
+        pair_s=pair,
+        token_s=token,
+        chunk_s=chunk,
+        q_byte_s=q_byte,
+        kv_byte_s=kv_byte,
         kv_capacity_tokens=float(
             kv_capacity_tokens(
                 kind.accelerator, kind.model, kind.tp, DEFAULT_GPU_MEMORY_UTILIZATION
@@ -202,9 +271,9 @@ def _per_kind(kinds: tuple[ReplicaKind, ...], index: IntArray) -> dict[str, Floa
     rooflines = [kind_roofline(k) for k in kinds]
     names = (
         "overhead_s",
-        "decode_per_seq_s",
-        "decode_per_context_s",
-        "pair_flop_s",
+        "pair_s",
+        "token_s",
+        "chunk_s",
         "q_byte_s",
         "kv_byte_s",
         "kv_capacity_tokens",
@@ -224,6 +293,29 @@ def _linear_s(kinds: tuple[ReplicaKind, ...], index: IntArray, tokens: FloatArra
     for i, kind in enumerate(kinds):
         rows = index == i
         out[rows] = kind_roofline(kind).linear_s(tokens[rows])
+    return out
+
+
+def _linear_envelope_s(
+    kinds: tuple[ReplicaKind, ...], index: IntArray, tokens: FloatArray
+) -> FloatArray:
+    out = np.empty_like(tokens)
+    for i, kind in enumerate(kinds):
+        rows = index == i
+        out[rows] = kind_roofline(kind).linear_envelope_s(tokens[rows])
+    return out
+
+
+def _decode_s(
+    kinds: tuple[ReplicaKind, ...], index: IntArray, n: FloatArray, context: FloatArray
+) -> FloatArray:
+    """Decode attention of ``n`` sequences over ``context`` summed tokens, per request's kind."""
+    if len(kinds) == 1:
+        return kind_roofline(kinds[0]).decode_s(n, context)
+    out = np.empty_like(n)
+    for i, kind in enumerate(kinds):
+        rows = index == i
+        out[rows] = kind_roofline(kind).decode_s(n[rows], context[rows])
     return out
 
 
@@ -247,12 +339,10 @@ def prior_latency(x: PriorInputs) -> PriorLatency:
     budget = chunk - np.minimum(d, chunk / 2.0)
     n_iter = np.ceil(u / budget)
     last = u - (n_iter - 1.0) * budget
-    decode_attn = (
-        d * k["decode_per_seq_s"] + np.where(d > 0, context, 0.0) * k["decode_per_context_s"]
-    )
+    decode_attn = _decode_s(x.kinds, x.kind_index, d, np.where(d > 0, context, 0.0))
     full_iter = _linear_s(x.kinds, x.kind_index, budget + d)
     last_iter = _linear_s(x.kinds, x.kind_index, last + d)
-    attn_compute = k["pair_flop_s"] * (u * c + 0.5 * u * u)
+    attn_compute = k["pair_s"] * (u * c + 0.5 * u * u)
     # context read over the chunks: n·c plus the prompt's own tokens, half on average
     ctx_read = n_iter * c + u * (n_iter + 1.0) / 2.0
     attn_memory = k["q_byte_s"] * u + k["kv_byte_s"] * ctx_read
@@ -261,6 +351,8 @@ def prior_latency(x: PriorInputs) -> PriorLatency:
         + (n_iter - 1.0) * full_iter
         + last_iter
         + np.maximum(attn_compute, attn_memory)
+        + k["token_s"] * u
+        + n_iter * k["chunk_s"]
     )
     backlog = x.backlog_prefill_tokens * (1.0 - np.clip(x.prefix_cache_hit_rate, 0.0, 1.0))
     ahead = np.maximum(x.waiting * QUEUED_PROMPT_TOKENS, backlog)
@@ -271,8 +363,7 @@ def prior_latency(x: PriorInputs) -> PriorLatency:
     iteration = (
         k["overhead_s"]
         + _linear_s(x.kinds, x.kind_index, n_dec)
-        + n_dec * k["decode_per_seq_s"]
-        + dec_context * k["decode_per_context_s"]
+        + _decode_s(x.kinds, x.kind_index, n_dec, dec_context)
     )
     rho = _prefill_share(x, chunk)
     return PriorLatency(
@@ -290,15 +381,15 @@ def prior_generation_rate(x: PriorInputs) -> FloatArray:
 
     ``d`` running sequences decode one token per iteration of ``overhead + linear(d) +
     decode attention(d, K)``, with the iterations' prefill share ``ρ`` (as in TPOT) lost:
-    ``d · (1 − ρ) / iteration``; 0 when nothing runs.
+    ``d · (1 − ρ) / iteration``; 0 when nothing runs. ``linear`` is taken at the lowest time per
+    token of any smaller batch, so the rate never falls as more sequences run.
     """
     k = _per_kind(x.kinds, x.kind_index)
     d = x.running
     context = x.kv_usage * k["kv_capacity_tokens"]
     iteration = (
         k["overhead_s"]
-        + _linear_s(x.kinds, x.kind_index, d)
-        + d * k["decode_per_seq_s"]
-        + np.where(d > 0, context, 0.0) * k["decode_per_context_s"]
+        + _linear_envelope_s(x.kinds, x.kind_index, d)
+        + _decode_s(x.kinds, x.kind_index, d, np.where(d > 0, context, 0.0))
     )
     return d * (1.0 - _prefill_share(x, k["max_batched_tokens"])) / iteration

@@ -8,7 +8,10 @@ rate never falls as more sequences run. Learning the correction to the prior rat
 rate itself halved the median error on held-out simulator telemetry (0.20 → 0.13). Each
 training row is a request's view of its replica (rows of the same scrape repeat, which weights
 busy intervals by their traffic); the split is the latency models' (train on the head, stop
-early on the tail).
+early on the tail). The correction is then scaled by the share ``shrink`` (0, 0.1, …, 1) that
+gives the lowest median error on the calibration rows of the tail: now that the prior is the
+replica's own cost model, a correction learned on one load range can hurt at another, and
+``shrink = 0`` keeps the prior.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ _LOAD = (
 THROUGHPUT_FEATURES: tuple[str, ...] = (*REPLICA_FEATURES, *_LOAD, "generation_prior_log1p")
 _INCREASING = ("num_requests_running", "generation_prior_log1p")
 _PRIOR = THROUGHPUT_FEATURES.index("generation_prior_log1p")
+SHRINK_GRID = tuple(i / 10 for i in range(11))
 
 
 def throughput_features(features: FeatureMatrix) -> FloatArray:
@@ -55,23 +59,27 @@ class ThroughputModel:
     """A fitted generation-throughput booster."""
 
     booster: lgb.Booster
+    shrink: float = 1.0
 
     def predict(self, features: FeatureMatrix, *, num_threads: int = 1) -> FloatArray:
         """Predicted output tokens per second of each row's replica at its load (≥ 0)."""
         x = throughput_features(features)
         if len(x) == 0:
             return np.empty(0)
+        return self._predict(x, self.shrink, num_threads)
+
+    def _predict(self, x: FloatArray, shrink: float, num_threads: int = 1) -> FloatArray:
         raw = np.asarray(self.booster.predict(x, num_threads=num_threads), dtype=np.float64)
-        return np.maximum(np.expm1(raw + x[:, _PRIOR]), 0.0)
+        return np.maximum(np.expm1(shrink * raw + x[:, _PRIOR]), 0.0)
 
     def to_text(self) -> str:
         return str(self.booster.model_to_string())
 
     @classmethod
-    def from_text(cls, text: str) -> ThroughputModel:
+    def from_text(cls, text: str, *, shrink: float = 1.0) -> ThroughputModel:
         import lightgbm as lgb
 
-        return cls(booster=lgb.Booster(model_str=text))
+        return cls(booster=lgb.Booster(model_str=text), shrink=shrink)
 
 
 def fit_throughput_model(
@@ -85,4 +93,15 @@ def fit_throughput_model(
     names = list(THROUGHPUT_FEATURES)
     train = lgb.Dataset(x[split.train], y[split.train], feature_name=names)
     stop = lgb.Dataset(x[split.stop], y[split.stop], reference=train)
-    return ThroughputModel(booster=train_booster(_params(config), train, stop, config))
+    model = ThroughputModel(booster=train_booster(_params(config), train, stop, config))
+    rows = split.calibrate[features.generation_tokens_per_s[split.calibrate] > 0]
+    if len(rows) == 0:
+        return model
+    observed = features.generation_tokens_per_s[rows]
+
+    def error(shrink: float) -> float:
+        predicted = model._predict(x[rows], shrink)
+        return float(np.median(np.abs(predicted / observed - 1.0)))
+
+    best = min(SHRINK_GRID, key=lambda s: (error(s), -s))
+    return ThroughputModel(booster=model.booster, shrink=best)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from placement.cli.errors import user_errors
+from placement.cli.profiles import ProfilesOption, use_profiles
 
 app = typer.Typer(
     help="Benchmarks: each prints a table and writes JSON (--out).", no_args_is_help=True
@@ -33,8 +34,10 @@ def routing(
     faults: Annotated[
         Path | None, typer.Option(help="YAML list of {at_s, replica, kind: kill|slow, factor}")
     ] = None,
+    profiles: ProfilesOption = None,
 ) -> None:
     """Goodput at SLO of each routing policy against offered load."""
+    use_profiles(profiles)
     from bench.routing import RoutingBench, parse_loads, parse_policies, run_routing_bench
     from placement.domain.fleet import load_fleet
     from sim.faults import load_faults
@@ -77,11 +80,24 @@ def sim_speed(
 @user_errors
 def cost_model(
     out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+    profiles: ProfilesOption = None,
+    quick: Annotated[
+        bool, typer.Option(help="one accelerator left out, one measured (~20 s)")
+    ] = False,
+    update_catalogue: Annotated[
+        bool,
+        typer.Option(
+            help="rewrite data/catalogue/{transfer,calibrations,fidelity}.yaml from this run"
+        ),
+    ] = False,
 ) -> None:
-    """Accuracy of the engine cost model against Splitwise and LLM-Inference-Bench."""
+    """Accuracy of the engine cost model against Splitwise and LLM-Inference-Bench (the default
+    view and earlier ones), leave-one-accelerator-out of the datasheet fallback, and where each
+    catalogue accelerator's timings come from."""
     from bench.cost_model import run_cost_model_bench
 
-    run_cost_model_bench(out)
+    use_profiles(profiles)
+    run_cost_model_bench(out, quick=quick, update_catalogue=update_catalogue)
 
 
 @app.command("predictors")

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from placement.cli.errors import user_errors
+from placement.cli.profiles import ProfilesOption, use_profiles
 from placement.errors import InputError
 from placement.report import folding
 
@@ -46,8 +47,10 @@ def solve(
         str, typer.Option(help="mathopt-highs, mathopt-glop, mathopt-pdlp, cp-sat")
     ] = "mathopt-highs",
     seed: Annotated[int, typer.Option()] = 0,
+    profiles: ProfilesOption = None,
 ) -> None:
     """Solve a plan for a window of a workload on a fleet and publish it to --out."""
+    use_profiles(profiles)
     from placement.domain.fleet import load_fleet
     from placement.plan.schema import Plan
     from placement.plan.store import DirectoryPlanStore
@@ -133,6 +136,14 @@ def _print_plan(plan: object) -> None:
             f"{o.predicted_attainment:.1%}",
         )
     _console.print(folding(out))
+    if plan.timing_sources:
+        timing = Table(
+            "accelerator", "model", "tp", "timings from", "expected error", title="engine timings"
+        )
+        for t in plan.timing_sources:
+            error = "unmeasured" if t.expected_error is None else f"±{t.expected_error:.2f}"
+            timing.add_row(t.accelerator, t.model, str(t.tp), t.source, error)
+        _console.print(timing)
 
 
 @app.command("show")

@@ -9,6 +9,7 @@ import typer
 from rich.progress import Progress
 
 from placement.cli.errors import user_errors
+from placement.cli.profiles import ProfilesOption, use_profiles
 
 app = typer.Typer()
 
@@ -31,8 +32,10 @@ def whatif(
             help="also run each plan in the simulator (default: the scenario's base.simulate)",
         ),
     ] = None,
+    profiles: ProfilesOption = None,
 ) -> None:
     """Solve every case of a what-if scenario; print and write the table, plans and plots."""
+    use_profiles(profiles)
     from bench.policies import policy_for_plan
     from placement.report import console
     from placement.whatif.load import load_scenario

@@ -1,9 +1,23 @@
-"""Model architectures, described by their shapes (what the cost model needs)."""
+"""Model architectures, described by their shapes (what the cost model needs).
+
+The catalogue is data: ``data/catalogue/models.yaml`` (shipped), then every folder of
+``PLACEMENT_PROFILES`` and of ``--profiles`` (format: :mod:`placement.domain.catalogue_files`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from placement.domain.catalogue_files import (
+    Located,
+    ModelEntry,
+    check_folder,
+    check_unique,
+    env_folders,
+    read_models,
+    shipped_folder,
+)
 from placement.errors import InputError, UnknownModel
 
 
@@ -54,83 +68,58 @@ class ModelArchitecture:
         return self.params * self.dtype_bytes
 
 
-CATALOGUE: dict[str, ModelArchitecture] = {
-    m.name: m
-    for m in (
-        ModelArchitecture(
-            name="llama-3-8b",
-            context_tokens=131072,
-            layers=32,
-            hidden=4096,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            intermediate=14336,
-            vocab=128256,
-        ),
-        ModelArchitecture(
-            name="llama-2-70b",
-            context_tokens=4096,
-            layers=80,
-            hidden=8192,
-            heads=64,
-            kv_heads=8,
-            head_dim=128,
-            intermediate=28672,
-            vocab=32000,
-        ),
-        ModelArchitecture(
-            name="qwen2.5-32b",
-            context_tokens=32768,
-            layers=64,
-            hidden=5120,
-            heads=40,
-            kv_heads=8,
-            head_dim=128,
-            intermediate=27648,
-            vocab=152064,
-        ),
-        ModelArchitecture(
-            name="mixtral-8x7b",
-            context_tokens=32768,
-            layers=32,
-            hidden=4096,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            intermediate=14336,
-            vocab=32000,
-            num_experts=8,
-            experts_per_token=2,
-        ),
-        ModelArchitecture(
-            name="qwen3-30b-a3b",
-            context_tokens=32768,
-            layers=48,
-            hidden=2048,
-            heads=32,
-            kv_heads=4,
-            head_dim=128,
-            intermediate=768,
-            vocab=151936,
-            num_experts=128,
-            experts_per_token=8,
-        ),
-    )
-}
+CATALOGUE: dict[str, ModelArchitecture] = {}
+_ALIASES: dict[str, str] = {}
+# an unreadable PLACEMENT_PROFILES folder, reported by the first lookup (see accelerators.py)
+_PENDING: list[InputError] = []
 
-_ALIASES = {
-    "meta-llama/meta-llama-3-8b": "llama-3-8b",
-    "meta-llama/llama-3.1-8b": "llama-3-8b",
-    "llama3-8b": "llama-3-8b",
-    "llama-3.1-8b": "llama-3-8b",
-    "llama2-70b": "llama-2-70b",
-    "meta-llama/llama-2-70b-hf": "llama-2-70b",
-    "qwen/qwen2.5-32b": "qwen2.5-32b",
-    "qwen2.5-32b-instruct": "qwen2.5-32b",
-    "mistralai/mixtral-8x7b-v0.1": "mixtral-8x7b",
-    "qwen/qwen3-30b-a3b": "qwen3-30b-a3b",
-}
+
+def model_from_entry(entry: ModelEntry) -> ModelArchitecture:
+    """The :class:`ModelArchitecture` of a catalogue entry (names are kept lower-case)."""
+    return ModelArchitecture(
+        name=entry.name.lower(),
+        layers=entry.layers,
+        hidden=entry.hidden,
+        heads=entry.heads,
+        kv_heads=entry.kv_heads,
+        head_dim=entry.head_dim,
+        intermediate=entry.intermediate,
+        vocab=entry.vocab,
+        context_tokens=entry.context_tokens,
+        dtype_bytes=entry.dtype_bytes,
+        num_experts=entry.num_experts,
+        experts_per_token=entry.experts_per_token,
+    )
+
+
+def register_models(entries: Iterable[Located[ModelEntry]]) -> list[ModelArchitecture]:
+    """Add (or replace, by name) catalogue entries; returns the models registered."""
+    entries = list(entries)
+    by_file: dict[str, list[str]] = {}
+    for located in entries:
+        by_file.setdefault(str(located.source), []).append(located.entry.name)
+    for located in entries:
+        check_unique(by_file[str(located.source)], located.source, "models")
+    added: list[ModelArchitecture] = []
+    for located in entries:
+        model = model_from_entry(located.entry)
+        CATALOGUE[model.name] = model
+        for alias in located.entry.aliases:
+            _ALIASES[alias.lower()] = model.name
+        added.append(model)
+    return added
+
+
+def _load() -> None:
+    register_models(read_models(shipped_folder()))
+    for folder in env_folders():
+        try:
+            register_models(read_models(check_folder(folder)))
+        except InputError as exc:
+            _PENDING.append(exc)
+
+
+_load()
 
 
 def check_fits_context(
@@ -157,14 +146,18 @@ def get_model(
     name: str, *, source: str | None = None, field: str | None = None
 ) -> ModelArchitecture:
     """Look a model architecture up by name or a common alias (case-insensitive)."""
+    if _PENDING:
+        raise _PENDING[0]
     key = name.lower()
     if key in CATALOGUE:
         return CATALOGUE[key]
-    if key in _ALIASES:
+    if _ALIASES.get(key) in CATALOGUE:
         return CATALOGUE[_ALIASES[key]]
     raise UnknownModel(
         f"unknown model '{name}'",
         source=source,
         field=field,
-        expected="one of " + ", ".join(sorted(CATALOGUE)),
+        expected="one of "
+        + ", ".join(sorted(CATALOGUE))
+        + " (or add it: a models.yaml in a PLACEMENT_PROFILES folder)",
     )

@@ -119,6 +119,18 @@ class SolverReport(_Frozen):
     detail: str = ""  # what the solver said when it did not prove an optimum (status, reason)
 
 
+class TimingSourceEntry(_Frozen):
+    """Where one replica kind's engine timings come from (``profiles``, ``end-to-end fit`` or
+    ``roofline only``) and the median error that source showed on held-out measurements."""
+
+    accelerator: str
+    model: str
+    tp: int = Field(ge=1)
+    source: Literal["profiles", "end-to-end fit", "roofline only"]
+    expected_error: float | None = Field(default=None, ge=0)
+    detail: str = ""
+
+
 class Plan(_Frozen):
     schema_: Literal["placement.plan/v1"] = Field(default="placement.plan/v1", alias="schema")
     version: int = Field(ge=1)
@@ -135,6 +147,9 @@ class Plan(_Frozen):
     defaults: tuple[DefaultRoute, ...] = ()
     tenants: tuple[TenantPlan, ...] = ()
     outcomes: tuple[ClassOutcome, ...] = ()
+    # per replica kind, where the timings behind capacity_source come from (plans written
+    # before it have none)
+    timing_sources: tuple[TimingSourceEntry, ...] = ()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -28,6 +28,7 @@ from placement.plan.schema import (
     Route,
     SolverReport,
     TenantPlan,
+    TimingSourceEntry,
 )
 from placement.solver.instance import FloatArray, Instance
 from placement.solver.solution import PoolSolution, Solution
@@ -241,6 +242,39 @@ def extract_plan(
         defaults=tuple(defaults),
         tenants=tuple(tenants),
         outcomes=tuple(outcomes),
+        timing_sources=timing_sources(inst),
+    )
+
+
+def timing_sources(inst: Instance) -> tuple[TimingSourceEntry, ...]:
+    """Where each replica kind's engine timings come from (see :mod:`sim.costmodel.sources`);
+    kinds outside the catalogue (synthetic instances) are left out."""
+    from placement.domain.accelerators import get_accelerator
+    from placement.domain.llm import get_model
+    from placement.errors import InputError
+    from sim.costmodel.sources import replica_sources
+
+    names = {
+        (inst.kind_accelerator[k], inst.models[int(inst.replica_model[r])], int(inst.kind_tp[k]))
+        for r, k in enumerate(inst.replica_kind.tolist())
+    }
+    kinds = []
+    for accelerator, model, tp in sorted(names):
+        try:
+            kinds.append((get_accelerator(accelerator), get_model(model), tp))
+        except InputError:
+            continue
+    found = replica_sources(kinds)
+    return tuple(
+        TimingSourceEntry(
+            accelerator=src.accelerator,
+            model=model,
+            tp=tp,
+            source=src.source,
+            expected_error=src.expected_error,
+            detail=src.detail,
+        )
+        for model, tp, src in found
     )
 
 

@@ -49,6 +49,35 @@ def _tenants(results: Sequence[CaseResult]) -> list[str]:
     return sorted({t for r in results for t in r.attainment_by_tenant})
 
 
+def _error(value: Any) -> str:
+    return "unmeasured" if value is None else f"±{float(value):.2f}"
+
+
+def timing_summary(sources: Sequence[dict[str, Any]]) -> str:
+    """One line: each accelerator's timing source and its expected median error."""
+    per_accelerator = {s["accelerator"]: s for s in sources}
+    return "; ".join(
+        f"{name}: {s['source']} ({_error(s.get('expected_error'))})"
+        for name, s in sorted(per_accelerator.items())
+    )
+
+
+def timing_table(results: Sequence[CaseResult]) -> Table:
+    """Every replica kind the cases use, where its timings come from and how far off that is."""
+    t = Table(title="where each kind's timings come from (expected median error, held out)")
+    for col in ("accelerator", "model", "tp", "source", "expected error", "detail"):
+        t.add_column(col, justify="right" if col in ("tp", "expected error") else "left")
+    seen: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for r in results:
+        for s in r.timing_sources:
+            seen.setdefault((s["accelerator"], s["model"], int(s["tp"])), s)
+    for (accelerator, model, tp), s in sorted(seen.items()):
+        t.add_row(
+            accelerator, model, str(tp), s["source"], _error(s.get("expected_error")), s["detail"]
+        )
+    return t
+
+
 def table_rows(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
     """Flat rows (one per case) for CSV and JSON."""
     classes, tenants = _classes(results), _tenants(results)
@@ -67,6 +96,7 @@ def table_rows(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
             "churn": r.churn,
             "solve_s": r.solve_s,
             "capacity_source": r.capacity_source,
+            "timing_sources": timing_summary(r.timing_sources),
         }
         for c in classes:
             row[f"attainment:{c}"] = r.attainment_by_class.get(c)
@@ -113,6 +143,8 @@ def print_results(
             cells.append(_pct((r.simulated or {}).get("attainment")))
         t.add_row(*cells)
     console.print(t)
+    if any(r.timing_sources for r in results):
+        console.print(timing_table(results))
     classes = _classes(results)
     if len(classes) > 1:
         console.print(
@@ -200,6 +232,7 @@ def write_results(
         "seed": scenario.seed,
         "cases": rows,
         "outcomes": {r.case: r.outcomes for r in results},
+        "timing_sources": {r.case: r.timing_sources for r in results},
         "simulated": {r.case: r.simulated for r in results if r.simulated},
         "min_cost": min_cost.to_dict() if min_cost is not None else None,
     }

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from placement.domain.fleet import Fleet
 from placement.errors import InfeasiblePlan, PlacementError
 from placement.plan.schema import Plan
 from placement.whatif.accelerators import scenario_accelerators
@@ -54,6 +55,8 @@ class CaseResult:
     outcomes: list[dict[str, Any]] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)
     capacity_source: str = ""
+    # per replica kind of the case's fleet: where its engine timings come from
+    timing_sources: list[dict[str, Any]] = field(default_factory=list)
     plan_json: str | None = None
     simulated: dict[str, Any] | None = None  # attainment measured in the simulator
     wall_s: float = 0.0
@@ -94,6 +97,17 @@ def summarise_plan(plan: Plan) -> dict[str, Any]:
         ),
         "outcomes": [o.model_dump(mode="json") for o in outs],
     }
+
+
+def fleet_timing_sources(fleet: Fleet) -> list[dict[str, Any]]:
+    """Per replica kind of ``fleet``: its timing source (:mod:`sim.costmodel.sources`)."""
+    from sim.costmodel.sources import replica_sources
+
+    kinds = ((r.accelerator, r.model, r.tp) for r in fleet.replicas)
+    return [
+        {"model": model, "tp": tp, **source.as_dict()}
+        for model, tp, source in replica_sources(kinds)
+    ]
 
 
 def _solve(
@@ -146,6 +160,7 @@ def run_case(
             "replicas": len(inputs.fleet.replicas),
             "cost_per_hour": inputs.fleet.cost_per_hour,
             "demand_rps": demand,
+            "timing_sources": fleet_timing_sources(inputs.fleet),
         }
         try:
             plan, explanation, status, source = _solve(scenario, case, inputs, previous)

@@ -33,6 +33,7 @@ from serving.route.ttft import GENERIC_OVERHEAD_S, GENERIC_PREFILL_TOKENS_PER_S
 
 DECODE_GRID_EXPONENTS = 10  # n = 1, 2, 4, … 512 decoding sequences
 GENERIC_CHUNK_TOKENS = 2048
+SLOPE_AT_SEQUENCES = 32
 GENERIC_DECODE_STEP_S = 0.02  # a mid-range GPU's small-batch decode step
 
 __all__ = ["DecodeStepTable", "decode_step_table"]
@@ -87,13 +88,17 @@ def decode_step_table(accelerator: str, model: str, tp: int) -> DecodeStepTable:
         return _generic_table()
     roof = kind_roofline(kind)
     n = 2.0 ** np.arange(DECODE_GRID_EXPONENTS, dtype=np.float64)
-    step = roof.overhead_s + roof.linear_s(n) + n * roof.decode_per_seq_s
+    step = roof.overhead_s + roof.linear_s(n) + roof.decode_s(n, np.zeros_like(n))
+    # the attention cost per summed context token, read at a mid-size batch (the tables bend
+    # little past a few dozen sequences)
+    mid = np.asarray([float(SLOPE_AT_SEQUENCES)])
+    per_context = float(roof.decode_s(mid, np.ones(1))[0] - roof.decode_s(mid, np.zeros(1))[0])
     chunk = roof.max_batched_tokens
     one, full = roof.linear_s(np.asarray([1.0, float(chunk)]))
     return DecodeStepTable(
         kind.label,
         tuple(float(x) for x in step),
-        roof.decode_per_context_s,
+        per_context,
         float(full - one) / (chunk - 1),
         chunk,
     )

@@ -46,7 +46,8 @@ from sim.costmodel.operators import (
     profiled_linear_many,
     shard_shapes,
 )
-from sim.costmodel.profiles import Curve, load_profile
+from sim.costmodel.profiles import Curve, OperatorProfile, load_profile
+from sim.costmodel.stack import StackCalibration, calibrate_tables
 from sim.costmodel.tabulated import TabulatedCostModel
 
 MAX_TOKENS = 32768 + 512
@@ -188,10 +189,11 @@ def padded_envelope(times: FloatArray) -> FloatArray:
 class ProfiledCostModel(TabulatedCostModel):
     """:class:`~sim.costmodel.base.IterationCostModel` from the measured vLLM operator tables.
 
-    Construction loads the accelerator's tables (cached per process) and tabulates every term;
-    all methods are then list lookups and a few float operations. Raises
-    :class:`~placement.errors.ProfileUnavailable` (or its subclass ``ShapeNotProfiled``) when the
-    accelerator has no tables or the tables miss one of the model's shapes.
+    Construction loads the accelerator's tables (cached per process; or takes ``profile``, e.g.
+    one synthesised from a datasheet) and tabulates every term; all methods are then list
+    lookups and a few float operations. Raises :class:`~placement.errors.ProfileUnavailable` (or
+    its subclass ``ShapeNotProfiled``) when the accelerator has no tables or the tables miss one
+    of the model's shapes.
     """
 
     def __init__(
@@ -200,18 +202,25 @@ class ProfiledCostModel(TabulatedCostModel):
         model: ModelArchitecture,
         tp: int,
         *,
+        profile: OperatorProfile | None = None,
+        stack: StackCalibration | None = None,
+        calibrated_on: str = "",
         framework_overhead_s: float = FRAMEWORK_OVERHEAD_S,
         max_tokens: int = MAX_TOKENS,
         max_decode_seqs: int = MAX_DECODE_SEQS,
     ) -> None:
-        if accelerator.profile is None:
-            raise ProfileUnavailable(f"accelerator '{accelerator.kind}' has no measured profile")
-        profile = load_profile(accelerator.profile)
+        if profile is None:
+            if accelerator.profile is None:
+                raise ProfileUnavailable(
+                    f"accelerator '{accelerator.kind}' has no measured profile"
+                )
+            profile = load_profile(accelerator.profile)
         shapes = shard_shapes(model, tp)
         self.accelerator = accelerator
         self.model = model
         self.tp = tp
         self.profile_version = profile.version
+        self.profile_predicted = profile.predicted
 
         tokens = np.arange(1, max_tokens + 1, dtype=np.float64)
         linear = padded_envelope(profiled_linear_many(profile, shapes, tokens))
@@ -235,9 +244,17 @@ class ProfiledCostModel(TabulatedCostModel):
         self.framework_overhead_s = framework_overhead_s
         self.attention_fixed_s = layers * fixed
         self.overhead_s = framework_overhead_s + self.attention_fixed_s
+        self._per_chunk = 0.0
+        self.stack = stack
+        self.calibrated_on = calibrated_on if stack is not None else ""
+        if stack is not None:
+            calibrate_tables(self, stack)
 
     def prefill_attention_s(self, chunk_tokens: int, context_tokens: int) -> float:
-        """Causal attention of one chunk over its cached context, all layers (s)."""
-        return chunk_tokens * (
-            self._per_token + self._per_pair * (context_tokens + 0.5 * chunk_tokens)
+        """Causal attention of one chunk over its cached context, all layers (s), plus the
+        serving stack's per-chunk cost when calibrated."""
+        return (
+            chunk_tokens
+            * (self._per_token + self._per_pair * (context_tokens + 0.5 * chunk_tokens))
+            + self._per_chunk
         )

@@ -1,7 +1,9 @@
 """Measured operator tables (NVIDIA AIConfigurator, vLLM) loaded once and indexed for lookup.
 
-The tables live under ``<shared data>/profiles/aiconfigurator/<profile>/<op>/vllm/<version>/``
-(``gemm``, ``attention``, ``comm``, ``moe``). Latencies there are milliseconds per call on one
+The tables of a profile live under ``<profile>/<op>/vllm/<version>/`` (``gemm``, ``attention``,
+``comm``, ``moe``), found by :func:`find_profile` in the catalogue folders (``PLACEMENT_PROFILES``,
+``--profiles``; ``<folder>/<profile>`` or ``<folder>/aiconfigurator/<profile>``) and in
+``<shared data>/profiles/aiconfigurator``. Latencies there are milliseconds per call on one
 GPU; every :class:`Curve` here holds **seconds**.
 
 Which rows are kept (one value per measured point):
@@ -32,6 +34,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from placement.domain.catalogue import profile_folders
 from placement.errors import InputError, ProfileUnavailable
 from placement.paths import shared_data
 
@@ -75,6 +78,8 @@ class OperatorProfile:
     generation_attention: dict[HeadKey, dict[int, Curve]]
     all_reduce: dict[int, Curve]
     moe: dict[MoeKey, Curve]
+    # operators predicted from a datasheet rather than measured (synthetic profiles only)
+    predicted: tuple[str, ...] = ()
 
 
 def profiles_root() -> Path:
@@ -82,20 +87,45 @@ def profiles_root() -> Path:
     return shared_data() / "profiles" / "aiconfigurator"
 
 
+def _is_profile(folder: Path) -> bool:
+    return (folder / "gemm" / FRAMEWORK).is_dir()
+
+
+def profile_roots() -> tuple[Path, ...]:
+    """Folders searched for ``<profile>/``: the catalogue folders, latest first (each itself
+    and its ``aiconfigurator/``), then the shared data's."""
+    roots: list[Path] = []
+    for folder in reversed(profile_folders()):
+        roots += [folder, folder / "aiconfigurator"]
+    return (*roots, profiles_root())
+
+
+def find_profile(profile: str) -> Path | None:
+    """The folder of ``profile`` (a name, or an absolute path): the first root holding it."""
+    path = Path(profile)
+    if path.is_absolute():
+        return path if _is_profile(path) else None
+    return next((root / profile for root in profile_roots() if _is_profile(root / profile)), None)
+
+
 def available_profiles() -> tuple[str, ...]:
-    """Profile names that have at least a GEMM table."""
-    root = profiles_root()
-    if not root.is_dir():
-        return ()
-    return tuple(sorted(p.name for p in root.iterdir() if (p / "gemm" / FRAMEWORK).is_dir()))
+    """Profile names that have at least a GEMM table, in every root."""
+    names = {
+        p.name
+        for root in profile_roots()
+        if root.is_dir()
+        for p in root.iterdir()
+        if _is_profile(p)
+    }
+    return tuple(sorted(names))
 
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
 
 
-def _version_dir(profile: str, op: str) -> Path | None:
-    base = profiles_root() / profile / op / FRAMEWORK
+def _version_dir(folder: Path, op: str) -> Path | None:
+    base = folder / op / FRAMEWORK
     if not base.is_dir():
         return None
     versions = [p for p in base.iterdir() if p.is_dir()]
@@ -199,26 +229,33 @@ def _load_moe(path: Path) -> dict[MoeKey, Curve]:
     return out
 
 
-@cache
 def load_profile(profile: str) -> OperatorProfile:
-    """Load and index every table of ``profile`` (e.g. ``"h100_sxm"``); cached per process.
+    """Load and index every table of ``profile`` (a name like ``"h100_sxm"`` or a folder);
+    cached per process and folder.
 
     Raises :class:`ProfileUnavailable` when the GEMM or attention tables are missing; the
     all-reduce and MoE tables are optional (empty when absent).
     """
-    gemm_dir = _version_dir(profile, "gemm")
-    attention_dir = _version_dir(profile, "attention")
+    folder = find_profile(profile)
+    if folder is None:
+        searched = ", ".join(str(r) for r in profile_roots())
+        raise ProfileUnavailable(f"no GEMM/attention tables for profile '{profile}' in {searched}")
+    return _load_folder(folder.resolve(), Path(profile).name)
+
+
+@cache
+def _load_folder(folder: Path, name: str) -> OperatorProfile:
+    gemm_dir = _version_dir(folder, "gemm")
+    attention_dir = _version_dir(folder, "attention")
     if gemm_dir is None or attention_dir is None:
-        raise ProfileUnavailable(
-            f"no GEMM/attention tables for profile '{profile}' under {profiles_root()}"
-        )
+        raise ProfileUnavailable(f"no GEMM/attention tables for profile '{name}' in {folder}")
     gemm = _load_gemm(gemm_dir / "gemm_perf.parquet")
-    comm_dir = _version_dir(profile, "comm")
-    moe_dir = _version_dir(profile, "moe")
+    comm_dir = _version_dir(folder, "comm")
+    moe_dir = _version_dir(folder, "moe")
     all_reduce_path = None if comm_dir is None else comm_dir / "custom_allreduce_perf.parquet"
     moe_path = None if moe_dir is None else moe_dir / "moe_perf.parquet"
     return OperatorProfile(
-        name=profile,
+        name=name,
         version=gemm_dir.name,
         gemm=gemm,
         gemm_ns=tuple(sorted({n for n, _ in gemm})),

@@ -1,6 +1,13 @@
 """Roofline iteration-time model for accelerators without measured operator tables.
 
-Every operator of :mod:`sim.costmodel.operators` costs
+By default (``efficiency=None``) every operator costs its speed of light divided by the
+utilization that :mod:`sim.costmodel.transfer` learned by shape on the profiled accelerators
+(the shipped surfaces, or the ``transfer`` given): the datasheet fallback. The tables it
+predicts are tabulated exactly as measured ones are
+(:class:`~sim.costmodel.profiled.ProfiledCostModel`).
+
+With an explicit ``efficiency`` it is the plain two-parameter roofline below, where every
+operator of :mod:`sim.costmodel.operators` costs
 
     max(flops / (peak · eff_compute), bytes / (bandwidth · eff_memory))
 
@@ -45,7 +52,10 @@ from sim.costmodel.profiled import (
     MAX_TOKENS,
     ProfiledCostModel,
 )
+from sim.costmodel.profiles import OperatorProfile
+from sim.costmodel.stack import StackCalibration
 from sim.costmodel.tabulated import TabulatedCostModel
+from sim.costmodel.transfer import TransferModel, default_transfer, synthetic_profile
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,10 +160,17 @@ def roofline_s(works: Sequence[Work], peaks: Peaks, efficiency: RooflineEfficien
     return total
 
 
+def profile_predicted(model: ProfiledCostModel) -> tuple[str, ...]:
+    return model.profile_predicted
+
+
 class RooflineCostModel(TabulatedCostModel):
     """:class:`~sim.costmodel.base.IterationCostModel` from datasheet figures and a roofline.
 
-    ``reason`` says why this model is used instead of the profiled one.
+    ``reason`` says why this model is used instead of the profiled one. ``efficiency=None``:
+    learned utilization surfaces (``transfer``, default the shipped ones); an explicit
+    efficiency: the constant-efficiency roofline. ``measured``: the accelerator's own tables,
+    kept wherever they cover the model (``predicted`` lists what came from the datasheet).
     """
 
     def __init__(
@@ -163,7 +180,11 @@ class RooflineCostModel(TabulatedCostModel):
         tp: int,
         *,
         reason: str = "requested",
-        efficiency: RooflineEfficiency = FITTED_EFFICIENCY,
+        efficiency: RooflineEfficiency | None = None,
+        transfer: TransferModel | None = None,
+        measured: OperatorProfile | None = None,
+        stack: StackCalibration | None = None,
+        calibrated_on: str = "",
         framework_overhead_s: float = FRAMEWORK_OVERHEAD_S,
         max_tokens: int = MAX_TOKENS,
         max_decode_seqs: int = MAX_DECODE_SEQS,
@@ -175,7 +196,43 @@ class RooflineCostModel(TabulatedCostModel):
         self.tp = tp
         self.reason = reason
         self.efficiency = efficiency
+        self.framework_overhead_s = framework_overhead_s
         self.overhead_s = framework_overhead_s
+        self._per_pair: float | None = None
+        self._per_token = 0.0
+        self._per_chunk = 0.0
+        self.stack = stack
+        self.calibrated_on = ""
+        self.predicted: tuple[str, ...] = ("every operator",)
+        if efficiency is None:
+            self.transfer = transfer if transfer is not None else default_transfer()
+            tables = ProfiledCostModel(
+                accelerator,
+                model,
+                tp,
+                profile=synthetic_profile(accelerator, model, tp, self.transfer, measured),
+                stack=stack,
+                calibrated_on=calibrated_on,
+                framework_overhead_s=framework_overhead_s,
+                max_tokens=max_tokens,
+                max_decode_seqs=max_decode_seqs,
+            )
+            self._linear = tables._linear
+            self._max_tokens = tables._max_tokens
+            self._decode = tables._decode
+            self._max_seqs = tables._max_seqs
+            self._per_token = tables._per_token
+            self._per_pair = tables._per_pair
+            self._per_chunk = tables._per_chunk
+            self.prefill_fit = tables.prefill_fit
+            self.decode_fit = tables.decode_fit
+            self.overhead_s = tables.overhead_s
+            self.framework_overhead_s = tables.framework_overhead_s
+            self.calibrated_on = tables.calibrated_on
+            self.predicted = profile_predicted(tables)
+            return
+        if stack is not None:
+            raise ValueError("a stack calibration applies to the learned surfaces only")
 
         tokens = np.arange(1, max_tokens + 1, dtype=np.float64)
         linear = roofline_s(linear_work(shapes, tokens), peaks, efficiency)
@@ -201,6 +258,12 @@ class RooflineCostModel(TabulatedCostModel):
 
     def prefill_attention_s(self, chunk_tokens: int, context_tokens: int) -> float:
         """Causal attention of one chunk over its cached context, all layers (s)."""
+        if self._per_pair is not None:  # learned surfaces: the profiled model's form
+            return (
+                chunk_tokens
+                * (self._per_token + self._per_pair * (context_tokens + 0.5 * chunk_tokens))
+                + self._per_chunk
+            )
         compute = self._pair_flop_s * chunk_tokens * (context_tokens + 0.5 * chunk_tokens)
         memory = self._q_byte_s * chunk_tokens + self._kv_byte_s * (context_tokens + chunk_tokens)
         return compute if compute > memory else memory

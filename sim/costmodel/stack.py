@@ -17,6 +17,19 @@ math with different software: its own host loop, its own all-reduce library, its
   Decode attention (memory-bound) is unchanged.
 - ``prefill_sequence_s``: a fixed cost per prefill chunk (per sequence in a batched prefill):
   per-sequence input preparation, attention metadata and first-token sampling.
+- ``memory_factor``: multiplies the memory-bound kernel time of the token-linear work, its
+  one-token floor (the weight read). ``> 1`` means the stack (or the accelerator, when the
+  kernel times come from a datasheet) reads memory less efficiently.
+- ``attention_factor``: multiplies decode attention (reading the KV cache), whose kernels differ
+  more between stacks than GEMMs do.
+- ``decode_sequence_s``: host time per decoding sequence per iteration (sampling, output
+  processing, scheduler bookkeeping), which grows with the batch.
+- ``all_reduce_byte_s``: time per byte of each all-reduce message beyond the table's, for a
+  stack whose collective library moves large messages more slowly (charged with the ring's
+  ``2·(tp−1)/tp`` share, 2 calls per layer).
+
+The first four are the defaults :func:`fit_stack_calibration` fits (``free``); the others are
+fitted when asked, e.g. for an accelerator whose kernel times come from its datasheet.
 
 :class:`CalibratedCostModel` applies a calibration to a base model and keeps the
 :class:`~sim.costmodel.base.IterationCostModel` structure (in particular decode attention stays
@@ -42,11 +55,14 @@ from placement.errors import InputError
 from sim.costmodel.base import IterationCostModel
 from sim.costmodel.interpolate import FloatArray
 from sim.costmodel.operators import ALL_REDUCES_PER_LAYER
+from sim.costmodel.tabulated import TabulatedCostModel
 
 # Robust loss scale of the fit, on log(predicted / measured): residuals beyond ~10 % count
 # linearly (soft L1) instead of quadratically, so a few broken measurements cannot dominate.
 ROBUST_LOG_SCALE = 0.1
 COMPUTE_FACTOR_BOUNDS = (0.5, 2.0)
+MEMORY_FACTOR_BOUNDS = (0.5, 4.0)
+ATTENTION_FACTOR_BOUNDS = (0.5, 20.0)
 
 
 class KernelCostModel(IterationCostModel, Protocol):
@@ -75,16 +91,31 @@ class StackCalibration:
     all_reduce_hop_latency_s: float = 0.0
     compute_factor: float = 1.0
     prefill_sequence_s: float = 0.0
+    memory_factor: float = 1.0
+    attention_factor: float = 1.0
+    decode_sequence_s: float = 0.0
+    all_reduce_byte_s: float = 0.0
 
     def __post_init__(self) -> None:
-        lo, hi = COMPUTE_FACTOR_BOUNDS
-        if not lo <= self.compute_factor <= hi:
-            raise InputError(
-                f"compute_factor {self.compute_factor} is not physical",
-                field="compute_factor",
-                expected=f"a value in [{lo}, {hi}]",
-            )
-        for name in ("host_overhead_s", "all_reduce_hop_latency_s", "prefill_sequence_s"):
+        for name, (lo, hi) in (
+            ("compute_factor", COMPUTE_FACTOR_BOUNDS),
+            ("memory_factor", MEMORY_FACTOR_BOUNDS),
+            ("attention_factor", ATTENTION_FACTOR_BOUNDS),
+        ):
+            value = getattr(self, name)
+            if not lo <= value <= hi:
+                raise InputError(
+                    f"{name} {value} is not physical",
+                    field=name,
+                    expected=f"a value in [{lo}, {hi}]",
+                )
+        for name in (
+            "host_overhead_s",
+            "all_reduce_hop_latency_s",
+            "prefill_sequence_s",
+            "decode_sequence_s",
+            "all_reduce_byte_s",
+        ):
             if getattr(self, name) < 0.0:
                 raise InputError(f"negative latency {getattr(self, name)}", field=name)
 
@@ -112,33 +143,57 @@ class StackCalibration:
 
 NEUTRAL_STACK = StackCalibration()
 STACK_PARAMETERS: tuple[str, ...] = tuple(f.name for f in fields(StackCalibration))
+# what a fit frees unless told otherwise: the stack's own software on measured kernels
+DEFAULT_FREE: tuple[str, ...] = (
+    "host_overhead_s",
+    "all_reduce_hop_latency_s",
+    "compute_factor",
+    "prefill_sequence_s",
+)
 
 
 class CalibratedCostModel:
     """``base`` (measured kernels) run under the serving stack ``stack``.
 
     Per iteration, relative to ``base``: the host overhead replaces ``base.framework_overhead_s``;
-    ``linear_s(m)`` becomes ``floor + compute_factor·(linear_s(m) − floor)`` with
-    ``floor = linear_s(1)``, plus ``2·layers·(tp−1)·all_reduce_hop_latency_s``; each prefill chunk
-    costs ``compute_factor`` times its attention plus ``prefill_sequence_s``; decode attention
-    coefficients are the base's. All methods are O(1).
+    ``linear_s(m)`` becomes ``memory_factor·floor + compute_factor·(linear_s(m) − floor)`` with
+    ``floor = linear_s(1)``, plus ``2·layers·(tp−1)·all_reduce_hop_latency_s`` and
+    ``2·layers·2(tp−1)/tp·m·hidden·bytes·all_reduce_byte_s``; each prefill chunk costs
+    ``compute_factor`` times its attention plus ``prefill_sequence_s``; decode attention is the
+    base's times ``attention_factor``, plus ``decode_sequence_s`` per sequence. All methods are
+    O(1).
     """
 
     def __init__(self, base: KernelCostModel, stack: StackCalibration) -> None:
         self.base = base
         self.stack = stack
+        self.model = base.model
+        self.tp = base.tp
         self.overhead_s = base.overhead_s - base.framework_overhead_s + stack.host_overhead_s
+        self.framework_overhead_s = stack.host_overhead_s
         self._floor_s = base.linear_s(1)
         calls = ALL_REDUCES_PER_LAYER * base.model.layers * (base.tp - 1)
         self.all_reduce_latency_s = calls * stack.all_reduce_hop_latency_s
+        ring = 2.0 * (base.tp - 1) / base.tp
+        self._all_reduce_token_s = (
+            ALL_REDUCES_PER_LAYER
+            * base.model.layers
+            * ring
+            * base.model.hidden
+            * base.model.dtype_bytes
+            * stack.all_reduce_byte_s
+        )
 
     def linear_s(self, tokens: int) -> float:
         """Token-linear work of ``tokens`` tokens under the stack (s); 0 for no tokens."""
         if tokens <= 0:
             return 0.0
         kernels = self.base.linear_s(tokens)
-        scaled = self._floor_s + self.stack.compute_factor * (kernels - self._floor_s)
-        return scaled + self.all_reduce_latency_s
+        stack = self.stack
+        scaled = stack.memory_factor * self._floor_s + stack.compute_factor * (
+            kernels - self._floor_s
+        )
+        return scaled + self.all_reduce_latency_s + self._all_reduce_token_s * tokens
 
     def prefill_attention_s(self, chunk_tokens: int, context_tokens: int) -> float:
         """Attention of one prefill chunk plus the stack's per-sequence prefill cost (s)."""
@@ -146,8 +201,11 @@ class CalibratedCostModel:
         return self.stack.compute_factor * attention + self.stack.prefill_sequence_s
 
     def decode_attention_coeffs(self, n: int) -> tuple[float, float]:
-        """The base's (fixed s, s per summed context token): decode attention is memory-bound."""
-        return self.base.decode_attention_coeffs(n)
+        """The base's (fixed s, s per summed context token) times the attention factor, plus the
+        stack's per-sequence time."""
+        d0, d1 = self.base.decode_attention_coeffs(n)
+        factor = self.stack.attention_factor
+        return (factor * d0 + n * self.stack.decode_sequence_s, factor * d1)
 
     def iteration_s(
         self, prefill_chunks: list[tuple[int, int]], n_decode: int, decode_context: int
@@ -176,59 +234,117 @@ def stack_sensitivities(
     return neutral, tuple(slopes)
 
 
-# Typical magnitude of each offset (s, s, factor, s): the optimiser's variable scaling.
-_OFFSET_SCALE = np.asarray([1e-2, 1e-5, 0.1, 1e-3])
+# Typical magnitude of each offset (in field order): the optimiser's variable scaling.
+_OFFSET_SCALE = np.asarray([1e-2, 1e-5, 0.1, 1e-3, 0.1, 0.1, 1e-5, 1e-11])
 _START = StackCalibration(
     host_overhead_s=5e-3, all_reduce_hop_latency_s=5e-6, prefill_sequence_s=1e-3
 )
+# How far from neutral a parameter may go for one unit of shrinkage (in field order).
+_SHRINK_SCALE = np.asarray([2e-2, 2e-5, 1.0, 5e-3, 1.0, 2.0, 1e-3, 1e-10])
+_FACTORS = (COMPUTE_FACTOR_BOUNDS, MEMORY_FACTOR_BOUNDS, ATTENTION_FACTOR_BOUNDS)
+(_C, _M, _A) = _FACTORS
+_LOWER = np.asarray([0.0, 0.0, _C[0] - 1.0, 0.0, _M[0] - 1.0, _A[0] - 1.0, 0.0, 0.0])
+_UPPER = np.asarray([np.inf, np.inf, _C[1] - 1.0, np.inf, _M[1] - 1.0, _A[1] - 1.0, np.inf, np.inf])
+
+
+def _full_width(rows: FloatArray) -> FloatArray:
+    """Sensitivity rows padded with zeros for parameters they leave out (rows written for the
+    first, default parameters only)."""
+    missing = len(STACK_PARAMETERS) - rows.shape[1]
+    if missing < 0:
+        raise InputError(
+            f"{rows.shape[1]} sensitivities per case", expected=f"at most {len(STACK_PARAMETERS)}"
+        )
+    return np.pad(rows, ((0, 0), (0, missing)))
 
 
 def predicted_s(
     neutral_s: FloatArray, sensitivities: FloatArray, stack: StackCalibration
 ) -> FloatArray:
     """Predicted times of many quantities under ``stack`` (see :func:`stack_sensitivities`)."""
-    return neutral_s + sensitivities @ stack.offsets()
+    rows = _full_width(np.atleast_2d(np.asarray(sensitivities, dtype=np.float64)))
+    return np.asarray(neutral_s + rows @ stack.offsets(), dtype=np.float64)
 
 
 def fit_stack_calibration(
     measured_s: Sequence[float],
     neutral_s: Sequence[float],
     sensitivities: Sequence[Sequence[float]],
+    *,
+    free: Sequence[str] = DEFAULT_FREE,
+    shrink: float = 0.0,
 ) -> StackCalibration:
     """The stack minimising a robust loss of ``log(predicted / measured)`` over the cases.
 
     One entry per measured quantity in each argument (``sensitivities`` row: one value per
-    parameter, from :func:`stack_sensitivities`). Soft-L1 loss with scale
-    :data:`ROBUST_LOG_SCALE`; bounds keep latencies ≥ 0 and ``compute_factor`` in
-    :data:`COMPUTE_FACTOR_BOUNDS`. Raises :class:`InputError` with fewer cases than parameters or
-    a non-positive measurement.
+    parameter, from :func:`stack_sensitivities`); only the parameters named in ``free`` move
+    (the others stay neutral). ``shrink > 0`` adds ``shrink · offset / typical size`` per free
+    parameter to the residuals (:data:`_SHRINK_SCALE`): with few cases, parameters the data
+    do not pin down stay near the neutral stack. Soft-L1 loss with scale
+    :data:`ROBUST_LOG_SCALE`; bounds keep
+    latencies ≥ 0 and the factors in :data:`COMPUTE_FACTOR_BOUNDS` / :data:`MEMORY_FACTOR_BOUNDS`.
+    Raises :class:`InputError` with fewer cases than free parameters, an unknown parameter or a
+    non-positive measurement.
     """
     y = np.asarray(measured_s, dtype=np.float64)
     base = np.asarray(neutral_s, dtype=np.float64)
-    slopes = np.asarray(sensitivities, dtype=np.float64).reshape(len(y), len(STACK_PARAMETERS))
-    if len(y) < len(STACK_PARAMETERS):
+    slopes = _full_width(np.asarray(sensitivities, dtype=np.float64).reshape(len(y), -1))
+    unknown = [name for name in free if name not in STACK_PARAMETERS]
+    if unknown:
         raise InputError(
-            f"{len(y)} cases cannot determine {len(STACK_PARAMETERS)} stack parameters",
+            f"unknown stack parameter(s) {', '.join(unknown)}",
+            field="free",
+            expected=", ".join(STACK_PARAMETERS),
+        )
+    cols = [STACK_PARAMETERS.index(name) for name in free]
+    if len(y) < (len(cols) if shrink <= 0.0 else 1):
+        raise InputError(
+            f"{len(y)} cases cannot determine {len(cols)} stack parameters",
             field="measured_s",
-            expected=f"at least {len(STACK_PARAMETERS)} cases",
+            expected=f"at least {len(cols)} cases",
         )
     if np.any(y <= 0.0):
         raise InputError("measured times must be positive", field="measured_s")
-    lo, hi = COMPUTE_FACTOR_BOUNDS
-    lower = np.asarray([0.0, 0.0, lo - 1.0, 0.0])
-    upper = np.asarray([np.inf, np.inf, hi - 1.0, np.inf])
+    lower, upper = _LOWER[cols], _UPPER[cols]
+    sub = slopes[:, cols]
+
+    scale = _SHRINK_SCALE[cols]
 
     def log_ratio(offsets: FloatArray) -> FloatArray:
-        predicted = np.maximum(base + slopes @ offsets, 1e-12)
-        return np.asarray(np.log(predicted / y), dtype=np.float64)
+        predicted = np.maximum(base + sub @ offsets, 1e-12)
+        residuals = np.log(predicted / y)
+        if shrink > 0.0:
+            residuals = np.concatenate([residuals, shrink * offsets / scale])
+        return np.asarray(residuals, dtype=np.float64)
 
     result = least_squares(
         log_ratio,
-        _START.offsets(),
+        np.clip(_START.offsets()[cols], lower, upper),
         bounds=(lower, upper),
         loss="soft_l1",
         f_scale=ROBUST_LOG_SCALE,
-        x_scale=_OFFSET_SCALE,
+        x_scale=_OFFSET_SCALE[cols],
     )
-    offsets = np.clip(result.x, lower, upper)
+    offsets = np.zeros(len(STACK_PARAMETERS))
+    offsets[cols] = np.clip(result.x, lower, upper)
     return StackCalibration.from_offsets(offsets.tolist())
+
+
+def calibrate_tables(cm: TabulatedCostModel, stack: StackCalibration) -> None:
+    """Apply ``stack`` to a freshly tabulated kernel model in place (what
+    :class:`CalibratedCostModel` computes, kept as list lookups for the simulator's hot path).
+
+    ``cm`` must carry ``model``, ``tp``, ``framework_overhead_s`` and the measured-table form of
+    prefill attention (``_per_token``, ``_per_pair``, ``_per_chunk``), as
+    :class:`~sim.costmodel.profiled.ProfiledCostModel` does.
+    """
+    calibrated = CalibratedCostModel(cm, stack)  # type: ignore[arg-type]
+    linear = [calibrated.linear_s(m) for m in range(cm._max_tokens + 1)]
+    decode = [calibrated.decode_attention_coeffs(n) for n in range(cm._max_seqs + 1)]
+    cm._linear = linear
+    cm._decode = decode
+    cm.overhead_s = calibrated.overhead_s
+    cm.framework_overhead_s = stack.host_overhead_s  # type: ignore[attr-defined]
+    cm._per_token *= stack.compute_factor  # type: ignore[attr-defined]
+    cm._per_pair *= stack.compute_factor  # type: ignore[attr-defined]
+    cm._per_chunk = stack.prefill_sequence_s  # type: ignore[attr-defined]

@@ -149,7 +149,8 @@ class Case:
         return self.base_s + framework_overhead_s * self.iterations
 
     def stack_predicted_s(self, stack: StackCalibration) -> float:
-        return self.base_s + float(np.dot(self.stack_terms, stack.offsets()))
+        terms = self.stack_terms
+        return self.base_s + float(np.dot(terms, stack.offsets()[: len(terms)]))
 
 
 def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:

@@ -41,3 +41,21 @@ def test_quick_bench_writes_rows_for_every_split(tmp_path: Path) -> None:
             assert row["mape"] >= 0.0
             if row["target"] != "throughput":
                 assert 0.0 <= row["median_ape"] <= row["mape"] * 10
+    payload = json.loads(out.read_text())
+    buckets = payload["buckets"]
+    heldout_n = {
+        r["target"]: r["n"] for r in rows if r["split"] == "heldout" and r["quantile"] == 0.5
+    }
+    for target in ("ttft", "tpot"):
+        for by, names in (
+            ("prompt_tokens", {"<4k", "4-16k", "16-32k", ">=32k"}),
+            ("in_flight", {"0", "1-3", "4-7", "8+"}),
+        ):
+            mine = [b for b in buckets if b["target"] == target and b["by"] == by]
+            assert {b["bucket"] for b in mine} == names
+            # every held-out row falls in exactly one bucket of each kind
+            assert sum(b["n"] for b in mine) == heldout_n[target]
+            for b in mine:
+                assert b["n"] == 0 or (0.0 <= b["coverage"] <= 1.0 and b["median_ape"] >= 0.0)
+        loads = [b for b in buckets if b["target"] == target and b["by"] == "offered_load"]
+        assert {b["bucket"] for b in loads} == {"0.5", "1"}

@@ -8,7 +8,7 @@ from models.features import feature_matrix, parse_rows
 from models.roofline_prior import prior_generation_rate, prior_latency
 from placement.domain.accelerators import get_accelerator
 from placement.domain.llm import get_model
-from sim.costmodel.roofline import RooflineCostModel
+from sim.costmodel.factory import cost_model_for
 
 SWEEPS = {
     "input_tokens": np.arange(1000, 40000, 997),
@@ -57,9 +57,10 @@ def test_prior_is_finite_and_positive_at_extremes() -> None:
         assert np.all(np.isfinite(values)) and np.all(values > 0)
 
 
-def test_lone_request_matches_the_roofline_cost_model() -> None:
-    """One chunk on an idle replica is exactly one roofline iteration; so is a lone decode."""
-    cost = RooflineCostModel(get_accelerator("A100-80G"), get_model("llama-3-8b"), 1)
+def test_lone_request_matches_the_kinds_cost_model() -> None:
+    """One chunk on an idle replica is exactly one iteration of the kind's own cost model (the
+    simulator's: measured tables under the calibrated stack); so is a lone decode."""
+    cost = cost_model_for(get_accelerator("A100-80G"), get_model("llama-3-8b"), 1)
     rows = request_rows(
         accelerator="A100-80G",
         num_requests_running=0,

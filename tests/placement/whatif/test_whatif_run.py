@@ -3,6 +3,7 @@ rows, and the same answers from a real Dask LocalCluster."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from bench.policies import policy_for_plan
@@ -86,3 +87,29 @@ def test_the_plan_runs_in_the_simulator_beside_its_prediction(
     assert 0.0 <= sim["attainment"] <= 1.0
     assert set(sim["attainment_by_class"]) == {"interactive", "batch"}
     assert sim["requests"] == round(base.demand_rps * 10)
+
+
+def test_every_case_says_where_its_timings_come_from(
+    doc: dict[str, Any], write: Any, tmp_path: Any
+) -> None:
+    from placement.whatif.report import timing_summary, timing_table, write_results
+
+    doc["accelerators"] = [
+        {"kind": "X9", "dense_bf16_tflops": 900, "hbm_gb": 96, "hbm_tbps": 4, "cost_per_hour": 3}
+    ]
+    doc["base"]["fixed_capacity"]["X9"] = 8.0
+    doc["cases"] = [{"name": "x9", "add_replicas": [{"accelerator": "X9", "count": 1}]}]
+    spec = load_scenario(write(doc))
+    base, x9 = run_scenario(spec, sync=True).cases
+    assert {s["accelerator"]: s["source"] for s in base.timing_sources} == {
+        "H100-SXM": "profiles",
+        "L40S": "profiles",
+    }
+    new = next(s for s in x9.timing_sources if s["accelerator"] == "X9")
+    assert new["source"] == "roofline only" and new["model"] == "llama-3-8b"
+    assert "X9: roofline only" in timing_summary(x9.timing_sources)
+    assert timing_table([base, x9]).row_count == 3
+    write_results(spec, [base, x9], tmp_path / "out")
+    payload = json.loads((tmp_path / "out" / "whatif.json").read_text())
+    assert payload["timing_sources"]["x9"] == x9.timing_sources
+    assert "H100-SXM: profiles" in payload["cases"][0]["timing_sources"]

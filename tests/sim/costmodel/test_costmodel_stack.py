@@ -185,3 +185,36 @@ def test_fit_refuses_too_few_cases_or_nonpositive_times():
 def test_offsets_round_trip():
     assert StackCalibration.from_offsets(TRUE_STACK.offsets().tolist()) == TRUE_STACK
     assert not NEUTRAL_STACK.offsets().any()
+
+
+def test_memory_attention_and_per_sequence_terms_have_their_physical_meaning():
+    base = FakeKernels(4)
+    stack = StackCalibration(
+        memory_factor=1.5, attention_factor=2.0, decode_sequence_s=1e-4, all_reduce_byte_s=1e-11
+    )
+    cm = CalibratedCostModel(base, stack)
+    floor = base.linear_s(1)
+    ring_bytes = 2 * 80 * (2 * 3 / 4) * LLAMA_70B.hidden * 2  # per token, all layers
+    assert cm.linear_s(1) == pytest.approx(1.5 * floor + ring_bytes * 1e-11)
+    assert cm.linear_s(100) - cm.linear_s(1) == pytest.approx(
+        base.linear_s(100) - floor + 99 * ring_bytes * 1e-11
+    )
+    d0, d1 = base.decode_attention_coeffs(8)
+    assert cm.decode_attention_coeffs(8) == pytest.approx((2.0 * d0 + 8e-4, 2.0 * d1))
+
+
+def test_only_free_parameters_move_and_shrinkage_holds_the_rest_near_neutral():
+    truth = StackCalibration(host_overhead_s=9e-3, compute_factor=1.3)
+    measured = _measured(truth)
+    neutral, slopes = zip(*(stack_sensitivities(b, p) for b, p in _workload()), strict=True)
+    fitted = fit_stack_calibration(
+        measured, neutral, slopes, free=("host_overhead_s", "compute_factor")
+    )
+    assert fitted.host_overhead_s == pytest.approx(9e-3, rel=1e-3)
+    assert fitted.memory_factor == 1.0 and fitted.prefill_sequence_s == 0.0
+    few = fit_stack_calibration(
+        measured[:2], neutral[:2], slopes[:2], free=("host_overhead_s", "memory_factor"), shrink=1.0
+    )
+    assert abs(few.memory_factor - 1.0) < 0.5
+    with pytest.raises(InputError, match="unknown stack parameter"):
+        fit_stack_calibration(measured, neutral, slopes, free=("warp_factor",))

@@ -1,0 +1,107 @@
+"""The datasheet fallback: utilization surfaces learned across accelerators, their file, and
+the tables they synthesise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from placement.domain.accelerators import get_accelerator
+from placement.domain.llm import get_model
+from sim.costmodel.profiled import ProfiledCostModel
+from sim.costmodel.profiles import load_profile, profiles_root
+from sim.costmodel.roofline import RooflineCostModel
+from sim.costmodel.transfer import (
+    FAMILIES,
+    Observations,
+    Peaks,
+    TransferModel,
+    default_transfer,
+    fit_surface,
+    fit_transfer,
+    gemm_sol,
+    observations,
+    save_transfer,
+    synthetic_profile,
+)
+
+needs_profiles = pytest.mark.skipif(not profiles_root().is_dir(), reason="profiles missing")
+
+
+def _gemm_calls(peaks: Peaks, utilization: float, floor_s: float) -> Observations:
+    """Calls whose latency is a launch floor plus SOL at a fixed utilization."""
+    grid = np.asarray([1, 4, 16, 64, 256, 1024, 4096, 16384], dtype=np.float64)
+    m, n, k = (a.ravel() for a in np.meshgrid(grid, grid * 4, grid * 2))
+    sol = gemm_sol(peaks, m, n, k)
+    return Observations(sol, floor_s + sol.seconds / utilization)
+
+
+def test_a_surface_learned_on_two_gpus_predicts_a_third_with_the_same_behaviour():
+    a, b, c = (Peaks(f, w, 4e11) for f, w in ((3e14, 2e12), (1e15, 3.3e12), (2e15, 8e12)))
+    surface = fit_surface("gemm", [_gemm_calls(a, 0.7, 3e-6), _gemm_calls(b, 0.7, 3e-6)])
+    held = _gemm_calls(c, 0.7, 3e-6)
+    ape = np.abs(surface.latency(held.sol) / held.latency - 1.0)
+    assert np.median(ape) < 0.05
+    assert surface.median_ape < 0.05 and surface.rows > 0
+
+
+def test_the_shipped_surfaces_load_and_round_trip(tmp_path: Path):
+    shipped = default_transfer()
+    assert set(shipped.surfaces) == set(FAMILIES)
+    assert set(shipped.fitted_on) == {"A100-80G", "B200", "H100-SXM", "L40S"}
+    path = tmp_path / "transfer.yaml"
+    save_transfer(shipped, path, command="test")
+    import yaml
+
+    again = TransferModel.from_dict(yaml.safe_load(path.read_text()))
+    for family in FAMILIES:
+        assert np.allclose(again.surfaces[family].values, shipped.surfaces[family].values)
+
+
+@needs_profiles
+def test_the_shipped_surfaces_are_a_refit_of_the_profiles():
+    calls = {
+        kind: observations(get_accelerator(kind), load_profile(get_accelerator(kind).profile or ""))
+        for kind in ("A100-80G", "B200", "H100-SXM", "L40S")
+    }
+    refit = fit_transfer(calls)
+    for family in FAMILIES:
+        assert np.allclose(
+            refit.surfaces[family].values, default_transfer().surfaces[family].values, atol=1e-3
+        )
+
+
+def test_a_datasheet_gives_every_table_a_model_needs():
+    h200, model = get_accelerator("H200"), get_model("mixtral-8x7b")
+    profile = synthetic_profile(h200, model, 2, default_transfer())
+    assert profile.all_reduce and profile.moe and profile.context_attention
+    assert "all-reduce" in profile.predicted and "MoE experts" in profile.predicted
+    cm = ProfiledCostModel(h200, model, 2, profile=profile)
+    assert cm.iteration_s([(2048, 0)], 16, 16 * 1000) > cm.iteration_s([], 16, 16 * 1000) > 0
+
+
+@needs_profiles
+def test_a_gpu_with_partial_tables_keeps_what_it_measured():
+    l40s, model = get_accelerator("L40S"), get_model("llama-3-8b")
+    mixed = RooflineCostModel(l40s, model, 2, measured=load_profile("l40s"))
+    assert mixed.predicted == ("all-reduce",)
+    datasheet = RooflineCostModel(l40s, model, 2)
+    assert datasheet.predicted[0].startswith("GEMM")
+    # the measured GEMMs are the profiled model's: the datasheet-only model differs
+    profiled = ProfiledCostModel(l40s, model, 1)
+    mixed_tp1 = RooflineCostModel(l40s, model, 1, measured=load_profile("l40s"))
+    assert mixed_tp1.linear_s(512) == pytest.approx(profiled.linear_s(512), rel=1e-9)
+
+
+@needs_profiles
+@pytest.mark.parametrize(
+    ("kind", "model", "tp"), [("H100-SXM", "llama-3-8b", 1), ("B200", "llama-2-70b", 4)]
+)
+def test_datasheet_timings_of_a_profiled_gpu_are_close_to_its_tables(kind, model, tp):
+    acc, arch = get_accelerator(kind), get_model(model)
+    profiled, datasheet = ProfiledCostModel(acc, arch, tp), RooflineCostModel(acc, arch, tp)
+    for scenario in (([], 32, 32 * 2000), ([(2048, 0)], 0, 0), ([(512, 4096)], 64, 64000)):
+        ratio = datasheet.iteration_s(*scenario) / profiled.iteration_s(*scenario)
+        assert 0.7 < ratio < 1.4, scenario
