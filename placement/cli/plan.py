@@ -143,7 +143,7 @@ def _print_plan(plan: object) -> None:
         for t in plan.timing_sources:
             error = "unmeasured" if t.expected_error is None else f"±{t.expected_error:.2f}"
             timing.add_row(t.accelerator, t.model, str(t.tp), t.source, error)
-        _console.print(timing)
+        _console.print(folding(timing))
 
 
 @app.command("show")

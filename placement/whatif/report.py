@@ -66,7 +66,9 @@ def timing_table(results: Sequence[CaseResult]) -> Table:
     """Every replica kind the cases use, where its timings come from and how far off that is."""
     t = Table(title="where each kind's timings come from (expected median error, held out)")
     for col in ("accelerator", "model", "tp", "source", "expected error", "detail"):
-        t.add_column(col, justify="right" if col in ("tp", "expected error") else "left")
+        t.add_column(
+            col, justify="right" if col in ("tp", "expected error") else "left", overflow="fold"
+        )
     seen: dict[tuple[str, str, int], dict[str, Any]] = {}
     for r in results:
         for s in r.timing_sources:
