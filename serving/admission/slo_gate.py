@@ -236,9 +236,8 @@ class SloGate:
         tpot_miss = seen.tpot_miss(tpot_limit)
         miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
         refuse_at = self.refuse_threshold(tenant)
-        owed_at = self.refuse_threshold() + self.credit_cut * (
-            self.refuse_at - self.refuse_threshold()
-        )
+        base = self.refuse_threshold()
+        owed_at = base + self.credit_cut * (self.refuse_at - base)  # the most owed tenant's
         rule = ADMITTED
         if miss >= refuse_at:
             rule = TTFT if ttft_miss >= tpot_miss else TPOT
