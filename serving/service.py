@@ -248,7 +248,8 @@ class PlacementService:
                 self.admission.release(query.tenant, query.request_class, 0)
                 self.metrics.refusals.labels("slo").inc()
                 self.metrics.count_shed(query.tenant, query.request_class)
-                raise Refused("slo", SLO_RETRY_AFTER_S)
+                # the gate's wait until what is queued ahead is prefilled (at least 1 s)
+                raise Refused("slo", max(SLO_RETRY_AFTER_S, gate.retry_after_s))
             decision = admitted
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
@@ -296,7 +297,10 @@ class PlacementService:
         lease = self.lease(decision_id)
         if not lease.first_token:
             lease.first_token = True
-            self.route_path.on_first_token(lease.replica_id, lease.query, self.clock())
+            now = self.clock()
+            self.route_path.on_first_token(lease.replica_id, lease.query, now)
+            if self.slo_gate is not None:  # a reported first token calibrates the forecast
+                self.slo_gate.first_token(lease.query, now)
 
     def redirect(self, decision_id: str, replica_id: str) -> None:
         """A proxy sent the request on to another replica (a fallback, after a failure before

@@ -42,7 +42,7 @@ class GateSettings:
 
     headroom: float = 1.0
     credit_cut: float = 0.5
-    shed_factor: float = 0.5
+    shed_factor: float = 1.0
     # shadow: judge every request but admit them all, recording which the gate would have
     # refused (``PlacementPolicy.would_refuse``) — what the gate's precision is measured on
     shadow: bool = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
@@ -288,6 +289,46 @@ def loop(
         seed=seed,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
+
+
+@app.command("gate")
+@user_errors
+def gate(
+    out: Annotated[Path, typer.Option(help="JSON output")] = Path("out/gate.json"),
+    workloads: Annotated[str, typer.Option(help="comma list")] = "mixed,mooncake",
+    fleets: Annotated[str, typer.Option(help="comma list of fleet YAMLs")] = (
+        "data/fleets/hetero.yaml"
+    ),
+    loads: Annotated[str, typer.Option(help="offered load, × nominal capacity")] = (
+        "0.5,1.0,1.5,2.0,3.0"
+    ),
+    duration: Annotated[
+        float | None, typer.Option(help="seconds of each trace (default: per workload)")
+    ] = None,
+    prefix_weight: Annotated[float, typer.Option(help="route profile: prefix match")] = 1.0,
+    ttft_weight: Annotated[float, typer.Option(help="route profile: predicted TTFT")] = 2.0,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """The admission gate per load on the reported tail: shadow refusal precision and recall
+    (per prompt-length bucket and rule), goodput at SLO with and without the gate."""
+    from bench.loop.cases import build_cases
+    from bench.loop.gate_bench import run_gate_bench
+    from bench.loop.tuning import Setting
+    from bench.routing import parse_loads
+
+    cases = build_cases(
+        workloads=workloads,
+        fleets=fleets,
+        loads=parse_loads(loads),
+        peers=("least_outstanding",),
+        duration_s=duration,
+        period_s=120.0,
+        learn=False,
+        seed=seed,
+    )
+    setting = Setting(prefix_weight, ttft_weight, 1.0)
+    cases = [dataclasses.replace(c, settings=(setting,)) for c in cases]
+    run_gate_bench(cases, out=out, store=out.with_name(out.stem + "-telemetry"))
 
 
 @app.command("predictor-floor")

@@ -1,44 +1,49 @@
-"""Admission by forecast latency: refuse a request only when it would miss its SLO.
+"""Admission by forecast latency: refuse a request when it would miss its SLO.
 
 Past a replica's capacity at SLO every request it accepts waits longer than the one before,
 and one that will miss its SLO only lengthens the wait of those behind it. The gate forecasts
 what the request would see on the replica the route path chose (:mod:`serving.admission.
-forecast`) and refuses it (429 with Retry-After) when
+forecast`) — how likely it is to miss its TTFT and its TPOT there — and refuses it (429 with
+Retry-After) when that chance is at least ``refuse_at`` (0.9: at most one refusal in ten
+refuses a request that would have met):
 
-- **TTFT**: the calibrated TTFT — the route path's prediction (own prefill of the uncached
-  prompt, the prefix cached on that replica discounted, plus the prompt tokens queued ahead)
-  times the replica's observed-over-predicted ratio (:mod:`serving.admission.ttft_calibration`)
-  — exceeds the class's TTFT SLO × ``headroom``; or
-- **TPOT**: the TPOT it would see for certain exceeds the class's TPOT SLO × ``tpot_headroom``:
-  the prompt work expected to queue behind it while it waits covers every iteration of its
-  decode, and a decode step with a full prefill chunk on that replica is slower than the SLO
-  (chunked prefill on an A100 or L40S; never on an H100 serving an 8B model). A request
-  merely *expected* to share some iterations with prompt chunks is admitted: whether it misses
-  is a coin toss on what arrives next, and refusing coin tosses refuses requests that meet.
+- **TTFT**: the route path's prediction (own prefill of the *uncached* prompt — the prefix
+  cached on that replica is discounted — plus the prompt tokens queued ahead), stretched by the
+  decoders sharing every chunked-prefill iteration and calibrated on the replica's own first
+  tokens (:mod:`serving.admission.ttft_calibration`), which also give its spread. A long
+  prompt is judged by what it costs there, not by its length.
+- **TPOT**: on a replica where a decode step carrying a full prompt chunk is slower than the
+  TPOT SLO (an A100 or L40S; never an H100 serving an 8B model), the prompt work queued behind
+  the request while it waits and arriving while it decodes shares its iterations; a short
+  decode behind a backlog misses, a long one averages out (:func:`~serving.admission.
+  forecast.Forecast.tpot_miss`).
 
-A prompt is judged by what it costs on that replica, not by its length: a long prompt whose
-prefix is cached there, or that arrives at an idle replica, is admitted.
+Before refusing, and whenever the chosen replica's recent requests decoded slower than the
+TPOT SLO, the gate looks once more (:meth:`SloGate.admit_decision`): the route path's choice
+favours the replica holding the request's prefix, and a request too slow there may meet its
+SLO on the fastest replica where it is likely to decode in time.
 
-Before refusing, the gate looks once more (:meth:`SloGate.admit_decision`): the route path's
-choice favours the replica holding the request's prefix, and a request too slow behind that
-replica's queue may still meet its SLO on the replica with the least predicted TTFT.
+**Overload.** A fleet past its capacity is held at the queue the gate allows, so whatever that
+queue's edge admits is a coin toss. While the share of SLO refusals (``pressure``, followed
+over the tightest TTFT SLO of the non-sheddable classes: a shorter burst is what queues are
+for) stays past :data:`PRESSURE_FLOOR`, the threshold falls to ``overload_refuse_at`` (0.5):
+refuse what is more likely to miss than to meet — the capacity a refusal frees goes to a
+request more likely to meet. Lower values hold the queues lower still (more goodput past
+capacity, more refusals of requests that would have met at moderate load).
 
-Fairness: while the gate is refusing non-sheddable requests for their SLO (``pressure``: a
-moving average of those refusals, 0…1, counted from 5%), the TTFT limit shrinks for tenants
-over their credit — with ``over_credit`` ∈ [0, 1] the tenant's place among the active
-tenants' Virtual Token Counters (0: most owed) it is ``SLO × headroom × (1 − credit_cut ×
-over_credit)`` — so the tenants furthest over their share are refused first and those owed
-keep their credit; and a sheddable request is refused when its tenant's place is at or above
-``1 − pressure``: a loose SLO (batch) would otherwise keep the capacity the interactive tenants
-are refused for — lowest priority first and furthest over credit first, as the admission
-design says. Without pressure nobody is refused for credit: there is room for all.
-Sheddable classes are judged at ``shed_factor`` of their TTFT limit.
+**Fairness.** Under that pressure tenants owed credit keep part of the way back to
+``refuse_at`` (``credit_cut`` × how far down the active tenants' Virtual Token Counters they
+stand): the doubtful requests refused are those of the tenants furthest over their share.
+Without pressure nobody is refused for credit: there is room for all.
 
-Each judgement is kept in :attr:`SloGate.last` (the rule that refused, the forecast), and a
-refusal sets :attr:`SloGate.retry_after_s`: the seconds until what is queued ahead of the
-request on that replica has been prefilled, at least one.
+Each judgement is kept in :attr:`SloGate.last` (the rule, the chance of a miss, the threshold,
+the forecast), and a refusal sets :attr:`SloGate.retry_after_s`: the seconds until what is
+queued ahead of the request on that replica has been prefilled, at least one — after that the
+same request is judged against an empty queue.
 
-A pure object (no clock, no I/O): the service and the simulator run the same gate.
+A pure object (no clock, no I/O): the service and the simulator run the same gate. The
+service learns the calibration when it reports first tokens (:meth:`SloGate.first_token`);
+until then the roofline prior stands, uncalibrated.
 """
 
 from __future__ import annotations
@@ -65,8 +70,8 @@ if TYPE_CHECKING:
 
 DEFAULT_HEADROOM = 1.0
 DEFAULT_CREDIT_CUT = 0.5
-DEFAULT_SHED_FACTOR = 0.5
-# refuse at the TPOT SLO itself: the TPOT rule already refuses only certain misses
+# a sheddable class is judged by its own SLO: refusing it earlier refuses requests that meet
+DEFAULT_SHED_FACTOR = 1.0
 DEFAULT_TPOT_HEADROOM = 1.0
 PRESSURE_ALPHA = 0.02  # weight of one non-sheddable decision in the pressure average …
 # … at most: in time, pressure follows the share of SLO refusals over the tightest TTFT SLO of
@@ -77,17 +82,17 @@ PRESSURE_FLOOR = 0.05  # below this, the odd refusal is noise, not overload
 MIN_RETRY_AFTER_S = 1
 # refuse a request at least this likely to miss its SLO: the share of refusals that would
 # have met is then at most 1 − 0.9 (the precision the gate is held to)
-DEFAULT_REFUSE_AT = float(__import__("os").environ.get("GATE_AT", "0.9"))
-SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
+DEFAULT_REFUSE_AT = 0.9
 # past capacity, refuse what is more likely to miss than to meet: the capacity a refusal
 # frees goes to a request more likely to meet
-OVERLOAD_REFUSE_AT = float(__import__("os").environ.get("GATE_LOW", "0.5"))
+DEFAULT_OVERLOAD_REFUSE_AT = 0.5
+SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
 
 # the rule behind a judgement (:attr:`Judgement.rule`)
 ADMITTED = ""
-TTFT = "ttft"  # forecast TTFT over the limit
-TPOT = "tpot"  # certain TPOT over the limit
-CREDIT = "credit"  # fits its SLO, but yields to tenants owed credit under pressure
+TTFT = "ttft"  # likely to miss, mostly for its TTFT
+TPOT = "tpot"  # likely to miss, mostly for its TPOT
+CREDIT = "credit"  # doubtful, and its tenant is over credit under pressure
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,6 +120,7 @@ class SloGate:
         shed_factor: float = DEFAULT_SHED_FACTOR,
         tpot_headroom: float = DEFAULT_TPOT_HEADROOM,
         refuse_at: float = DEFAULT_REFUSE_AT,
+        overload_refuse_at: float = DEFAULT_OVERLOAD_REFUSE_AT,
         vtc: VirtualTokenCounter | None = None,
     ) -> None:
         if not headroom > 0:
@@ -125,19 +131,22 @@ class SloGate:
             raise InputError(f"{tpot_headroom}", field="tpot_headroom", expected="> 0")
         if not 0 < shed_factor <= 1:
             raise InputError(f"{shed_factor}", field="shed_factor", expected="in (0, 1]")
-        if not OVERLOAD_REFUSE_AT <= refuse_at <= 1:
+        if not 0 < refuse_at <= 1:
+            raise InputError(f"{refuse_at}", field="refuse_at", expected="in (0, 1]")
+        if not 0 < overload_refuse_at <= refuse_at:
             raise InputError(
-                f"{refuse_at}", field="refuse_at", expected=f"in [{OVERLOAD_REFUSE_AT}, 1]"
+                f"{overload_refuse_at}",
+                field="overload_refuse_at",
+                expected=f"in (0, refuse_at = {refuse_at}]",
             )
         self.classes = dict(classes)
         self.headroom = headroom
         self.credit_cut = credit_cut
         self.shed_factor = shed_factor
         self.refuse_at = refuse_at
+        self.overload_refuse_at = overload_refuse_at
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
-        self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S) * float(
-            __import__("os").environ.get("GATE_TAU", "1")
-        )
+        self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
         self.tpot_headroom = tpot_headroom
         self.vtc = vtc if vtc is not None else VirtualTokenCounter()
         self.calibration = TtftCalibration()
@@ -170,13 +179,13 @@ class SloGate:
         ``refuse_at`` while the fleet keeps up. Once the share of SLO refusals has stayed past
         :data:`PRESSURE_FLOOR` the fleet is past its capacity, and the capacity a refusal
         frees serves the next request: the threshold falls, over a second such share, to
-        :data:`OVERLOAD_REFUSE_AT` — refuse what is more likely to miss than to meet.
+        ``overload_refuse_at``.
         Tenants owed credit keep part of the way back (``credit_cut`` × how far down the
         active tenants' counters they stand), so the doubtful requests refused under overload
         are those of the tenants furthest over their share.
         """
         past = min(max((self.pressure - PRESSURE_FLOOR) / PRESSURE_FLOOR, 0.0), 1.0)
-        base = self.refuse_at - past * (self.refuse_at - OVERLOAD_REFUSE_AT)
+        base = self.refuse_at - past * (self.refuse_at - self.overload_refuse_at)
         if tenant is None:
             return base
         owed = 1.0 - self.vtc.over_credit(tenant)
@@ -191,7 +200,7 @@ class SloGate:
         return min(PRESSURE_ALPHA, 1.0 - math.exp(-(now - last) / self.pressure_window_s))
 
     def tpot_limit_s(self, request_class: str) -> float:
-        """The certain TPOT above which a request of this class is refused."""
+        """The TPOT above which a request of this class misses its SLO (× ``tpot_headroom``)."""
         return self._class(request_class).tpot_slo_s * self.tpot_headroom
 
     def admit(
@@ -227,19 +236,14 @@ class SloGate:
         tpot_miss = seen.tpot_miss(tpot_limit)
         miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
         refuse_at = self.refuse_threshold(tenant)
-        owed_at = self.refuse_threshold() + self.credit_cut * (
-            self.refuse_at - self.refuse_threshold()
-        )
+        base = self.refuse_threshold()
+        owed_at = base + self.credit_cut * (self.refuse_at - base)  # the most owed tenant's
         rule = ADMITTED
         if miss >= refuse_at:
             rule = TTFT if ttft_miss >= tpot_miss else TPOT
             if miss < owed_at:
                 rule = CREDIT  # a tenant owed credit would have been admitted
-        sheddable = self.classes[request_class].sheddable
-        yields = sheddable and self.pressure >= PRESSURE_FLOOR
-        if rule == ADMITTED and yields and self.vtc.over_credit(tenant) >= 1.0 - self.pressure:
-            rule = CREDIT  # sheddable work yields the capacity interactive requests miss
-        if not sheddable:
+        if not self.classes[request_class].sheddable:
             # only SLO refusals measure overload (refusals for credit would feed themselves);
             # past capacity their share is set by how far past (1 − 1/ρ at ρ× capacity), not
             # by the threshold: a lower threshold empties the queues and refuses fewer later

@@ -8,7 +8,7 @@ from serving.admission.forecast import Forecast
 from serving.admission.slo_gate import (
     ADMITTED,
     CREDIT,
-    OVERLOAD_REFUSE_AT,
+    DEFAULT_OVERLOAD_REFUSE_AT,
     TPOT,
     TTFT,
     SloGate,
@@ -100,8 +100,11 @@ def test_exact_latencies_refuse_past_the_class_slo() -> None:
     assert not gate.admit("a", "interactive", 2.1)
     assert gate.refused[("a", "interactive")] == 1
     assert not gate.admit("a", "interactive", 0.5, 0.2)  # TPOT 200 ms against 100 ms
-    # batch: 30 s SLO but sheddable, so refused at half of it
-    assert gate.admit("a", "batch", 14.0) and not gate.admit("a", "batch", 16.0)
+    # batch: judged by its own 30 s SLO (earlier would refuse requests that meet) unless
+    # told to shed at a share of it
+    assert gate.admit("a", "batch", 29.0) and not gate.admit("a", "batch", 31.0)
+    shedding = SloGate(DEFAULT_CLASSES, shed_factor=0.5)
+    assert shedding.admit("a", "batch", 14.0) and not shedding.admit("a", "batch", 16.0)
 
 
 def test_retry_after_is_the_forecast_wait_rounded_up() -> None:
@@ -124,7 +127,7 @@ def test_past_capacity_the_gate_refuses_what_is_more_likely_to_miss_than_meet() 
     assert gate.judge("a", "interactive", doubtful)
     _overload(gate)
     assert gate.pressure > 0.9
-    assert gate.refuse_threshold() == pytest.approx(OVERLOAD_REFUSE_AT)
+    assert gate.refuse_threshold() == pytest.approx(DEFAULT_OVERLOAD_REFUSE_AT)
     assert not gate.judge("a", "interactive", doubtful)
     assert gate.judge("a", "interactive", Forecast(ttft_s=1.9, ttft_spread=0.05))
 
@@ -163,7 +166,8 @@ def test_under_overload_doubtful_requests_of_tenants_over_credit_yield_first() -
         ({"credit_cut": 1.0}, "credit_cut"),
         ({"shed_factor": 0}, "shed_factor"),
         ({"tpot_headroom": 0}, "tpot_headroom"),
-        ({"refuse_at": 0.2}, "refuse_at"),
+        ({"refuse_at": 0.0}, "refuse_at"),
+        ({"refuse_at": 0.6, "overload_refuse_at": 0.8}, "overload_refuse_at"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, float], field: str) -> None:
@@ -178,17 +182,14 @@ def test_unknown_class_names_the_field() -> None:
     assert info.value.field == "request_class"
 
 
-def test_sheddable_work_yields_while_interactive_requests_are_refused() -> None:
+def test_sheddable_work_is_judged_by_its_own_slo_under_pressure_too() -> None:
     gate = SloGate(DEFAULT_CLASSES)
-    gate.set_credits({"bulk": 0.1, "chat": 0.9})
-    gate.started("chat", 100)
-    gate.started("bulk", 50_000)  # bulk is furthest over its credit
-    assert gate.admit("bulk", "batch", 1.0)  # no pressure yet: a batch request fits its SLO
-    for _ in range(200):
-        gate.admit("chat", "interactive", 5.0)  # the fleet refuses interactive work
+    _overload(gate)
     assert gate.pressure > 0.9
-    assert not gate.admit("bulk", "batch", 1.0)
-    assert gate.last.rule == CREDIT
-    for _ in range(400):
-        gate.admit("chat", "interactive", 0.5)  # pressure gone
-    assert gate.pressure < 0.01 and gate.admit("bulk", "batch", 1.0)
+    assert gate.admit("bulk", "batch", 20.0)  # a batch request that meets its 30 s SLO
+    assert not gate.admit("bulk", "batch", 40.0)
+    # batch refusals do not measure overload: interactive requests set the pressure
+    before = gate.pressure
+    for _ in range(50):
+        gate.admit("bulk", "batch", 40.0)
+    assert gate.pressure == before
