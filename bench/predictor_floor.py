@@ -38,7 +38,7 @@ import pandas as pd
 
 from bench.predictors import PROMPT_BUCKETS, PredictorBench, simulated_frames
 from models.features import FEATURES, feature_matrix
-from models.predictor import LatencyPredictor
+from models.predictor import LatencyPredictor, arrival_order
 from placement.report import print_table, write_json
 
 FloatArray = npt.NDArray[np.float64]
@@ -237,8 +237,9 @@ def plain_p50(
     """Held-out p50 (s) of a plain LightGBM quantile regressor of log ``target`` (the median
     survives the log) on the decision-time features plus the columns ``extra``."""
     y = _observed(train, target)
-    ok = np.flatnonzero(_valid(y))
-    by_arrival = ok[np.argsort(train["arrival_time"].to_numpy()[ok], kind="stable")]
+    valid = _valid(y)
+    order = arrival_order(train)  # the predictor's own: the latest rows of every run stop it
+    by_arrival = order[valid[order]]
     n_stop = max(1, round(len(by_arrival) * STOP_SHARE))
     fit, stop = by_arrival[:-n_stop], by_arrival[-n_stop:]
     x = _design(train, extra)

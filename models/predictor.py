@@ -154,7 +154,26 @@ def _arrival_order(frame: pd.DataFrame) -> npt.NDArray[np.int64]:
             field="arrival_time",
             expected="a timestamp on every row",
         )
-    return np.argsort(arrival.to_numpy(), kind="stable").astype(np.int64)
+    return arrival_order(frame)
+
+
+STREAM_COLUMN = "run"
+
+
+def arrival_order(frame: pd.DataFrame) -> npt.NDArray[np.int64]:
+    """Rows in time order, so that the last share of it is the latest share of the telemetry.
+
+    One stream: by arrival time. Several independent streams pooled (a ``run`` column, e.g.
+    simulator runs whose clocks all start at zero): by each row's position within its own
+    stream (the fraction of that stream's rows before it), so the stopping and calibration tail
+    holds the latest rows of every stream rather than the ends of the longest ones.
+    """
+    arrival = frame["arrival_time"]
+    if STREAM_COLUMN not in frame.columns:
+        return np.argsort(arrival.to_numpy(), kind="stable").astype(np.int64)
+    position = arrival.groupby(frame[STREAM_COLUMN].to_numpy()).rank(method="first", pct=True)
+    key = np.lexsort((arrival.to_numpy(), position.to_numpy()))
+    return np.asarray(key, dtype=np.int64)
 
 
 class LatencyPredictor:
