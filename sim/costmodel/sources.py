@@ -10,8 +10,8 @@ Three sources, best first:
   (:class:`~sim.costmodel.roofline.RooflineCostModel`).
 
 The expected error of each source is what ``placement bench cost-model`` measured on held-out
-rows and wrote to ``data/catalogue/fidelity.yaml`` (``--fidelity-out``); :func:`expected_errors`
-reads it (no figure when the file is missing).
+rows and wrote to ``data/catalogue/fidelity.yaml`` (``--update-catalogue``);
+:func:`expected_errors` reads it (no figure when the file is missing).
 """
 
 from __future__ import annotations
