@@ -9,9 +9,9 @@ keyword, random fuzzing, stateful sequences following the inferred links), again
 worker, emulated replicas), with a key holding every scope. Bounded and deterministic: the
 same cases every run.
 
-The planner's periodic loop is off (``PLACEMENT_PLANNER=false``): solves still run on request
-(``POST /v1/plan:solve`` is fuzzed like the rest), but none starts on its own when the fuzzer
-registers or removes a replica, so the run's length is that of its requests.
+The planner runs as in the demo, its loop included: solves run in the worker process, so the
+ones the fuzzer's replica changes start never hold up an answer (``POST /v1/plan:solve`` is
+fuzzed like the rest).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_every_check_passes_against_the_demo_service(tmp_path: Path) -> None:
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
     keys = [ApiKey(name="fuzz", digest=hash_key(KEY), scopes=SCOPES)]
-    with demo_service(tmp_path, keys, {"PLACEMENT_PLANNER": "false"}) as url:
+    with demo_service(tmp_path, keys, {}) as url:
         run = subprocess.run(
             [
                 *(sys.executable, "-m", "schemathesis.cli", "--config-file", str(config)),
