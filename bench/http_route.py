@@ -1,15 +1,22 @@
-"""``/v1/route`` over real HTTP: uvicorn (uvloop, httptools) in one process serving the route
-path, a load generator in another sending at a fixed rate on keep-alive connections; reports
-the achieved rate and the p99 latency as the client sees it (connection to answer)."""
+"""``/v1/route`` over real HTTP: the service's own server stack (:func:`serving.api.server.
+serve_app`: uvicorn, uvloop, the route answered in the HTTP protocol) in one process serving
+the route path, and wrk (C, keep-alive connections, ``bench/wrk/route.lua``) sending ``POST
+/v1/route`` bodies at a fixed rate from another.
+
+Reported per run and as the median of ``runs`` runs on the same server: the achieved rate
+(``rps``), wrk's latency percentiles (send to answer), and the server process's CPU time
+(user + system, from /proc) over the run divided by the decisions it answered
+(``cpu_us_per_decision``). Non-2xx answers and socket errors are counted as ``errors``.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import multiprocessing as mp
 import os
 import pickle
+import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -17,12 +24,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from placement.errors import PlacementError
 from serving.route import PlacementRoutePath, RouteQuery
 
 RATE_RPS = 2000.0
-DURATION_S = 5.0
-CONNECTIONS = 32  # enough that a burst finds an idle connection at 2,000 req/s
+DURATION_S = 10.0
+RUNS = 3
+WARM_S = 2
+THREADS = 1  # one wrk thread keeps up with 2,000 req/s and leaves the server the other core
+CONNECTIONS = 16  # enough that a burst finds an idle connection at 2,000 req/s
 BENCH_KEY = "bench-key-0123456789"
+LUA = Path(__file__).with_name("wrk") / "route.lua"
+BODIES = 5_000
 
 
 def free_port() -> int:
@@ -32,12 +47,12 @@ def free_port() -> int:
 
 
 def serve_fixture(fixture: str, port: int) -> None:
-    """The server process: the pickled replicas and plan behind the real app."""
-    import uvicorn
-
+    """The server process: the pickled replicas and plan behind the real app, served as
+    ``placement serve`` serves it."""
     from serving.api.main import create_app
     from serving.api.runtime import build_runtime
     from serving.api.security import hash_key
+    from serving.api.server import serve_app
     from serving.api.settings import ApiKey, Settings
     from serving.leases import LeaseTerms
     from serving.route import load_profile
@@ -57,87 +72,10 @@ def serve_fixture(fixture: str, port: int) -> None:
     service.install_plan(plan)
     settings = Settings(api_keys=(ApiKey(name="b", digest=hash_key(BENCH_KEY), scopes=("route",)),))
     runtime = build_runtime(settings, service=service, background=False)
-    uvicorn.run(
-        create_app(runtime),
-        host="127.0.0.1",
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        log_level="error",
-        access_log=False,
-    )
+    serve_app(create_app(runtime), host="127.0.0.1", port=port, log_level="error")
 
 
-def _request(body: bytes) -> bytes:
-    head = (
-        "POST /v1/route HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        f"Authorization: Bearer {BENCH_KEY}\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-async def _exchange(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
-) -> int:
-    writer.write(request)
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
-    await reader.readexactly(length)
-    return int(head.split(b" ")[1])
-
-
-async def _open_loop(
-    port: int, bodies: list[bytes], rate: float, duration: float
-) -> tuple[list[float], int, float]:
-    """Send request i at ``start + i / rate`` on the first idle keep-alive connection; a
-    request that finds every connection busy waits, and the wait counts in its latency."""
-    idle: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
-    for _ in range(CONNECTIONS):
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        sock = writer.get_extra_info("socket")
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        idle.put_nowait((reader, writer))
-    requests = [_request(b) for b in bodies]
-    lat: list[float] = []
-    errors = 0
-
-    async def one(i: int, due: float) -> None:
-        nonlocal errors
-        conn = await idle.get()
-        status = await _exchange(*conn, requests[i % len(requests)])
-        idle.put_nowait(conn)
-        # latency from when the request was due: a late send counts against the server
-        lat.append(time.perf_counter() - due)
-        errors += status != 200
-
-    n = int(rate * duration)
-    loop = asyncio.get_running_loop()
-    start = time.perf_counter() + 0.1
-    tasks = []
-    for i in range(n):
-        due = start + i / rate
-        delay = due - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(loop.create_task(one(i, due)))
-    await asyncio.gather(*tasks)
-    elapsed = time.perf_counter() - start
-    while not idle.empty():
-        idle.get_nowait()[1].close()
-    return lat, errors, elapsed
-
-
-def _load(port: int, bodies: list[bytes], rate: float, duration: float, out: Any) -> None:
-    """The load-generating process: an open-loop client on uvloop."""
-    import uvloop
-
-    out.put(uvloop.run(_open_loop(port, bodies, rate, duration)))
-
-
-def wait_for_server(server: subprocess.Popen[bytes], port: int, timeout_s: float = 120.0) -> None:
+def wait_for_server(server: subprocess.Popen[bytes], port: int, timeout_s: float = 300.0) -> None:
     """Until the server accepts connections (installing a 100k-group plan takes seconds)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -151,19 +89,104 @@ def wait_for_server(server: subprocess.Popen[bytes], port: int, timeout_s: float
     raise RuntimeError(f"the server did not listen on port {port} within {timeout_s:.0f} s")
 
 
+def wrk_binary() -> str:
+    found = shutil.which("wrk")
+    if found is None:
+        raise PlacementError(
+            "wrk (the HTTP load generator) is not installed: apt-get install -y wrk "
+            "(make bench-route installs it)"
+        )
+    return found
+
+
+def run_wrk(port: int, bodies: Path, rate: float, duration_s: float) -> dict[str, Any]:
+    """One wrk run: its JSON line (bench/wrk/route.lua ``done``)."""
+    threads = THREADS
+    result = subprocess.run(
+        [
+            wrk_binary(),
+            f"-t{threads}",
+            f"-c{CONNECTIONS}",
+            f"-d{max(1, round(duration_s))}s",
+            "-s",
+            str(LUA),
+            f"http://127.0.0.1:{port}",
+            "--",
+            str(bodies),
+            str(rate / threads),
+            BENCH_KEY,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"wrk failed ({result.returncode}): {result.stdout}{result.stderr}")
+    out: dict[str, Any] = json.loads(lines[-1])
+    return out
+
+
+def measure_server(
+    port: int, pid: int, bodies: Path, *, rate: float, duration_s: float, runs: int
+) -> dict[str, Any]:
+    """``runs`` wrk runs against a listening server (after a short warm-up): each run's figures
+    and their medians."""
+    run_wrk(port, bodies, min(rate, 500.0), WARM_S)
+    server = psutil.Process(pid)
+    each = []
+    for _ in range(runs):
+        before = server.cpu_times()
+        w = run_wrk(port, bodies, rate, duration_s)
+        after = server.cpu_times()
+        cpu_s = (after.user + after.system) - (before.user + before.system)
+        requests = max(1, int(w["requests"]))
+        each.append(
+            {
+                "rps": w["requests"] / (w["duration_us"] / 1e6),
+                "p50_ms": w["p50_us"] / 1e3,
+                "p99_ms": w["p99_us"] / 1e3,
+                "p999_ms": w["p999_us"] / 1e3,
+                "max_ms": w["max_us"] / 1e3,
+                "cpu_us_per_decision": cpu_s / requests * 1e6,
+                "errors": int(w["non_2xx"]) + int(w["socket_errors"]),
+            }
+        )
+    medians = {k: statistics.median(r[k] for r in each) for k in each[0] if k != "errors"}
+    return {**medians, "errors": sum(r["errors"] for r in each), "runs": each}
+
+
+def request_body(q: RouteQuery) -> str:
+    return json.dumps(
+        {
+            "tenant": q.tenant,
+            "model": q.model,
+            "request_class": q.request_class,
+            "block_hashes": list(q.block_hashes),
+            "input_tokens": q.input_tokens,
+            "max_output_tokens": q.max_output_tokens,
+        }
+    )
+
+
 def measure(
     path: PlacementRoutePath,
     queries: list[RouteQuery],
     *,
     rate: float = RATE_RPS,
     duration_s: float = DURATION_S,
-) -> tuple[float, float, int]:
-    """(achieved rps, p99 ms, errors) for ``rate`` req/s over ``duration_s``."""
+    runs: int = RUNS,
+) -> dict[str, Any]:
+    """The figures of :func:`measure_server` for this path's replicas and plan served by the
+    service's stack, with the first :data:`BODIES` queries as bodies."""
+    wrk_binary()
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         fixture = str(Path(tmp) / "fixture.pkl")
         with open(fixture, "wb") as f:
             pickle.dump((path.replicas, path.plan), f)
+        bodies = Path(tmp) / "bodies.jsonl"
+        bodies.write_text("".join(request_body(q) + "\n" for q in queries[:BODIES]))
         server = subprocess.Popen(
             [
                 sys.executable,
@@ -174,32 +197,9 @@ def measure(
         )
         try:
             wait_for_server(server, port)
-            bodies = [
-                json.dumps(
-                    {
-                        "tenant": q.tenant,
-                        "model": q.model,
-                        "request_class": "interactive",
-                        "block_hashes": list(q.block_hashes),
-                        "input_tokens": q.input_tokens,
-                        "max_output_tokens": q.max_output_tokens,
-                    }
-                ).encode()
-                for q in queries[:5000]
-            ]
-            ctx = mp.get_context("spawn")
-            out = ctx.Queue()
-            warm = ctx.Process(target=_load, args=(port, bodies, 500.0, 1.0, out))
-            warm.start()
-            out.get()
-            warm.join()
-            proc = ctx.Process(target=_load, args=(port, bodies, rate, duration_s, out))
-            proc.start()
-            lat, errors, elapsed = out.get()
-            proc.join()
+            return measure_server(
+                port, server.pid, bodies, rate=rate, duration_s=duration_s, runs=runs
+            )
         finally:
             server.terminate()
-            server.wait(timeout=10)
-    lat.sort()
-    p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1e3
-    return len(lat) / elapsed, p99, errors
+            server.wait(timeout=30)

@@ -8,7 +8,11 @@ with a default, and 10 % prefixes of tenants with no default (the unseen-prefix 
 
 ``in_process_p99_us`` times each :meth:`decide` alone (``perf_counter_ns`` around the call,
 median of the per-repeat p99s); ``batch_decisions_per_s`` is :meth:`decide_batch` over all
-queries (median over repeats). ``http_rps`` / ``http_p99_ms`` come from :func:`measure_http`.
+queries (median over repeats). ``http_rps``, ``http_p99_ms`` and ``http_cpu_us_per_decision``
+(server CPU per decision) come from :func:`measure_http`: wrk at ``http_rate`` req/s against the
+service's server stack (targets at 2,000 req/s: p99 ≤ 1 ms, ≤ 120 µs of CPU per decision).
+Prompts are capped at :data:`MAX_PROMPT_TOKENS` so that every request fits the smallest context
+window of the four models with its output (otherwise the service refuses it, 422).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ DOWN_SHARE = 0.01
 STALE_SHARE = 0.01
 OVER_CAP_SHARE = 0.02
 NOW = 1_000.0
+MAX_PROMPT_TOKENS = 3_584  # llama-2-70b's 4,096-token window less 256 output and some slack
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +180,7 @@ def synthetic_instance(
                 model=model,
                 request_class="interactive",
                 block_hashes=hashes,
-                input_tokens=len(hashes) * 512 + rng.randrange(512),
+                input_tokens=min(MAX_PROMPT_TOKENS, len(hashes) * 512 + rng.randrange(512)),
                 max_output_tokens=256,
             )
         )
@@ -183,14 +188,18 @@ def synthetic_instance(
 
 
 def measure_http(
-    path: PlacementRoutePath, queries: list[RouteQuery]
-) -> tuple[float | None, float | None]:
-    """Decisions per second and p99 latency (ms) through the HTTP API (``serving.api``) on this
-    same path and queries: uvicorn in a subprocess, load from another (:mod:`bench.http_route`)."""
+    path: PlacementRoutePath,
+    queries: list[RouteQuery],
+    *,
+    rate: float,
+    duration_s: float,
+    runs: int,
+) -> dict[str, Any]:
+    """The HTTP API (``serving.api``) on this same path and queries: the service in a
+    subprocess, wrk in another (:mod:`bench.http_route`); medians of ``runs`` runs."""
     from bench.http_route import measure
 
-    rps, p99_ms, _errors = measure(path, queries)
-    return rps, p99_ms
+    return measure(path, queries, rate=rate, duration_s=duration_s, runs=runs)
 
 
 def _percentile(sorted_values: list[int], q: float) -> float:
@@ -225,6 +234,9 @@ def run_route_bench(
     seed: int,
     out: Path | None,
     profile: Path | None = None,
+    http_rate: float = 2_000.0,
+    http_duration_s: float = 10.0,
+    http_runs: int = 3,
 ) -> dict[str, Any]:
     """``profile``: a route profile YAML (None: data/profiles/default.yaml)."""
     instance = synthetic_instance(replicas=replicas, groups=groups, queries=queries, seed=seed)
@@ -245,7 +257,9 @@ def run_route_bench(
         t0 = time.perf_counter()
         path.decide_batch(instance.queries, NOW)
         rates.append(len(instance.queries) / (time.perf_counter() - t0))
-    http_rps, http_p99_ms = measure_http(path, instance.queries)
+    http = measure_http(
+        path, instance.queries, rate=http_rate, duration_s=http_duration_s, runs=http_runs
+    )
     total = sum(reasons.values())
     payload: dict[str, Any] = {
         "replicas": replicas,
@@ -256,8 +270,14 @@ def run_route_bench(
         "plan_install_s": install_s,
         "in_process_p50_us": statistics.median(p50s),
         "in_process_p99_us": statistics.median(p99s),
-        "http_rps": http_rps,
-        "http_p99_ms": http_p99_ms,
+        "http_rate": http_rate,
+        "http_rps": http["rps"],
+        "http_p50_ms": http["p50_ms"],
+        "http_p99_ms": http["p99_ms"],
+        "http_p999_ms": http["p999_ms"],
+        "http_cpu_us_per_decision": http["cpu_us_per_decision"],
+        "http_errors": http["errors"],
+        "http_runs": http["runs"],
         "batch_decisions_per_s": statistics.median(rates),
         "reasons": {r: n / total for r, n in sorted(reasons.items())},
     }
@@ -271,7 +291,10 @@ def run_route_bench(
             "in_process_p99_us",
             "batch_decisions_per_s",
             "http_rps",
+            "http_p50_ms",
             "http_p99_ms",
+            "http_cpu_us_per_decision",
+            "http_errors",
         )
     ] + [{"figure": f"share {r}", "value": s} for r, s in payload["reasons"].items()]
     print_table(

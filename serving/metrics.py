@@ -81,6 +81,8 @@ class ServiceMetrics:
             ["tenant", "request_class"],
             registry=self.registry,
         )
+        self._decision_children: dict[str, Counter] = {}
+        self._refusal_children: dict[str, Counter] = {}
         # tenants: declared ones only; request classes and replicas: any, up to the cap
         self.tenant_label = BoundedLabel()
         self.class_label = BoundedLabel(known=None)
@@ -134,6 +136,20 @@ class ServiceMetrics:
         if source is not None and source.alias == CHAMPION:
             version = UNRECORDED_VERSION if source.version is None else source.version
         self.model_version.labels(alias=CHAMPION).set(version)
+
+    def count_decision(self, reason: str) -> None:
+        """One decision by ``reason`` (the route path's own few values). The labelled child is
+        kept: ``labels()`` costs microseconds a call on the hot path."""
+        child = self._decision_children.get(reason)
+        if child is None:
+            child = self._decision_children[reason] = self.decisions.labels(reason)
+        child.inc()
+
+    def count_refusal(self, reason: str) -> None:
+        child = self._refusal_children.get(reason)
+        if child is None:
+            child = self._refusal_children[reason] = self.refusals.labels(reason)
+        child.inc()
 
     def count_shed(self, tenant: str, request_class: str) -> None:
         self.shed.labels(self.tenant_label(tenant), self.class_label(request_class)).inc()

@@ -232,21 +232,21 @@ class PlacementService:
         self._expire(now)
         verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens, now)
         if not verdict.admitted:
-            self.metrics.refusals.labels(verdict.reason).inc()
+            self.metrics.count_refusal(verdict.reason)
             self.metrics.count_shed(query.tenant, query.request_class)
             raise Refused(verdict.reason, verdict.retry_after_s)
         try:
             decision = self.route_path.decide(query, now)
         except NoReplica:
             self.admission.release(query.tenant, query.request_class, 0)
-            self.metrics.refusals.labels("no_replica").inc()
+            self.metrics.count_refusal("no_replica")
             raise
         gate = self.slo_gate
         if gate is not None:
             admitted = gate.admit_decision(self.route_path, query, decision, now)
             if admitted is None:
                 self.admission.release(query.tenant, query.request_class, 0)
-                self.metrics.refusals.labels("slo").inc()
+                self.metrics.count_refusal("slo")
                 self.metrics.count_shed(query.tenant, query.request_class)
                 # the gate's wait until what is queued ahead is prefilled (at least 1 s)
                 raise Refused("slo", max(SLO_RETRY_AFTER_S, gate.retry_after_s))
@@ -268,7 +268,7 @@ class PlacementService:
         )
         if self.demand is not None:
             self.demand.record(query, now)
-        self.metrics.decisions.labels(decision.reason).inc()
+        self.metrics.count_decision(decision.reason)
         self.metrics.decision_latency.observe(time.perf_counter() - started)
         return Routed(decision_id=decision_id, decision=decision, addresses=addresses)
 

@@ -1,20 +1,24 @@
-"""``POST /v1/route`` answered straight on ASGI, ahead of FastAPI's routing.
+"""``POST /v1/route`` answered without the framework.
 
 The hot endpoint spends most of its time in the framework, not in the decision: request
-object, dependency resolution, exception middleware. This middleware answers exactly that
-method and path itself — same authentication (:class:`~serving.api.security.KeyRing`), same
-body model and validation, same answers (every error a ``Problem``, with the statuses the
-OpenAPI document declares) and headers as the FastAPI route with the middlewares ahead of it
-(:mod:`serving.api.limits`, :mod:`serving.api.media_type`) in
-:mod:`serving.api.routers.route`, which stays the documented (OpenAPI) definition and serves
-when the middleware is not installed. Everything else passes through untouched.
+object, dependency resolution, exception middleware, an ASGI task per request. :func:`answer`
+gives the whole answer (status, JSON bytes, headers) from the request's headers and body —
+same authentication (:class:`~serving.api.security.KeyRing`), same body model and validation,
+same answers (every error a ``Problem``, with the statuses the OpenAPI document declares) and
+headers as the FastAPI route with the middlewares ahead of it (:mod:`serving.api.limits`,
+:mod:`serving.api.media_type`) in :mod:`serving.api.routers.route`, which stays the documented
+(OpenAPI) definition. Two callers: :class:`FastRoute`, an ASGI middleware ahead of FastAPI's
+routing (any ASGI server), and :mod:`serving.api.route_protocol`, which answers it inside the
+HTTP protocol itself under uvicorn. Everything else passes through untouched.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+import logging
+from collections.abc import Iterable
+from typing import Any, Literal
 
+import orjson
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -28,8 +32,12 @@ from serving.api.security import refusal_of, token_from_headers
 from serving.route.types import NoReplica, UnservedModel
 from serving.service import Refused
 
+log = logging.getLogger(__name__)
+
 ROUTE_PATH = "/v1/route"
-_JSON = (b"content-type", b"application/json")
+JSON_TYPE = (b"content-type", b"application/json")
+
+Headers = list[tuple[bytes, bytes]]
 
 
 class _Refusal(Exception):
@@ -45,8 +53,81 @@ class _Refusal(Exception):
         self.headers = headers or {}
 
 
+def answer(
+    runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], body: bytes | None
+) -> tuple[int, bytes, Headers]:
+    """Status, JSON body and headers (content type and length included) of ``POST /v1/route``
+    with these request headers (lower-case names) and body (None: over the size limit). A
+    bug is logged and answered as a Problem 500, as :class:`~serving.api.errors.CrashAsProblem`
+    does for the other endpoints."""
+    try:
+        status, data, extra = _route(runtime, headers, body)
+    except _Refusal as refusal:
+        status, data, extra = refusal.status, refusal.body, refusal.headers
+    except Exception:
+        log.exception("unexpected error answering POST %s", ROUTE_PATH)
+        status, data, extra = 500, problem_body("internal error"), {}
+    payload = orjson.dumps(data)
+    raw = [JSON_TYPE, (b"content-length", str(len(payload)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in extra.items()]
+    return status, payload, raw
+
+
+def _route(
+    runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], raw: bytes | None
+) -> tuple[int, Any, dict[str, str]]:
+    max_bytes = runtime.settings.max_body_bytes
+    authorization = x_api_key = None
+    json_body = True
+    for name, value in headers:
+        if name == b"authorization":
+            authorization = value.decode("latin-1")
+        elif name == b"x-api-key":
+            x_api_key = value.decode("latin-1")
+        elif name == b"content-length" and value.isdigit() and int(value) > max_bytes:
+            raise _Refusal(413, f"request body over {max_bytes} bytes")
+        elif name == b"content-type":
+            json_body = is_json(value)
+    if not json_body:
+        raise _Refusal(415, UNSUPPORTED)
+    token = token_from_headers(authorization, x_api_key)
+    principal = runtime.keys.authenticate(token)
+    if principal is None:
+        raise _Refusal(401, refusal_of(token), {"WWW-Authenticate": "Bearer"})
+    if "route" not in principal.scopes:
+        raise _Refusal(403, "this key lacks the scope: route")
+    if raw is None:
+        raise _Refusal(413, f"request body over {max_bytes} bytes")
+    try:
+        request = RouteRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        raise _Refusal(422, body_errors(exc)) from None
+    service = runtime.service
+    unknown = class_errors(service.admission.classes, [(("body",), request)])
+    if unknown:
+        raise _Refusal(422, unknown)
+    if not principal.may_act_for(request.tenant):
+        raise _Refusal(403, f"this key routes only for tenant '{principal.tenant}'")
+    try:
+        query = to_query(request, runtime.settings.text_block_chars)
+        routed = service.route(query, routed_by=principal.name)
+    except Refused as exc:
+        raise _Refusal(
+            429, str(exc), {"Retry-After": str(exc.retry_after_s)}, exc.retry_after_s
+        ) from None
+    except UnservedModel as exc:
+        raise _Refusal(404, str(exc)) from None
+    except NoReplica as exc:
+        raise _Refusal(503, str(exc) or "no replica can serve") from None
+    except InputError as exc:
+        raise _Refusal(422, str(exc)) from None
+    except PlacementError as exc:
+        raise _Refusal(400, str(exc)) from None
+    return 200, _answer(service, routed), _headers(routed)
+
+
 class FastRoute:
-    """ASGI middleware answering ``POST /v1/route`` (see the module doc)."""
+    """ASGI middleware answering ``POST /v1/route`` with :func:`answer` (see the module doc)."""
 
     def __init__(self, app: ASGIApp, *, runtime: ServiceRuntime) -> None:
         self.app = app
@@ -57,75 +138,27 @@ class FastRoute:
         if scope["type"] != "http" or scope["path"] != ROUTE_PATH or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        try:
-            status, body, headers = await self._route(scope, receive)
-        except _Refusal as refusal:
-            status, body, headers = refusal.status, refusal.body, refusal.headers
-        payload = json.dumps(body).encode()
-        raw = [_JSON, (b"content-length", str(len(payload)).encode())]
-        raw += [(k.encode(), v.encode()) for k, v in headers.items()]
+        body = await self._body(receive)
+        if isinstance(body, bool):
+            status, payload, raw = 400, orjson.dumps(problem_body("client disconnected")), []
+            raw = [JSON_TYPE, (b"content-length", str(len(payload)).encode())]
+        else:
+            status, payload, raw = answer(self.runtime, scope["headers"], body)
         await send({"type": "http.response.start", "status": status, "headers": raw})
         await send({"type": "http.response.body", "body": payload})
 
-    async def _route(self, scope: Scope, receive: Receive) -> tuple[int, Any, dict[str, str]]:
-        authorization = x_api_key = None
-        json_body = True
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                authorization = value.decode("latin-1")
-            elif name == b"x-api-key":
-                x_api_key = value.decode("latin-1")
-            elif name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                raise _Refusal(413, f"request body over {self.max_bytes} bytes")
-            elif name == b"content-type":
-                json_body = is_json(value)
-        if not json_body:
-            raise _Refusal(415, UNSUPPORTED)
-        token = token_from_headers(authorization, x_api_key)
-        principal = self.runtime.keys.authenticate(token)
-        if principal is None:
-            raise _Refusal(401, refusal_of(token), {"WWW-Authenticate": "Bearer"})
-        if "route" not in principal.scopes:
-            raise _Refusal(403, "this key lacks the scope: route")
-        raw = await self._body(receive)
-        try:
-            request = RouteRequest.model_validate_json(raw)
-        except ValidationError as exc:
-            raise _Refusal(422, body_errors(exc)) from None
-        service = self.runtime.service
-        unknown = class_errors(service.admission.classes, [(("body",), request)])
-        if unknown:
-            raise _Refusal(422, unknown)
-        if not principal.may_act_for(request.tenant):
-            raise _Refusal(403, f"this key routes only for tenant '{principal.tenant}'")
-        try:
-            query = to_query(request, self.runtime.settings.text_block_chars)
-            routed = service.route(query, routed_by=principal.name)
-        except Refused as exc:
-            raise _Refusal(
-                429, str(exc), {"Retry-After": str(exc.retry_after_s)}, exc.retry_after_s
-            ) from None
-        except UnservedModel as exc:
-            raise _Refusal(404, str(exc)) from None
-        except NoReplica as exc:
-            raise _Refusal(503, str(exc) or "no replica can serve") from None
-        except InputError as exc:
-            raise _Refusal(422, str(exc)) from None
-        except PlacementError as exc:
-            raise _Refusal(400, str(exc)) from None
-        return 200, _answer(service, routed), _headers(routed)
-
-    async def _body(self, receive: Receive) -> bytes:
+    async def _body(self, receive: Receive) -> bytes | Literal[False] | None:
+        """The body; None when over the size limit (read no further); False on a disconnect."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise _Refusal(400, "client disconnected")
+                return False
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                raise _Refusal(413, f"request body over {self.max_bytes} bytes")
+                return None
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)

@@ -1,4 +1,5 @@
-"""Serve the app under uvicorn (uvloop, httptools) and stop cleanly on SIGTERM or SIGINT.
+"""Serve the app under uvicorn (uvloop, httptools; ``POST /v1/route`` answered in the protocol:
+:mod:`serving.api.route_protocol`) and stop cleanly on SIGTERM or SIGINT.
 
 On the first signal the planner's worker processes are stopped at once (from a thread: a
 signal handler must not wait on locks the interrupted code may hold), so a solve in progress,
@@ -11,6 +12,7 @@ once.
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -18,6 +20,7 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
+from serving.api.route_protocol import route_protocol
 from serving.api.runtime import ServiceRuntime
 
 GRACEFUL_SHUTDOWN_S = 2
@@ -46,10 +49,14 @@ def serve_app(app: FastAPI, *, host: str, port: int, log_level: str = "warning")
         host=host,
         port=port,
         loop="uvloop",
-        http="httptools",
+        http=route_protocol(runtime),
         log_level=log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    # what exists now (the plan, its compiled tables, imports) stays out of every collection:
+    # a full collection walks millions of a 100k-group plan's objects, a pause of its own
+    gc.collect()
+    gc.freeze()
     try:
         StoppingServer(config, on_exit=planner.close if planner is not None else None).run()
     finally:

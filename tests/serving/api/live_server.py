@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -37,10 +38,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_app(app: FastAPI) -> Iterator[str]:
-    """``app`` under uvicorn in a thread; yields its base URL."""
+def serve_app(app: FastAPI, *, http: Any = "auto") -> Iterator[str]:
+    """``app`` under uvicorn in a thread (``http``: uvicorn's HTTP protocol); yields its base
+    URL."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", http=http
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

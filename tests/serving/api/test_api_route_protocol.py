@@ -1,0 +1,122 @@
+"""``POST /v1/route`` answered inside the HTTP protocol (serving.api.route_protocol) gives the
+same answers, over real sockets, as the application path (FastRoute under plain uvicorn)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+from api_fakes import ACME_KEY, ROUTE_KEY, TELEMETRY_KEY, make_plan, make_runtime
+from live_server import serve_app
+
+from serving.api.main import create_app
+from serving.api.route_protocol import route_protocol
+
+BODY = {"tenant": "acme", "model": "llama-3-8b", "input_tokens": 64, "block_hashes": [1, 2, 3]}
+
+
+def _raw(method: str, body: bytes, headers: dict[str, str], path: str = "/v1/route") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return head.encode() + b"\r\n" + body
+
+
+def _post(body: Any, key: str | None = ROUTE_KEY, **headers: str) -> bytes:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    h = {"Content-Type": "application/json", **headers}
+    if key is not None:
+        h["Authorization"] = f"Bearer {key}"
+    return _raw("POST", raw, h)
+
+
+CASES = {
+    "routed": _post(BODY),
+    "no key": _post(BODY, key=None),
+    "unknown key": _post(BODY, key="nobody-0123456789"),
+    "lacks the scope": _post(BODY, key=TELEMETRY_KEY),
+    "another tenant": _post({**BODY, "tenant": "globex"}, key=ACME_KEY),
+    "bad body": _post({**BODY, "input_tokens": -1}),
+    "not json": _post(b"{nope"),
+    "unknown class": _post({**BODY, "request_class": "vip"}),
+    "unknown model": _post({**BODY, "model": "gpt-9"}),
+    "media type": _raw("POST", b"{}", {"Content-Type": "text/plain", "Authorization": "Bearer x"}),
+    "too large": _post({**BODY, "prompt": "x" * 2_000_000}),
+    "wrong method": _raw("GET", b"", {"Authorization": f"Bearer {ROUTE_KEY}"}),
+}
+
+
+def _read(sock: socket.socket) -> tuple[int, dict[str, str], Any]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    length = int(headers.get("content-length", "0"))
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return status, headers, json.loads(rest[:length]) if length else None
+
+
+def _exchange(url: str, request: bytes) -> tuple[int, dict[str, str], Any]:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(request)
+        status, headers, body = _read(sock)
+    # the same decision but its id; the date may tick between the two servers
+    headers = {k: v for k, v in headers.items() if k not in {"date", "x-placement-decision-id"}}
+    if isinstance(body, dict):
+        body.pop("decision_id", None)
+    return status, headers, body
+
+
+def test_every_answer_as_the_application_gives_it() -> None:
+    runtime = make_runtime(plan=make_plan(4))
+    with serve_app(create_app(runtime), http=route_protocol(runtime)) as fast:
+        got = {name: _exchange(fast, r) for name, r in CASES.items()}
+    runtime = make_runtime(plan=make_plan(4))
+    with serve_app(create_app(runtime), http="httptools") as asgi:
+        want = {name: _exchange(asgi, r) for name, r in CASES.items()}
+    for name in CASES:
+        assert got[name] == want[name], name
+    assert {name: answer[0] for name, answer in got.items()} == {
+        "routed": 200,
+        "no key": 401,
+        "unknown key": 401,
+        "lacks the scope": 403,
+        "another tenant": 403,
+        "bad body": 422,
+        "not json": 422,
+        "unknown class": 422,
+        "unknown model": 404,
+        "media type": 415,
+        "too large": 413,
+        "wrong method": 405,
+    }
+
+
+def test_keep_alive_pipelining_and_expect_continue() -> None:
+    runtime = make_runtime(plan=make_plan(4))
+    with serve_app(create_app(runtime), http=route_protocol(runtime)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            # three requests in one write: answered in order on the kept-alive connection
+            sock.sendall(_post(BODY) + _raw("GET", b"", {}, "/readyz") + _post(BODY))
+            first, second, third = _read(sock), _read(sock), _read(sock)
+            assert [first[0], second[0], third[0]] == [200, 200, 200]
+            assert first[2]["plan_version"] == 4 and "replica_id" in third[2]
+            assert first[2]["decision_id"] != third[2]["decision_id"]
+            # a client waiting for 100 Continue gets it before sending the body
+            body = json.dumps(BODY).encode()
+            head = _post(body, Expect="100-continue")[: -len(body)]
+            sock.sendall(head)
+            assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+            sock.sendall(body)
+            assert _read(sock)[0] == 200
+            # Connection: close is honoured: answered, then closed
+            sock.sendall(_post(BODY, Connection="close"))
+            status, headers, _ = _read(sock)
+            assert status == 200 and headers["connection"] == "close"
+            assert sock.recv(1) == b""
