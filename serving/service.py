@@ -23,13 +23,15 @@ from placement.domain.llm import check_fits_context, get_model
 from placement.domain.requests import Tenant
 from placement.errors import InputError, PlacementError, UnknownModel
 from placement.plan import Plan
+from serving.activity import Activity
 from serving.admission import AdmissionController, class_budgets
 from serving.admission.slo_gate import SloGate
 from serving.demand import DemandWindow
 from serving.leases import Lease, LeaseBook, LeaseTerms
-from serving.metrics import ServiceMetrics
+from serving.metrics import ServiceMetrics, TenantUsage
 from serving.route.tpot import DecodeTable, decode_table
 from serving.route.types import Decision, NoReplica, ReplicaState, RoutePath, RouteQuery
+from serving.tracing import DecisionTracer
 
 # a fleet's in-flight budget per replica when nothing better is known (vLLM's max_num_seqs is
 # 256; keeping a quarter of it keeps queues short enough for interactive SLOs)
@@ -108,6 +110,16 @@ class PlacementService:
         self.metrics = metrics or ServiceMetrics()
         self.metrics.tenant_label.declare(self.tenants)
         self.metrics.track_plan(lambda: None if self.plan is None else self.plan.created_at)
+        # recent refusals and SLO attainment (the dashboard), and a span per decision when
+        # traces are exported (serving.tracing; None: none, at no cost)
+        self.activity = Activity(label=self.metrics.tenant_label)
+        self.tracer: DecisionTracer | None = None
+        self.metrics.track_tenants(self.tenant_usage)
+        self.metrics.track_solver(
+            lambda: (
+                None if self.plan is None else (self.plan.solver.status, self.plan.solver.solve_s)
+            )
+        )
         self.no_plan_fallback = no_plan_fallback
         self.plan: Plan | None = None
         self.lease_terms = lease_terms or LeaseTerms()
@@ -232,24 +244,22 @@ class PlacementService:
         self._expire(now)
         verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens, now)
         if not verdict.admitted:
-            self.metrics.count_refusal(verdict.reason)
             self.metrics.count_shed(query.tenant, query.request_class)
-            raise Refused(verdict.reason, verdict.retry_after_s)
+            raise self._refused(query, verdict.reason, verdict.retry_after_s)
         try:
             decision = self.route_path.decide(query, now)
         except NoReplica:
             self.admission.release(query.tenant, query.request_class, 0)
-            self.metrics.count_refusal("no_replica")
+            self._refused(query, "no_replica", 0)
             raise
         gate = self.slo_gate
         if gate is not None:
             admitted = gate.admit_decision(self.route_path, query, decision, now)
             if admitted is None:
                 self.admission.release(query.tenant, query.request_class, 0)
-                self.metrics.count_refusal("slo")
                 self.metrics.count_shed(query.tenant, query.request_class)
                 # the gate's wait until what is queued ahead is prefilled (at least 1 s)
-                raise Refused("slo", max(SLO_RETRY_AFTER_S, gate.retry_after_s))
+                raise self._refused(query, "slo", max(SLO_RETRY_AFTER_S, gate.retry_after_s))
             decision = admitted
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
@@ -269,8 +279,19 @@ class PlacementService:
         if self.demand is not None:
             self.demand.record(query, now)
         self.metrics.count_decision(decision.reason)
-        self.metrics.decision_latency.observe(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        self.metrics.decision_latency.observe(elapsed)
+        if self.tracer is not None:
+            self.tracer.decision(query, decision, decision_id, time.time_ns() - int(elapsed * 1e9))
         return Routed(decision_id=decision_id, decision=decision, addresses=addresses)
+
+    def _refused(self, query: RouteQuery, reason: str, retry_after_s: int) -> Refused:
+        """Count and record a refusal (its span too); the exception to raise for a 429."""
+        self.metrics.count_refusal(reason)
+        self.activity.refused(query.tenant, query.request_class, reason, retry_after_s)
+        if self.tracer is not None:
+            self.tracer.refusal(query, reason, time.time_ns())
+        return Refused(reason, retry_after_s)
 
     def _expiry(self, query: RouteQuery, decision: Decision, now: float) -> float:
         """When an unreported lease of this decision expires: its predicted completion, with
@@ -321,10 +342,17 @@ class PlacementService:
         self.route_path.on_dispatch(moved, lease.query, now)
         lease.replica_id = replica_id
 
-    def complete(self, decision_id: str, *, output_tokens: int, ok: bool) -> Lease:
-        """The request finished: release its lease, charge its decode tokens."""
+    def complete(
+        self, decision_id: str, *, output_tokens: int, ok: bool, ttft_s: float | None = None
+    ) -> Lease:
+        """The request finished: release its lease, charge its decode tokens; with its TTFT,
+        count whether it met its class's SLO."""
         lease = self.lease(decision_id)
         self.leases.pop(decision_id)
+        if ttft_s is not None:
+            query = lease.query
+            met = self.activity.outcome(query.tenant, query.request_class, ttft_s, ok=ok)
+            self.metrics.count_slo(query.tenant, query.request_class, met=met)
         self._release(lease, output_tokens, ok=ok)
         return lease
 
@@ -346,6 +374,28 @@ class PlacementService:
         for lease in self.leases.expired(now, MAX_EXPIRED_PER_CALL):
             self.metrics.lease_expiries.inc()
             self._release(lease, lease.query.max_output_tokens, ok=True)
+
+    def tenant_usage(self) -> list[TenantUsage]:
+        """Each tenant label's credit, entitlement, use and SLO attainment (declared and credited
+        tenants and those holding requests; every other name under one bounded label)."""
+        admission = self.admission
+        names = {*self.tenants, *self._declared_shares(), *admission.in_flight_by_tenant}
+        held: dict[str, int] = {}
+        for name in names:
+            label = self.metrics.tenant_label(name)
+            held[label] = held.get(label, 0) + admission.in_flight_by_tenant.get(name, 0)
+        attainment = self.activity.attainment()
+        return [
+            TenantUsage(
+                tenant=label,
+                credit_share=admission.credit_share(label),
+                entitlement=admission.entitlement(label),
+                in_flight=n,
+                service_tokens=admission.vtc.counter(label),
+                slo_attainment=attainment.get(label),
+            )
+            for label, n in sorted(held.items())
+        ]
 
     def credit_counters(self) -> Mapping[str, float]:
         return self.admission.vtc.snapshot()

@@ -13,7 +13,16 @@ from serving.api.fast_route import FastRoute
 from serving.api.limits import BodyLimit
 from serving.api.media_type import JsonBodies
 from serving.api.openapi import openapi_document
-from serving.api.routers import health, metrics, outcomes, plans, replicas, route, whatif
+from serving.api.routers import (
+    dashboard,
+    health,
+    metrics,
+    outcomes,
+    plans,
+    replicas,
+    route,
+    whatif,
+)
 from serving.api.runtime import ServiceRuntime
 
 CREDITS_SAVE_S = 5.0
@@ -51,6 +60,8 @@ def create_app(runtime: ServiceRuntime) -> FastAPI:
                 with contextlib.suppress(Exception):
                     runtime.planner.store.save_credits(runtime.service.credit_counters())
                 runtime.planner.close()
+            if runtime.service.tracer is not None:
+                runtime.service.tracer.close()  # the last spans go out
 
     app = FastAPI(
         title="Placement service",
@@ -59,7 +70,7 @@ def create_app(runtime: ServiceRuntime) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.runtime = runtime
-    for module in (route, outcomes, plans, replicas, whatif, health, metrics):
+    for module in (route, outcomes, plans, replicas, whatif, health, metrics, dashboard):
         app.include_router(module.router)
     app.openapi = openapi_document(app, runtime.service)  # type: ignore[method-assign]
     install_error_handlers(app)

@@ -16,6 +16,7 @@ from serving.jobs import JobRunner
 from serving.planner import Planner
 from serving.replica_scraper import ReplicaScraper
 from serving.service import PlacementService
+from serving.tracing import decision_tracer
 
 WhatIfFn = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -53,6 +54,7 @@ def build_runtime(
     if planner is not None:
         planner.resume()
         service.admission.vtc.restore(planner.store.load_credits())
+    service.tracer = decision_tracer(settings.otlp_endpoint)
     jobs = JobRunner(executor=planner.executor if planner is not None else lambda: None)
     return ServiceRuntime(
         settings=settings,

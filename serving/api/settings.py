@@ -85,6 +85,9 @@ class Settings(BaseSettings):
     slo_gate: bool = False
     slo_gate_headroom: float = Field(default=1.0, gt=0)
     slo_gate_tpot_headroom: float = Field(default=DEFAULT_TPOT_HEADROOM, gt=0)
+    # OpenTelemetry: a span per decision sent by OTLP/HTTP to this collector (base URL, e.g.
+    # http://127.0.0.1:4318); unset: OTEL_EXPORTER_OTLP_ENDPOINT if set, else no tracing
+    otlp_endpoint: str | None = Field(default=None, pattern=r"^https?://\S+$")
     planner: bool = True  # run the planner loop in this process (else only follow the store)
 
     @model_validator(mode="after")

@@ -40,7 +40,10 @@ async def report_outcomes(
             if outcome.ttft_s is not None:
                 service.first_token(outcome.decision_id)
             service.complete(
-                outcome.decision_id, output_tokens=outcome.output_tokens, ok=outcome.error is None
+                outcome.decision_id,
+                output_tokens=outcome.output_tokens,
+                ok=outcome.error is None,
+                ttft_s=outcome.ttft_s,
             )
         except UnknownDecision:
             unknown.append(outcome.decision_id)
