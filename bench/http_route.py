@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import psutil
 
@@ -66,9 +67,12 @@ def serve_fixture(fixture: str, port: int) -> None:
         in_flight_per_replica=1_000_000,  # measure the path, not admission refusals
         lease_terms=LeaseTerms(floor_s=0.5, ceiling_s=0.5),
     )
-    for s in states:
-        s.scraped_at = float("inf")  # never stale: there is no scraper here
-        service.register_replica(s)
+    # each registration rebuilds the fleet view (hash rings over every replica): build it once
+    with mock.patch.object(service, "_rebuild", lambda: None):
+        for s in states:
+            s.scraped_at = float("inf")  # never stale: there is no scraper here
+            service.register_replica(s)
+    service._rebuild()
     service.install_plan(plan)
     settings = Settings(api_keys=(ApiKey(name="b", digest=hash_key(BENCH_KEY), scopes=("route",)),))
     runtime = build_runtime(settings, service=service, background=False)
