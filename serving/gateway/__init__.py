@@ -8,6 +8,7 @@ request path), :mod:`.asgi` (the middleware).
 """
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from serving.gateway.asgi import GatewayMiddleware
 from serving.gateway.proxy import Gateway
@@ -17,7 +18,14 @@ from serving.gateway.settings import GatewaySettings, load_gateway_settings
 def install_gateway(app: FastAPI, settings: GatewaySettings) -> Gateway:
     """Put the gateway in front of an assembled placement app (before it starts serving)."""
     gateway = Gateway(app.state.runtime, settings)
-    app.add_middleware(GatewayMiddleware, gateway=gateway)
+    build_stack = app.build_middleware_stack
+
+    def outermost() -> ASGIApp:
+        # ahead of the framework's own layers (error pages, telemetry, body limit): the
+        # gateway answers its paths itself, and every layer is a coroutine call per request
+        return GatewayMiddleware(build_stack(), gateway=gateway)
+
+    app.build_middleware_stack = outermost  # type: ignore[method-assign]
     return gateway
 
 
