@@ -56,6 +56,9 @@ def aiperf_command(
         *("--input-file", str(trace), "--custom-dataset-type", "mooncake_trace"),
         "--fixed-schedule",
         *("--tokenizer", str(tokenizer), "--use-legacy-max-tokens"),
+        # token counts from the answers' usage (exact: the emulator's own count) rather than by
+        # tokenizing every answer again in the load generator, which shares the 2 cores
+        "--use-server-token-count",
         *("--request-timeout-seconds", f"{timeout_s:g}"),
         *("--artifact-dir", str(artifacts), "--ui-type", "none", "--no-auto-plot"),
         *("--no-gpu-telemetry", "--no-server-metrics"),
