@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from placement.errors import InputError, PlacementError
 from serving.api.runtime import ServiceRuntime
+from serving.flow import FlowPolicy
 from serving.gateway.errors import GatewayError
 from serving.gateway.forward import UPSTREAM_ERRORS, Response, Upstream, base_url, refused
 from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_meta
@@ -40,6 +41,7 @@ from serving.gateway.result_cache import CachedAnswer, ResultCache
 from serving.gateway.retry import RetryBudget
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.stream import EventRelay, read_usage
+from serving.gateway.waiting import ClientGone, WaitingRoom
 from serving.route.types import NoReplica, RouteQuery
 from serving.service import Refused
 from sim.emulator.openai_api import error_event
@@ -74,12 +76,23 @@ class Gateway:
             else None
         )
         self.recorder = OutcomeRecorder(self.service, self.metrics, self.sink)
+        self.waiting = WaitingRoom(
+            self.service,
+            FlowPolicy(
+                order=settings.queue_order,
+                max_queued=settings.queue_max,
+                deadline_slack=settings.queue_deadline_slack,
+                tenant_floor=settings.queue_tenant_floor,
+            ),
+            prefill_tokens_per_s=settings.queue_prefill_tokens_per_s,
+        )
         self._ids = itertools.count(1)
         self._bases: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
+        self.waiting.start()
         if self.sink is not None:
             self._tasks.append(asyncio.get_running_loop().create_task(self.sink.run()))
 
@@ -88,6 +101,7 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        await self.waiting.close()
         if self.sink is not None:
             await self.sink.flush()
         await self.upstream.close()
@@ -153,6 +167,7 @@ class Gateway:
             await self._forward(scope, receive, send, request, outcome, key)
         finally:
             self.recorder.finish(outcome)
+            self.waiting.pump()  # what it held is free: what waits may go
 
     def _check_model(self, model: str) -> None:
         for state in self.service.replicas.values():
@@ -183,17 +198,21 @@ class Gateway:
         outcome: Outcome,
         key: bytes | None,
     ) -> None:
+        query = RouteQuery(
+            tenant=outcome.tenant,
+            model=outcome.model,
+            request_class=outcome.request_class,
+            block_hashes=request.block_hashes,
+            input_tokens=request.input_tokens,
+            max_output_tokens=request.gen.max_tokens,
+        )
         try:
-            routed = self.service.route(
-                RouteQuery(
-                    tenant=outcome.tenant,
-                    model=outcome.model,
-                    request_class=outcome.request_class,
-                    block_hashes=request.block_hashes,
-                    input_tokens=request.input_tokens,
-                    max_output_tokens=request.gen.max_tokens,
-                )
+            routed = await self.waiting.route(
+                query, arrival=outcome.arrival, ttft_slo_s=outcome.ttft_slo_s, receive=receive
             )
+        except ClientGone:
+            self._refused(outcome, "client disconnected while queued", "client_gone", 499)
+            return
         except Refused as exc:
             self._refused(outcome, f"refused: {exc.reason}", "refused", 429)
             await _send_error(

@@ -7,6 +7,7 @@ gateway on changes nothing else; ``placement serve --proxy`` sets ``enabled``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -40,6 +41,15 @@ class GatewaySettings(BaseSettings):
     telemetry_dir: Path | None = None
     telemetry_flush_s: float = Field(default=5.0, gt=0)
     telemetry_flush_rows: int = Field(default=5000, ge=1)
+    # flow control: a request admission cannot place now waits in a queue, up to this many
+    # requests (0: refused at once, as without a queue), until its TTFT deadline
+    # (arrival + SLO × deadline slack) can no longer be met
+    queue_max: int = Field(default=4096, ge=0)
+    queue_order: Literal["fair", "edf", "fifo"] = "fair"
+    queue_deadline_slack: float = Field(default=1.0, gt=0, le=100)
+    queue_tenant_floor: float = Field(default=0.05, ge=0, le=1)
+    # the prefill rate the queue assumes to tell when a waiting request's first token is due
+    queue_prefill_tokens_per_s: float = Field(default=20000.0, gt=0)
 
 
 def load_gateway_settings(**overrides: object) -> GatewaySettings:
