@@ -50,6 +50,13 @@ class GatewaySettings(BaseSettings):
     queue_tenant_floor: float = Field(default=0.05, ge=0, le=1)
     # the prefill rate the queue assumes to tell when a waiting request's first token is due
     queue_prefill_tokens_per_s: float = Field(default=20000.0, gt=0)
+    # the Batch API (/v1/files, /v1/batches): its files and jobs kept in this folder (None: off)
+    batch_dir: Path | None = None
+    batch_max_file_bytes: int = Field(default=200 << 20, ge=1)
+    # batch work starts only while the fleet's in-flight requests are under this share of its
+    # budget and batch holds under batch_share of it (and nothing waits in the queue)
+    batch_busy_fraction: float = Field(default=0.6, gt=0, le=1)
+    batch_share: float = Field(default=0.5, gt=0, le=1)
 
 
 def load_gateway_settings(**overrides: object) -> GatewaySettings:
