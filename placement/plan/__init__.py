@@ -2,6 +2,7 @@
 
 from placement.plan.schema import (
     PLAN_SCHEMA,
+    AdapterRoute,
     ClassOutcome,
     DefaultRoute,
     Plan,
