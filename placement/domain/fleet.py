@@ -139,9 +139,7 @@ def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
         model = get_model(g.model, source=source, field=f"{where}.model")
         # vLLM reserves every LoRA slot at the largest rank up front
         slots = g.max_loras * lora_bytes(model, g.max_lora_rank)
-        kv = kv_capacity_tokens(
-            acc, model, g.tp, g.gpu_memory_utilization, lora_slot_bytes=slots
-        )
+        kv = kv_capacity_tokens(acc, model, g.tp, g.gpu_memory_utilization, lora_slot_bytes=slots)
         if kv < 16 * 1024:
             raise InputError(
                 f"{model.name} on {g.tp}×{acc.kind} leaves {kv} tokens of KV cache",

@@ -15,6 +15,7 @@ from placement.plan.schema import (
 
 __all__ = [
     "PLAN_SCHEMA",
+    "AdapterRoute",
     "ClassOutcome",
     "DefaultRoute",
     "Plan",

@@ -127,8 +127,9 @@ def place_adapters(
     lp = _program(units, replicas, pairs, mu, models, prev)
     result = solve(lp, backend="mathopt-highs", time_limit_s=time_limit_s)
     n = len(pairs)
+    status: str = result.status
     if result.x.size:
-        x, status = result.x[:n], result.status
+        x = result.x[:n]
         resident = _resident_from(result.x, units, pairs)
     else:
         x, resident = _greedy(units, replicas, pairs, mu)
@@ -163,10 +164,7 @@ def _program(
     obj = np.zeros(n_vars)
     obj[:n] = rate * np.array([units[u].weight for u in pu]) / total
     fresh = np.array(
-        [
-            units[pu[p]].adapter not in previous.get(specs[pk[p]].id, ())
-            for p in adapter_pair
-        ],
+        [units[pu[p]].adapter not in previous.get(specs[pk[p]].id, ()) for p in adapter_pair],
         dtype=bool,
     )
     obj[a0:z0] = -RESIDENCY_WEIGHT - LOAD_WEIGHT * fresh
@@ -263,9 +261,7 @@ def _residency(
     for p, (u, k) in enumerate(pairs):
         unit = units[u]
         if x[p] >= MIN_SHARE and (not unit.adapter or (u, k) in resident):
-            share.setdefault((unit.tenant, unit.model, unit.adapter), {})[specs[k].id] = float(
-                x[p]
-            )
+            share.setdefault((unit.tenant, unit.model, unit.adapter), {})[specs[k].id] = float(x[p])
     adapters: dict[str, list[str]] = {s.id: [] for s in specs}
     for u, k in sorted(resident):
         adapters[specs[k].id].append(units[u].adapter)
@@ -311,8 +307,7 @@ def with_residency(plan: Plan, residency: Residency) -> Plan:
         for d in plan.defaults
     )
     replicas = tuple(
-        r.model_copy(update={"adapters": residency.adapters.get(r.id, ())})
-        for r in plan.replicas
+        r.model_copy(update={"adapters": residency.adapters.get(r.id, ())}) for r in plan.replicas
     )
     return plan.model_copy(
         update={"adapter_routes": adapter_routes, "defaults": defaults, "replicas": replicas}

@@ -383,9 +383,7 @@ class PlacementRoutePath:
         held = routing.plan.holders.get(adapter, frozenset()) if routing.plan else frozenset()
         states = routing.fleet.states
         seen = self._adapters_seen
-        warm = [
-            i for i in ranked if i in held or adapter in seen.get(states[i].id, _NO_ADAPTERS)
-        ]
+        warm = [i for i in ranked if i in held or adapter in seen.get(states[i].id, _NO_ADAPTERS)]
         return warm or ranked
 
     # ---- outcome hooks ------------------------------------------------------------------
