@@ -111,6 +111,17 @@ class Replica:
     def prefix_hit_rate(self) -> float:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
+    def waiting_adapters(self) -> tuple[str, ...]:
+        """Adapters of waiting requests not running yet (vLLM's ``waiting_lora_adapters``)."""
+        if self.lora is None:
+            return ()
+        running = set(self.lora.active())
+        return tuple(
+            dict.fromkeys(
+                s.req.adapter for s in self.waiting if s.req.adapter and s.req.adapter not in running
+            )
+        )
+
     # ---- entry points for the simulator --------------------------------------------------
     def enqueue(self, req: Request, now: float) -> float | None:
         """A request arrives; returns the new end time of the run if it changed."""

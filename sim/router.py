@@ -67,7 +67,8 @@ class ReplicaView:
         self.num_waiting = 0
         self.kv_usage = 0.0
         self.prefix_hit_rate = 0.0
-        # LoRA adapters with running requests (vLLM's lora_requests_info running_lora_adapters)
+        # LoRA adapters with running or waiting requests (vLLM's lora_requests_info metric:
+        # running_lora_adapters, then waiting_lora_adapters)
         self.adapters: tuple[str, ...] = ()
         self.scraped_at_s = 0.0
 

@@ -315,5 +315,5 @@ class Simulator:
             v.kv_usage = (c.used - c.evictable) / c.capacity
             v.prefix_hit_rate = r.cached_tokens / r.prompt_tokens if r.prompt_tokens else 0.0
             if r.lora is not None:
-                v.adapters = r.lora.active()
+                v.adapters = r.lora.active() + r.waiting_adapters()
             v.scraped_at_s = now

@@ -53,7 +53,7 @@ NO_PLAN = "fallback:no-plan"
 FASTEST = "fallback:fastest"
 TPOT_ALPHA = 0.2  # weight of one completion in a replica's observed TPOT
 _INF = float("inf")
-_NO_ADAPTERS: OrderedDict[str, None] = OrderedDict()
+_NO_ADAPTERS: dict[str, object] = {}
 PREFIX_SIGNAL = "router prefix index"  # pickers reading it get the prefix holders first
 
 
@@ -92,6 +92,8 @@ class PlacementRoutePath:
         # replica id -> the LoRA adapters last sent there, least recent first (at most its
         # max_loras: the router's estimate of what its slots hold)
         self._adapters_seen: dict[str, OrderedDict[str, None]] = {}
+        # replica id -> adapter -> requests for it in flight there (the router's own count)
+        self._adapters_in_flight: dict[str, dict[str, int]] = {}
         self._writer = threading.Lock()  # serialises installs; never taken by decide()
         self._plan: Plan | None = None
         self._routing = self._snapshot(FleetView(replicas, virtual_nodes=p.virtual_nodes), None)
@@ -371,10 +373,11 @@ class PlacementRoutePath:
     def _warm_first(
         self, routing: _Routing, adapter: str, ranked: list[int], entry: PlanEntry | None
     ) -> list[int]:
-        """The ranked candidates the plan routes ``adapter`` to (``entry``); else those that
-        hold it (the plan keeps it resident there, or the router sent it there among the
-        replica's last ``max_loras`` adapters), in rank order; all of them when none does
-        (the adapter is then loaded on demand)."""
+        """The ranked candidates, in rank order, of the first tier that has any: those the
+        plan routes ``adapter`` to (``entry``); those that hold it (requests for it in flight
+        there, the plan keeps it resident there, or the router sent it there among the
+        replica's last ``max_loras`` adapters); those with a free LoRA slot (fewer adapters
+        in flight than ``max_loras``: the adapter loads without waiting); all of them."""
         if entry is not None:
             planned = set(entry.replicas)
             routed = [i for i in ranked if i in planned]
@@ -383,8 +386,20 @@ class PlacementRoutePath:
         held = routing.plan.holders.get(adapter, frozenset()) if routing.plan else frozenset()
         states = routing.fleet.states
         seen = self._adapters_seen
-        warm = [i for i in ranked if i in held or adapter in seen.get(states[i].id, _NO_ADAPTERS)]
-        return warm or ranked
+        busy = self._adapters_in_flight
+        warm = [
+            i
+            for i in ranked
+            if i in held
+            or adapter in busy.get(states[i].id, _NO_ADAPTERS)
+            or adapter in seen.get(states[i].id, _NO_ADAPTERS)
+        ]
+        if warm:
+            return warm
+        free = [
+            i for i in ranked if len(busy.get(states[i].id, _NO_ADAPTERS)) < states[i].max_loras
+        ]
+        return free or ranked
 
     # ---- outcome hooks ------------------------------------------------------------------
     def on_dispatch(self, decision: Decision, query: RouteQuery, now: float) -> None:
@@ -399,6 +414,8 @@ class PlacementRoutePath:
             seen.move_to_end(query.adapter)
             while len(seen) > max(state.max_loras, 1):
                 seen.popitem(last=False)
+            busy = self._adapters_in_flight.setdefault(decision.replica_id, {})
+            busy[query.adapter] = busy.get(query.adapter, 0) + 1
         state.in_flight += 1
         state.in_flight_prefill_tokens += query.input_tokens
         fleet.pool_in_flight[fleet.pool_of[i]] += 1
@@ -430,6 +447,13 @@ class PlacementRoutePath:
         record = self._open.pop(id(query), None)
         if record is None:
             return
+        if query.adapter:
+            busy = self._adapters_in_flight.get(record[0], {})
+            left = busy.get(query.adapter, 0) - 1
+            if left > 0:
+                busy[query.adapter] = left
+            else:
+                busy.pop(query.adapter, None)
         fleet = self._routing.fleet
         i = fleet.index_of.get(record[0])
         if i is None:

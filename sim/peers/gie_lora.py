@@ -5,9 +5,11 @@ and the model-server protocol's "LoRA Adapter Serving" section): from the pods s
 base model and healthy,
 
 1. keep those whose waiting queue is at most :data:`QUEUE_THRESHOLD` (all, when none is);
-2. **LoRA affinity**: keep those where the request's adapter is already active (vLLM's
-   ``lora_requests_info`` metric, as of the last scrape); else those that can load one more
-   adapter (fewer active adapters than ``max_loras``); else leave the set as it is;
+2. **LoRA affinity**: keep those where the request's adapter is already active (running or
+   waiting there: vLLM's ``lora_requests_info`` metric, as of the last scrape); else those that
+   can take one more adapter (fewer active adapters than ``max_loras``); else leave the set as
+   it is. (GIE's soft affinity leaves the affine set with probability 0.001 to spread load;
+   here always affine: deterministic);
 3. least waiting queue, then least KV-cache usage; the router's own in-flight count breaks
    ties between scrapes.
 

@@ -38,8 +38,8 @@ BASE_CLIENTS = 1
 ADAPTER_RPS = 5.0  # native ServeGen req/s per adapter a client fine-tunes
 MAX_ADAPTERS_PER_CLIENT = 4
 RANKS = (8, 16, 32, 64)
-SERVEGEN_RATE_SCALE = 0.03
-LARGE_KEEP_EVERY = 9
+SERVEGEN_RATE_SCALE = 0.1
+LARGE_KEEP_EVERY = 3
 CREDITS = {"small": 0.6, "large": 0.4}
 DEFAULT_SPAN_S = 900.0
 
