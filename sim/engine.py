@@ -116,11 +116,8 @@ class Replica:
         if self.lora is None:
             return ()
         running = set(self.lora.active())
-        return tuple(
-            dict.fromkeys(
-                s.req.adapter for s in self.waiting if s.req.adapter and s.req.adapter not in running
-            )
-        )
+        names = (s.req.adapter for s in self.waiting)
+        return tuple(dict.fromkeys(a for a in names if a and a not in running))
 
     # ---- entry points for the simulator --------------------------------------------------
     def enqueue(self, req: Request, now: float) -> float | None:

@@ -39,9 +39,10 @@ def residency_figures(result: SimResult) -> dict[str, Any]:
     """Adapter loads in the run, per replica, and the adapters resident per replica on average."""
     loads = Counter(result.fleet.replicas[e.replica].id for e in result.adapter_events if e.loaded)
     span = max(result.end_s, 1e-9)
-    held = Counter[str]()
+    held: dict[str, float] = {}
     for _, replica, t0, t1 in residency_intervals(result):
-        held[result.fleet.replicas[replica].id] += (t1 - t0) / span
+        rid = result.fleet.replicas[replica].id
+        held[rid] = held.get(rid, 0.0) + (t1 - t0) / span
     return {
         "adapter_loads": sum(loads.values()),
         "adapter_loads_by_replica": dict(loads),
@@ -76,7 +77,9 @@ def plot_residency(runs: Sequence[tuple[str, SimResult]], path: Path, *, title: 
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, loc="lower right")
     others = sorted({s.id for r in runs for s in r[1].fleet.replicas if not s.max_loras})
-    suffix = f" (no adapters: {', '.join(others)} hold their base model throughout)" if others else ""
+    suffix = ""
+    if others:
+        suffix = f" (no adapters: {', '.join(others)} hold their base model throughout)"
     fig.suptitle(title + suffix, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
