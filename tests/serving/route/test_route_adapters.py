@@ -44,17 +44,15 @@ def test_the_plan_routes_an_adapter_only_to_the_replicas_that_hold_it():
     assert path.decide(_ask("rare"), NOW).replica_id == "r3"
 
 
-def test_without_an_entry_a_replica_the_plan_keeps_it_on_is_preferred_even_when_busier():
+def test_without_an_entry_the_replica_the_plan_keeps_the_adapter_on_is_taken():
     fleet = _lora_states(4)
     path = make_path(fleet)
     path.install_plan(_with_residency(fleet, {"r3": ("hot", "other")}))
-    # tenant "beta" has no adapter route: fallback, but r3 holds the adapter
-    busy = query()
-    for _ in range(2):
-        path.on_dispatch(path.decide(busy, NOW), busy, NOW)
-    fleet[3].in_flight = 5
-    d = path.decide(_ask("other", tenant="beta"), NOW)
-    assert d.reason.startswith("fallback") and d.replica_id == "r3"
+    # tenant "beta" has no adapter route: the unseen-prefix fallback's hash ring would spread
+    # its requests; the replica holding the adapter takes them all
+    for tenant in ("beta", "gamma", "delta", "epsilon", "zeta"):
+        d = path.decide(_ask("other", tenant=tenant), NOW)
+        assert d.reason == "fallback:unseen-prefix" and d.replica_id == "r3"
 
 
 def test_no_plan_falls_back_to_where_the_adapter_was_sent_and_loads_only_when_none_is_warm():
@@ -68,8 +66,18 @@ def test_no_plan_falls_back_to_where_the_adapter_was_sent_and_loads_only_when_no
     assert again.replica_id == first.replica_id  # warm beats idle-but-cold
     cold = path.decide(_ask("b"), NOW)
     assert cold.replica_id != first.replica_id  # no replica warm for b: least loaded loads it
-    # two more adapters through the same replica push "a" out of its two slots
+    # "a" finishes; two more adapters through the same replica push it out of its two slots
+    path.on_complete(first.replica_id, q, NOW, ok=True)
     for name in ("c", "d"):
-        q2 = _ask(name)
-        path.on_dispatch(dataclasses.replace(first), q2, NOW)
+        path.on_dispatch(first, _ask(name), NOW)
     assert path.decide(_ask("a"), NOW).replica_id != first.replica_id
+
+
+def test_a_new_adapter_avoids_replicas_whose_slots_are_all_in_use():
+    fleet = _lora_states(2)
+    path = make_path(fleet)
+    for name in ("x", "y"):  # r0's two slots both have requests in flight
+        q = _ask(name)
+        path.on_dispatch(dataclasses.replace(path.decide(q, NOW), replica_id="r0"), q, NOW)
+    fleet[1].in_flight = 10  # r1 far busier, but it has a free slot
+    assert path.decide(_ask("z"), NOW).replica_id == "r1"
