@@ -67,9 +67,12 @@ def test_usage_is_asked_for_and_the_rest_of_the_body_kept(raw: bytes) -> None:
     assert {k: v for k, v in sent.items() if k != "stream_options"} == {
         k: v for k, v in original.items() if k != "stream_options"
     }
-    assert sent["stream_options"].items() >= {
-        k: v for k, v in original.get("stream_options", {}).items() if k != "include_usage"
-    }.items()
+    assert (
+        sent["stream_options"].items()
+        >= {
+            k: v for k, v in original.get("stream_options", {}).items() if k != "include_usage"
+        }.items()
+    )
     if b"stream_options" not in raw:  # spliced in: the client's bytes follow unchanged
         assert request.upstream_body.endswith(raw.strip()[1:])
 
