@@ -150,7 +150,8 @@ class FlowHolding:
             req.first_token_s = req.finish_s = now
             req.replica = -1
             return True
-        self._cache[key] = req
+        if earlier is None or earlier.error:  # else the earlier one's answer will be kept
+            self._cache[key] = req
         self._cache.move_to_end(key)
         if len(self._cache) > self.cache_entries:
             self._cache.popitem(last=False)

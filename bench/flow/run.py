@@ -4,7 +4,7 @@
    ``load`` × the fleet's nominal capacity (1.5: overload) plus a batch backlog of one hour of
    that traffic, through :func:`bench.flow.cases.simulate`, one factor at a time around a
    default (queue order, deadline slack, admission, result cache, batch busy fraction, lower
-   bands' headroom), then the best level of each factor together.
+   bands' headroom), then one pass of coordinate ascent from the best of them.
 2. **Report** on the tail: the best head setting (:func:`bench.flow.cases.choose`) against
    the same setting refusing at once (``goodput_vs_refuse``), and, per admission, the default
    queue against refusing at once.
@@ -74,24 +74,28 @@ def h100_fleet(replicas: int) -> Fleet:
     )
 
 
-def combined(rows: list[dict[str, Any]]) -> Setting:
-    """The best level of each factor (by :func:`~bench.flow.cases.rank` over the rows that
-    differ from the default in that factor alone), together."""
-    best = DEFAULT
-    base = [r for r in rows if setting_of(r) == DEFAULT]
+def refine(
+    rows: list[dict[str, Any]], evaluate: Callable[[Setting], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One pass of coordinate ascent from the best row: each factor in turn set to each of
+    the levels the sweep tried, kept when the row ranks better (:func:`~bench.flow.cases.rank`;
+    the queue is never set to refuse). The rows it evaluated."""
+    levels = {f: sorted({r[f] for r in rows}, key=str) for f in FACTORS}
+    best_row = choose(rows)
+    best = setting_of(best_row)
+    seen = {setting_of(r) for r in rows}
+    added: list[dict[str, Any]] = []
     for factor in FACTORS:
-        candidates = [
-            r
-            for r in rows
-            if r["queue"] != "refuse"
-            and all(
-                getattr(setting_of(r), f) == getattr(DEFAULT, f) for f in FACTORS if f != factor
-            )
-        ] + base
-        if candidates:
-            top = max(candidates, key=rank)
-            best = replace(best, **{factor: top[factor]})
-    return best
+        for level in levels[factor]:
+            candidate = replace(best, **{factor: level})
+            if candidate in seen or (factor == "queue" and level == "refuse"):
+                continue
+            seen.add(candidate)
+            row = evaluate(candidate)
+            added.append(row)
+            if rank(row) > rank(best_row):
+                best, best_row = candidate, row
+    return added
 
 
 def run_flow_bench(
@@ -112,16 +116,18 @@ def run_flow_bench(
     end = 1.0
     settings = sweep_settings()
     if quick:  # a smoke run: a slice of the trace, three settings, a compressed day
-        end, tune_share = 0.1, 0.05
+        end, tune_share = 0.05, 0.025
         settings = [DEFAULT, replace(DEFAULT, queue="refuse"), replace(DEFAULT, queue="edf")]
     say(f"head: Mooncake at load {load:g} on {fleet.name}, {len(settings)} settings")
     head = overload(fleet, load, start=0.0, end=tune_share, backlog_s=BACKLOG_S, seed=seed)
     rows = [
         {"phase": "head", **simulate(head, fleet, s, seed=seed, drain_s=60.0)} for s in settings
     ]
-    together = combined(rows)
-    if together not in settings:
-        rows.append({"phase": "head", **simulate(head, fleet, together, seed=seed, drain_s=60.0)})
+    if not quick:
+        rows += refine(
+            rows,
+            lambda s: {"phase": "head", **simulate(head, fleet, s, seed=seed, drain_s=60.0)},
+        )
     chosen = setting_of(choose(rows))
     say(f"chosen on the head: {chosen.label()}")
     tail = overload(fleet, load, start=tune_share, end=end, backlog_s=BACKLOG_S, seed=seed)

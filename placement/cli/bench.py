@@ -403,7 +403,7 @@ def flow(
     day_replicas: Annotated[int, typer.Option(help="H100s of the day's fleet")] = 2,
     seed: Annotated[int, typer.Option(help="seed of tenants, bands and the day's arrivals")] = 1,
     quick: Annotated[
-        bool, typer.Option("--quick", help="a smoke run: a slice, three settings, a 2 h day")
+        bool, typer.Option("--quick", help="a smoke run: a slice, three settings, a 1 h day")
     ] = False,
     emulated: Annotated[
         bool,
@@ -427,7 +427,7 @@ def flow(
         load=load,
         day_peak=day_peak,
         day_replicas=day_replicas,
-        day_s=7200.0 if quick else 24 * 3600.0,
+        day_s=3600.0 if quick else 24 * 3600.0,
         seed=seed,
         quick=quick,
         emulated=emulated,
