@@ -24,7 +24,12 @@ import numpy as np
 
 from bench.loop.bound import fluid_bound
 from bench.loop.engine_capacity import EngineCapacity
-from bench.loop.fairness import MIN_TENANT_REQUESTS, entitled_ratios, jain_overload
+from bench.loop.fairness import (
+    MIN_TENANT_REQUESTS,
+    entitled_ratios,
+    jain_overload,
+    request_gpu_seconds,
+)
 from bench.loop.gate_quality import gate_quality
 from bench.loop.gated import Gated
 from bench.loop.learn import learn_capacity, roofline_capacity
@@ -361,15 +366,19 @@ def goodput_at(rows: Sequence[dict[str, Any]], load: float) -> float:
 
 
 def tenant_service(
-    result: SimResult, wl: Workload
+    result: SimResult, wl: Workload, *, unit: str = "gpu_s"
 ) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
-    """(served within SLO, offered, requests) per tenant, the first two in the units credits
-    are counted in: weighted tokens per second (the Virtual Token Counter's prefill and decode
-    weights), so a tenant of long prompts is not called starved for being served fewer,
-    heavier requests."""
+    """(served within SLO, offered, requests) per tenant, the first two in the unit credits
+    are charged in (per second): GPU-seconds on the fleet's average replica, cache hits
+    discounted (:mod:`serving.admission.cost`), so a tenant of long prompts or long outputs is
+    not called starved for being served fewer, heavier requests; ``unit="tokens"``: the
+    Virtual Token Counter's weighted tokens (prefill 1, decode 2), the unit before."""
     t = request_table(result.requests, wl.classes)
-    weights = TokenWeights()
-    work = weights.prefill * t.input_tokens + weights.decode * t.output_tokens
+    if unit == "tokens":
+        weights = TokenWeights()
+        work = weights.prefill * t.input_tokens + weights.decode * t.output_tokens
+    else:
+        work = request_gpu_seconds(result.fleet, t)
     window = max(float(t.arrival.max() - t.arrival.min()), 1e-9) if len(t.arrival) else 1.0
     tenants = np.unique(t.tenant)
     good = {str(k): float(work[(t.tenant == k) & t.met].sum()) / window for k in tenants}
@@ -528,9 +537,11 @@ def fairness(
         row = _row(result, wl, policy=v.name + "@overload", load=load, **tag)
         row["jain_entitled"] = jain_overload(good, offered, credits, requests)
         rows.append(row)
+        good_tokens, offered_tokens, _ = tenant_service(result, wl, unit="tokens")
         out[v.name] = {
             "goodput_rps": row["goodput_rps"],
             "jain": row["jain_entitled"],
+            "jain_in_tokens": jain_overload(good_tokens, offered_tokens, credits, requests),
             "jain_all_tenants": jain_overload(good, offered, credits),
             "ratio_to_entitlement": entitled_ratios(good, offered, credits),
             "requests": requests,

@@ -139,7 +139,14 @@ class PlacementPolicy:
                 self.judgements[req.id] = gate.last
                 # admitted after all, where the route path sent it
                 seen = gate.forecast(self.path, query, decision, now)
-                gate.dispatched(decision.replica_id, query, now, seen)
+                gate.dispatched(
+                    decision.replica_id,
+                    query,
+                    now,
+                    seen,
+                    state=self.path.replica(decision.replica_id),
+                    cached_tokens=decision.cached_tokens,
+                )
             elif admitted is None:
                 self.shed += 1
                 return -1
@@ -163,7 +170,7 @@ class PlacementPolicy:
                 replica.id, query, now, ok=not req.error, output_tokens=req.output_tokens
             )
             if self.gate is not None:
-                self.gate.finished(req.tenant, 0 if req.error else req.output_tokens)
+                self.gate.finished(req.tenant, 0 if req.error else req.output_tokens, query)
 
 
 def build(ctx: PolicyContext) -> PlacementPolicy:

@@ -31,10 +31,13 @@ refuse what is more likely to miss than to meet — the capacity a refusal frees
 request more likely to meet. Lower values hold the queues lower still (more goodput past
 capacity, more refusals of requests that would have met at moderate load).
 
-**Fairness.** Under that pressure tenants owed credit keep part of the way back to
-``refuse_at`` (``credit_cut`` × how far down the active tenants' Virtual Token Counters they
-stand): the doubtful requests refused are those of the tenants furthest over their share.
-Without pressure nobody is refused for credit: there is room for all.
+**Fairness.** Tenants are charged what their requests cost: GPU-seconds of the prompt on the
+replica it goes to (its cached prefix discounted) at dispatch, of the decode at completion
+(:mod:`serving.admission.cost`), into the Virtual Token Counters. Under that pressure
+tenants owed credit keep part of the way back to ``refuse_at`` (``credit_cut`` × how far down
+the active tenants' counters they stand): the doubtful requests refused are those of the
+tenants furthest over their share. Without pressure nobody is refused for credit: there is
+room for all.
 
 Each judgement is kept in :attr:`SloGate.last` (the rule, the chance of a miss, the threshold,
 the forecast), and a refusal sets :attr:`SloGate.retry_after_s`: the seconds until what is
@@ -57,6 +60,7 @@ from typing import TYPE_CHECKING
 
 from placement.domain.requests import RequestClass
 from placement.errors import InputError
+from serving.admission.cost import GpuRates, gpu_rates
 from serving.admission.forecast import Forecast, forecast
 from serving.admission.prompt_rate import PromptRates
 from serving.admission.ttft_calibration import TtftCalibration
@@ -152,6 +156,10 @@ class SloGate:
         self.calibration = TtftCalibration()
         self.prompt_rates = PromptRates()
         self.refused: Counter[tuple[str, str]] = Counter()  # (tenant, class) → refusals
+        # credits are charged in GPU-seconds (:mod:`serving.admission.cost`): a request's on
+        # the kind it was dispatched to (kept until it finishes), else these
+        self.default_rates = gpu_rates("", "", 1)
+        self._rates: dict[int, GpuRates] = {}
         self.pressure = 0.0
         self._pressure_at: float | None = None  # time of the last pressure update
         self.last = Judgement(rule=ADMITTED, ttft_limit_s=math.inf, tpot_limit_s=math.inf)
@@ -332,26 +340,66 @@ class SloGate:
         self.last = dataclasses.replace(self.last, replica_id=decision.replica_id)
         if not admitted:
             return None
-        self.dispatched(decision.replica_id, query, now, seen)
+        self.dispatched(
+            decision.replica_id,
+            query,
+            now,
+            seen,
+            state=path.replica(decision.replica_id),
+            cached_tokens=decision.cached_tokens,
+        )
         return decision
 
-    def dispatched(self, replica_id: str, query: RouteQuery, now: float, seen: Forecast) -> None:
+    def dispatched(
+        self,
+        replica_id: str,
+        query: RouteQuery,
+        now: float,
+        seen: Forecast,
+        *,
+        state: ReplicaState | None = None,
+        cached_tokens: int = 0,
+    ) -> None:
         """``query`` goes to ``replica_id`` (admitted here, or sent by a caller that overrides
         the gate) as forecast ``seen``: its prompt counts in the replica's prompt rate, its
-        forecast awaits its first token (:meth:`first_token`), the tenant is charged."""
+        forecast awaits its first token (:meth:`first_token`), the tenant is charged its
+        prompt's GPU-seconds on the replica's kind (``state``; None: :attr:`default_rates`),
+        the ``cached_tokens`` the route path expects there discounted."""
         self.prompt_rates.add(replica_id, query.input_tokens, now)
         self.calibration.dispatched(id(query), replica_id, seen.prior_ttft_s, now)
-        self.started(query.tenant, query.input_tokens)
+        rates = (
+            self.default_rates
+            if state is None
+            else gpu_rates(state.accelerator, state.model, state.tp)
+        )
+        self._rates[id(query)] = rates
+        self.started(query.tenant, query.input_tokens, cached_tokens, rates)
 
     def first_token(self, query: RouteQuery, now: float) -> None:
         """The first token of a dispatched query arrived: calibrate its replica's TTFT."""
         self.calibration.first_token(id(query), now)
 
-    def started(self, tenant: str, input_tokens: int) -> None:
-        self.vtc.start(tenant, input_tokens)
+    def started(
+        self,
+        tenant: str,
+        input_tokens: int,
+        cached_tokens: int = 0,
+        rates: GpuRates | None = None,
+    ) -> None:
+        """Charge ``tenant`` a prompt's GPU-seconds (on ``rates``' kind, else the default)."""
+        use = rates if rates is not None else self.default_rates
+        self.vtc.start_cost(tenant, use.prefill(input_tokens, cached_tokens))
 
-    def finished(self, tenant: str, output_tokens: int) -> None:
-        self.vtc.finish(tenant, output_tokens)
+    def finished(self, tenant: str, output_tokens: int, query: RouteQuery | None = None) -> None:
+        """A request of ``tenant`` completed after ``output_tokens``: charge its decode's
+        GPU-seconds on the kind it was dispatched to (``query`` as dispatched; unknown: the
+        default rates, without its prompt's context)."""
+        rates = self._rates.pop(id(query), None) if query is not None else None
+        if rates is None:
+            self.vtc.finish_cost(tenant, self.default_rates.decode(0, output_tokens))
+            return
+        assert query is not None
+        self.vtc.finish_cost(tenant, rates.decode(query.input_tokens, output_tokens))
 
     def set_credits(self, shares: Mapping[str, float]) -> None:
         """Tenants' credit shares (a plan's guaranteed shares) weigh their counters."""

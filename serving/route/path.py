@@ -183,6 +183,7 @@ class PlacementRoutePath:
                         plan.version,
                         fleet.tables[r].ttft(query.input_tokens - entry.prefix_tokens, queued),
                         entry.alternates[pos],
+                        entry.prefix_tokens,
                     )
                 if not first_cause:
                     first_cause = refused
@@ -275,6 +276,7 @@ class PlacementRoutePath:
             None if plan is None else plan.version,
             ttft,
             alternates,
+            cached_tokens,
         )
 
     def _fallback(

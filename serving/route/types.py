@@ -47,6 +47,8 @@ class Decision:
     plan_version: int | None
     predicted_ttft_s: float
     fallbacks: tuple[str, ...] = ()
+    # prompt tokens the route path expects cached on the replica (what the TTFT discounts)
+    cached_tokens: int = 0
 
 
 @dataclass(slots=True, kw_only=True)
