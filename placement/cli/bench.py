@@ -251,7 +251,11 @@ def loop(
         typer.Option(help="a trace file instead of --workloads (.jsonl Mooncake keys, .csv Azure)"),
     ] = None,
     tenants: Annotated[
-        Path | None, typer.Option(help="tenants file (YAML): credits, classes, traffic shares")
+        Path | None,
+        typer.Option(
+            help="tenants file (YAML): credits, classes, traffic shares; with a source per "
+            "tenant it is the workload (a tenant mix, e.g. data/tenants/reason-code.yaml)"
+        ),
     ] = None,
     fleet: Annotated[Path | None, typer.Option(help="one fleet YAML (instead of --fleets)")] = None,
     loads: Annotated[str, typer.Option(help="offered load, × nominal capacity")] = (
@@ -307,6 +311,10 @@ def gate(
     ] = None,
     prefix_weight: Annotated[float, typer.Option(help="route profile: prefix match")] = 1.0,
     ttft_weight: Annotated[float, typer.Option(help="route profile: predicted TTFT")] = 2.0,
+    tenants: Annotated[
+        Path | None,
+        typer.Option(help="tenants file (YAML); with a source per tenant, the workload"),
+    ] = None,
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     """The admission gate per load on the reported tail: shadow refusal precision and recall
@@ -325,6 +333,7 @@ def gate(
         period_s=120.0,
         learn=False,
         seed=seed,
+        tenants=tenants,
     )
     setting = Setting(prefix_weight, ttft_weight, 1.0)
     cases = [dataclasses.replace(c, settings=(setting,)) for c in cases]

@@ -39,10 +39,16 @@ the active tenants' counters they stand): the doubtful requests refused are thos
 tenants furthest over their share. Without pressure nobody is refused for credit: there is
 room for all.
 
+**Best effort.** A request whose own prefill misses its TTFT SLO even with nothing queued ahead
+(a very long uncached prompt on the fastest replica it may use) would be refused on every retry
+for a miss no retry can avoid. While the fleet keeps up (pressure below the floor) it is
+admitted instead, to be served late (:attr:`Judgement.best_effort`); under pressure it is
+refused like any request likely to miss.
+
 Each judgement is kept in :attr:`SloGate.last` (the rule, the chance of a miss, the threshold,
 the forecast), and a refusal sets :attr:`SloGate.retry_after_s`: the seconds until what is
-queued ahead of the request on that replica has been prefilled, at least one — after that the
-same request is judged against an empty queue.
+queued ahead of the request on that replica has been prefilled (the forecast's ``wait_s``),
+at least one — after that the same request is judged against an empty queue.
 
 A pure object (no clock, no I/O): the service and the simulator run the same gate. The
 service learns the calibration when it reports first tokens (:meth:`SloGate.first_token`);
@@ -112,6 +118,9 @@ class Judgement:
     threshold: float = 1.0  # the miss probability it would have been refused at
     forecast: Forecast | None = None
     replica_id: str = ""
+    # admitted although it will miss its TTFT SLO wherever it goes, even alone on a replica
+    # (its own prefill is too long): served late while the fleet keeps up
+    best_effort: bool = False
 
 
 class SloGate:
@@ -247,10 +256,19 @@ class SloGate:
         base = self.refuse_threshold()
         owed_at = base + self.credit_cut * (self.refuse_at - base)  # the most owed tenant's
         rule = ADMITTED
+        best_effort = False
         if miss >= refuse_at:
             rule = TTFT if ttft_miss >= tpot_miss else TPOT
             if miss < owed_at:
                 rule = CREDIT  # a tenant owed credit would have been admitted
+            if (
+                rule == TTFT
+                and self.pressure < PRESSURE_FLOOR
+                and seen.alone_miss(ttft_limit) >= self.refuse_at
+            ):
+                # its own prefill misses even with nothing ahead: no retry would ever meet,
+                # and while the fleet keeps up, serving it late costs no one their SLO
+                rule, best_effort = ADMITTED, True
         if not self.classes[request_class].sheddable:
             # only SLO refusals measure overload (refusals for credit would feed themselves);
             # past capacity their share is set by how far past (1 − 1/ρ at ρ× capacity), not
@@ -264,10 +282,12 @@ class SloGate:
             miss_probability=miss,
             threshold=refuse_at,
             forecast=seen,
+            best_effort=best_effort,
         )
         if rule != ADMITTED:
             self.refused[(tenant, request_class)] += 1
-            self.retry_after_s = max(MIN_RETRY_AFTER_S, math.ceil(seen.ttft_s))
+            wait = seen.wait_s if seen.wait_s is not None else seen.ttft_s
+            self.retry_after_s = max(MIN_RETRY_AFTER_S, math.ceil(wait))
         return rule == ADMITTED
 
     def forecast(
@@ -275,7 +295,14 @@ class SloGate:
     ) -> Forecast:
         """What ``query`` would see on ``decision``'s replica if admitted now."""
         state = path.replica(decision.replica_id)
-        return self.forecast_on(state, decision.replica_id, decision.predicted_ttft_s, query, now)
+        return self.forecast_on(
+            state,
+            decision.replica_id,
+            decision.predicted_ttft_s,
+            query,
+            now,
+            cached_tokens=decision.cached_tokens,
+        )
 
     def forecast_on(
         self,
@@ -284,10 +311,18 @@ class SloGate:
         predicted_ttft_s: float,
         query: RouteQuery,
         now: float,
+        *,
+        cached_tokens: int = 0,
     ) -> Forecast:
         """What ``query`` would see on the replica ``replica_id`` (live state ``state``, None
-        when unknown) whose route-path TTFT prediction is ``predicted_ttft_s``."""
+        when unknown) whose route-path TTFT prediction is ``predicted_ttft_s``, with
+        ``cached_tokens`` of its prompt already cached there."""
         rates = self.prompt_rates
+        own = None
+        if state is not None:
+            own = prefill_table(state.accelerator, state.model, state.tp).prefill(
+                query.input_tokens - cached_tokens
+            )
         return forecast(
             predicted_ttft_s=predicted_ttft_s,
             state=state,
@@ -300,6 +335,7 @@ class SloGate:
             request_rate=rates.request_rate(replica_id, now),
             input_tokens=query.input_tokens,
             output_tokens=query.max_output_tokens,
+            own_prefill_s=own,
         )
 
     def _decodes_in_time(
