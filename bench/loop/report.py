@@ -22,6 +22,7 @@ SUMMARY_COLUMNS = (
     "ratio_ceiling",
     "share_of_bound",
     "jain_overload",
+    "jain_token_charge",
     "fairness_cost",
     "lost_requests",
     "gate_headroom",

@@ -50,7 +50,7 @@ from placement.solver.capacity import CapacitySource
 from placement.solver.model import Weights
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
-from serving.admission.slo_gate import SloGate
+from serving.admission.slo_gate import GPU_SECONDS, TOKENS, SloGate
 from serving.admission.vtc import TokenWeights
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
@@ -81,6 +81,7 @@ class Variant:
     credits: bool = True
     scored: bool = True  # data/profiles/scored.yaml (False: the default weighted lookup)
     shadow: bool = False  # the gate judges but admits all (its precision and recall)
+    charge: str = GPU_SECONDS  # credits charged in GPU-seconds (TOKENS: per weighted token)
 
 
 FULL = Variant(name=OURS)
@@ -95,6 +96,7 @@ ABLATIONS = (
 NO_ADMISSION = next(v for v in ABLATIONS if not v.gate)
 LOCALITY_ONLY = Variant(name="ours:locality_only", credits=False)
 SHADOW_GATE = Variant(name="ours:shadow_gate", shadow=True)
+TOKEN_CREDITS = Variant(name="ours:token_credits", charge=TOKENS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +182,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 headroom=headroom,
                 credit_cut=ctx.case.credit_cut if v.credits else 0.0,
                 shadow=v.shadow,
+                charge=v.charge,
             )
             if v.gate
             else None
@@ -530,7 +533,7 @@ def fairness(
     against our locality-only variant (no credits in the plan or the gate)."""
     out: dict[str, Any] = {"overload": load}
     credits = _credits(ctx.report)
-    for v in (FULL, LOCALITY_ONLY):
+    for v in (FULL, LOCALITY_ONLY, TOKEN_CREDITS):
         say(f"fairness: {v.name} @ load {load}")
         result, wl, _ = ours(ctx, load, v)
         good, offered, requests = tenant_service(result, wl)
@@ -548,10 +551,13 @@ def fairness(
         }
     fair, local = out[FULL.name], out[LOCALITY_ONLY.name]
     out["jain_overload"] = fair["jain"]
+    # the same gate charging per weighted token instead (how credits were charged before)
+    out["jain_token_charge"] = out[TOKEN_CREDITS.name]["jain"]
     out["min_tenant_requests"] = MIN_TENANT_REQUESTS
     out["fairness_cost"] = max(0.0, 1.0 - fair["goodput_rps"] / max(local["goodput_rps"], 1e-9))
     return {
         "jain_overload": out["jain_overload"],
+        "jain_token_charge": out["jain_token_charge"],
         "fairness_cost": out["fairness_cost"],
         "fairness": out,
     }

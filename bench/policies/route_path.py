@@ -28,7 +28,7 @@ from pathlib import Path
 
 from placement.domain.requests import DEFAULT_CLASSES, Request, RequestClass
 from placement.plan import Plan
-from serving.admission.slo_gate import Judgement, SloGate
+from serving.admission.slo_gate import GPU_SECONDS, Judgement, SloGate
 from serving.route import NoReplica, PlacementRoutePath, ReplicaState, RouteQuery, load_profile
 from sim.peers.context import PolicyContext
 from sim.router import ReplicaView
@@ -46,6 +46,7 @@ class GateSettings:
     # shadow: judge every request but admit them all, recording which the gate would have
     # refused (``PlacementPolicy.would_refuse``) — what the gate's precision is measured on
     shadow: bool = False
+    charge: str = GPU_SECONDS  # what credits are charged in (TOKENS: per weighted token)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,6 +187,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             headroom=cfg.slo_gate.headroom,
             credit_cut=cfg.slo_gate.credit_cut,
             shed_factor=cfg.slo_gate.shed_factor,
+            charge=cfg.slo_gate.charge,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

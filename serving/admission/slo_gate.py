@@ -98,6 +98,12 @@ DEFAULT_REFUSE_AT = 0.9
 DEFAULT_OVERLOAD_REFUSE_AT = 0.5
 SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
 
+# what tenants' credits are charged in: GPU-seconds (:mod:`serving.admission.cost`), or the
+# Virtual Token Counter's weighted tokens (what the gate charged before; an ablation)
+GPU_SECONDS = "gpu_s"
+TOKENS = "tokens"
+CHARGES = (GPU_SECONDS, TOKENS)
+
 # the rule behind a judgement (:attr:`Judgement.rule`)
 ADMITTED = ""
 TTFT = "ttft"  # likely to miss, mostly for its TTFT
@@ -135,7 +141,10 @@ class SloGate:
         refuse_at: float = DEFAULT_REFUSE_AT,
         overload_refuse_at: float = DEFAULT_OVERLOAD_REFUSE_AT,
         vtc: VirtualTokenCounter | None = None,
+        charge: str = GPU_SECONDS,
     ) -> None:
+        if charge not in CHARGES:
+            raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
         if not headroom > 0:
             raise InputError(f"{headroom}", field="headroom", expected="> 0")
         if not 0 <= credit_cut < 1:
@@ -168,6 +177,7 @@ class SloGate:
         # credits are charged in GPU-seconds (:mod:`serving.admission.cost`): a request's on
         # the kind it was dispatched to (kept until it finishes), else these
         self.default_rates = gpu_rates("", "", 1)
+        self.charge = charge
         self._rates: dict[int, GpuRates] = {}
         self.pressure = 0.0
         self._pressure_at: float | None = None  # time of the last pressure update
@@ -422,7 +432,11 @@ class SloGate:
         cached_tokens: int = 0,
         rates: GpuRates | None = None,
     ) -> None:
-        """Charge ``tenant`` a prompt's GPU-seconds (on ``rates``' kind, else the default)."""
+        """Charge ``tenant`` a prompt's GPU-seconds (on ``rates``' kind, else the default;
+        its weighted tokens when the gate charges :data:`TOKENS`)."""
+        if self.charge == TOKENS:
+            self.vtc.start(tenant, input_tokens)
+            return
         use = rates if rates is not None else self.default_rates
         self.vtc.start_cost(tenant, use.prefill(input_tokens, cached_tokens))
 
@@ -431,6 +445,9 @@ class SloGate:
         GPU-seconds on the kind it was dispatched to (``query`` as dispatched; unknown: the
         default rates, without its prompt's context)."""
         rates = self._rates.pop(id(query), None) if query is not None else None
+        if self.charge == TOKENS:
+            self.vtc.finish(tenant, output_tokens)
+            return
         if rates is None:
             self.vtc.finish_cost(tenant, self.default_rates.decode(0, output_tokens))
             return

@@ -264,3 +264,14 @@ def test_equal_gpu_time_leaves_two_differently_shaped_tenants_level() -> None:
             tokens.start(tenant, prompt)
             tokens.finish(tenant, output)
     assert tokens.counters["code"] > 5 * tokens.counters["reasoning"]
+
+
+def test_the_gate_can_charge_weighted_tokens_instead_and_refuses_other_units() -> None:
+    gate = SloGate(DEFAULT_CLASSES, charge="tokens")
+    q = _request("a", 1_000, 10)
+    gate.dispatched("h", q, 0.0, Forecast(ttft_s=0.5, ttft_spread=0.05), state=_replica("L40S"))
+    gate.finished("a", 10, q)
+    assert gate.vtc.counters["a"] == pytest.approx(1_000 + 2 * 10)
+    with pytest.raises(InputError) as err:
+        SloGate(DEFAULT_CLASSES, charge="dollars")
+    assert err.value.field == "charge"
