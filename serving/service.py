@@ -24,6 +24,7 @@ from placement.domain.requests import Tenant
 from placement.errors import InputError, PlacementError, UnknownModel
 from placement.plan import Plan
 from serving.admission import AdmissionController, class_budgets
+from serving.admission.cost import mean_rates
 from serving.admission.slo_gate import SloGate
 from serving.demand import DemandWindow
 from serving.leases import Lease, LeaseBook, LeaseTerms
@@ -210,6 +211,9 @@ class PlacementService:
         self.admission.set_fleet_capacity(max(1, len(self.replicas)) * self._per_replica)
 
     def _fleet_changed(self, why: str) -> None:
+        # credits are charged in GPU-seconds on the fleet's average replica
+        kinds = [(s.accelerator, s.model, s.tp) for s in self.replicas.values()]
+        self.admission.set_rates(mean_rates(kinds) if kinds else None)
         for listener in self.on_fleet_change:
             listener(why)
 
@@ -336,7 +340,7 @@ class PlacementService:
         self.route_path.on_complete(
             lease.replica_id, query, now, ok=ok, output_tokens=output_tokens
         )
-        self.admission.release(query.tenant, query.request_class, output_tokens)
+        self.admission.release(query.tenant, query.request_class, output_tokens, query.input_tokens)
         if self.slo_gate is not None:
             self.slo_gate.finished(query.tenant, output_tokens if ok else 0, query)
 
