@@ -25,7 +25,7 @@ from placement.errors import InputError, PlacementError, UnknownModel
 from placement.plan import Plan
 from serving.admission import AdmissionController, class_budgets
 from serving.admission.cost import mean_rates
-from serving.admission.slo_gate import SloGate
+from serving.admission.slo_gate import UNREACHABLE, SloGate
 from serving.demand import DemandWindow
 from serving.leases import Lease, LeaseBook, LeaseTerms
 from serving.metrics import ServiceMetrics
@@ -250,10 +250,13 @@ class PlacementService:
             admitted = gate.admit_decision(self.route_path, query, decision, now)
             if admitted is None:
                 self.admission.release(query.tenant, query.request_class, 0)
-                self.metrics.refusals.labels("slo").inc()
+                # slo_unreachable: its own prefill misses the class's TTFT SLO on an empty
+                # replica — resend it in a class with a longer one
+                reason = "slo_unreachable" if gate.last.rule == UNREACHABLE else "slo"
+                self.metrics.refusals.labels(reason).inc()
                 self.metrics.count_shed(query.tenant, query.request_class)
                 # the gate's wait until what is queued ahead is prefilled (at least 1 s)
-                raise Refused("slo", max(SLO_RETRY_AFTER_S, gate.retry_after_s))
+                raise Refused(reason, max(SLO_RETRY_AFTER_S, gate.retry_after_s))
             decision = admitted
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))

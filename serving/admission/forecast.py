@@ -67,7 +67,7 @@ class Forecast:
     request_rate: float = 0.0
     observed_tpot_s: float = 0.0  # the replica's recent TPOT (router's moving average)
     queued_tokens: float = 0.0  # prompt tokens queued ahead of it (the router's count)
-    # the calibrated TTFT's parts: its own prefill (uncached prompt, alone on the replica) and
+    # the TTFT's parts: its own prefill (uncached prompt alone on the replica, the prior's) and
     # the wait for what is queued ahead (None: not split, the caller gave only a TTFT)
     own_s: float | None = None
     wait_s: float | None = None
@@ -143,10 +143,13 @@ def forecast(
     ``ratio`` and ``spread`` calibrate the route path's ``predicted_ttft_s`` once stretched
     by :func:`interleave` (see :mod:`serving.admission.ttft_calibration`). ``own_prefill_s``
     (the part of the prediction that is the request's own prefill) splits the TTFT into its
-    own part, alone on the replica (calibrated, not stretched), and the wait for the queue."""
+    own part, alone on the replica (the prior's, neither stretched nor calibrated), and the
+    wait for the queue (the rest)."""
     own = wait = None
     if own_prefill_s is not None:
-        own = min(own_prefill_s, predicted_ttft_s) * ratio
+        # not calibrated: the ratio also learns queueing the prediction misses, which would
+        # call a request that only waits too long one that cannot be served in time
+        own = min(own_prefill_s, predicted_ttft_s)
     if state is None or table is None:
         ttft = predicted_ttft_s * ratio
         if own is not None:

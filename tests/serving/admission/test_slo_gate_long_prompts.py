@@ -1,13 +1,13 @@
 """The gate judges a long prompt by what it costs on the replica (its cached prefix, the queue
-ahead), gives a Retry-After that waits out that queue, and serves late — rather than refusing
-forever — a prompt no replica can prefill within the SLO."""
+ahead), gives a Retry-After that waits out that queue, and tells a prompt no replica can
+prefill within the SLO that no retry will (or, with ``best_effort``, serves it late)."""
 
 from __future__ import annotations
 
 import math
 
 from placement.domain.requests import DEFAULT_CLASSES
-from serving.admission.slo_gate import TTFT, SloGate
+from serving.admission.slo_gate import TTFT, UNREACHABLE, SloGate
 from serving.route.ttft import prefill_table
 from serving.route.types import ReplicaState, RouteQuery
 
@@ -68,14 +68,24 @@ def test_retry_after_waits_out_the_queue_ahead_not_the_whole_ttft() -> None:
     assert _judge(gate, 20_000)
 
 
-def test_a_prompt_no_replica_prefills_in_time_is_served_late_unless_the_fleet_is_past_capacity() -> (
-    None
-):
+def test_a_prompt_no_replica_prefills_in_time_is_refused_as_unreachable() -> None:
     gate = SloGate(DEFAULT_CLASSES)
     huge = 200_000  # its own prefill alone takes longer than the 2 s TTFT SLO
     assert H100.prefill(huge) > DEFAULT_CLASSES["interactive"].ttft_slo_s
-    assert _judge(gate, huge)
+    assert not _judge(gate, huge)
+    assert gate.last.rule == UNREACHABLE
+    assert gate.retry_after_s == 1  # no wait would help: the reason says so, not the wait
+    assert gate.pressure == 0.0  # and it says nothing about load
+    # the same prompt is judged by its own SLO in a class with a longer one
+    seen = gate.last.forecast
+    assert seen is not None
+    assert gate.judge("a", "batch", seen)
+
+
+def test_with_best_effort_it_is_served_late_unless_the_fleet_is_past_capacity() -> None:
+    gate = SloGate(DEFAULT_CLASSES, best_effort=True)
+    assert _judge(gate, 200_000)
     assert gate.last.best_effort
     _overload(gate)
-    assert not _judge(gate, huge)
-    assert gate.last.rule == TTFT and not gate.last.best_effort
+    assert not _judge(gate, 200_000)
+    assert gate.last.rule == UNREACHABLE and not gate.last.best_effort
