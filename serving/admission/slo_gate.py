@@ -31,22 +31,26 @@ refuse what is more likely to miss than to meet — the capacity a refusal frees
 request more likely to meet. Lower values hold the queues lower still (more goodput past
 capacity, more refusals of requests that would have met at moderate load).
 
-**Fairness.** Tenants are charged what their requests cost: GPU-seconds of the prompt on the
-replica it goes to (its cached prefix discounted) at dispatch, of the decode at completion
-(:mod:`serving.admission.cost`), into the Virtual Token Counters. Under that pressure
+**Fairness.** Tenants are charged what their requests cost: GPU-seconds on the replica it goes
+to (:mod:`serving.admission.cost`) of the prompt (its cached prefix discounted) and of the
+output it asks for at dispatch, settled for the output generated at completion, into the
+Virtual Token Counters. Under that pressure
 tenants owed credit keep part of the way back to ``refuse_at`` (``credit_cut`` × how far down
 the active tenants' counters they stand): the doubtful requests refused are those of the
 tenants furthest over their share. Without pressure nobody is refused for credit: there is
-room for all.
+room for all. With a finite ``credit_slack``, under pressure a tenant whose counter leads the
+lowest active one by more than the slack is refused outright (rule :data:`CREDIT`), even what
+would meet; off by default: on the head of the reasoning-vs-code mix at 2× overload it raised
+Jain's index 0.82 → 0.91 but cost 13% of the goodput (the capacity the reasoning tenant yields
+is not what the code tenant lacks: its short decodes miss their TPOT on the slower replicas).
 
 **Unreachable.** A request whose own prefill misses its TTFT SLO even with nothing queued ahead
 (a very long uncached prompt on the fastest replica it may use) is refused for a miss no retry
 can avoid: rule :data:`UNREACHABLE` (the service answers 429 ``slo_unreachable``: resend it in
-a class with a longer TTFT SLO), which does not count as pressure — it says nothing about
-load. With ``best_effort`` such a request is instead admitted while the fleet keeps up
-(pressure below the floor), to be served late (:attr:`Judgement.best_effort`); off by default:
-on Mooncake over the heterogeneous fleet serving them late cost 12–17% of the goodput at loads
-1.5–2.
+a class with a longer TTFT SLO). With ``best_effort`` such a request is instead admitted while
+the fleet keeps up (pressure below the floor), to be served late (:attr:`Judgement.best_effort`);
+off by default: on Mooncake over the heterogeneous fleet serving them late cost 12–17% of the
+goodput at loads 1.5–2.
 
 Each judgement is kept in :attr:`SloGate.last` (the rule, the chance of a miss, the threshold,
 the forecast), and a refusal sets :attr:`SloGate.retry_after_s`: the seconds until what is
@@ -99,6 +103,9 @@ DEFAULT_REFUSE_AT = 0.9
 # past capacity, refuse what is more likely to miss than to meet: the capacity a refusal
 # frees goes to a request more likely to meet
 DEFAULT_OVERLOAD_REFUSE_AT = 0.5
+# past capacity, a tenant whose counter leads the lowest active one by more than this yields
+# (GPU-seconds per unit of credit weight)
+DEFAULT_CREDIT_SLACK = math.inf
 SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
 
 # what tenants' credits are charged in: GPU-seconds (:mod:`serving.admission.cost`), or the
@@ -147,6 +154,7 @@ class SloGate:
         vtc: VirtualTokenCounter | None = None,
         charge: str = GPU_SECONDS,
         best_effort: bool = False,
+        credit_slack: float | None = None,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -184,6 +192,7 @@ class SloGate:
         self.default_rates = gpu_rates("", "", 1)
         self.charge = charge
         self.best_effort = best_effort
+        self.credit_slack = DEFAULT_CREDIT_SLACK if credit_slack is None else credit_slack
         self._rates: dict[int, GpuRates] = {}
         self.pressure = 0.0
         self._pressure_at: float | None = None  # time of the last pressure update
@@ -283,11 +292,15 @@ class SloGate:
                 if self.best_effort and self.pressure < PRESSURE_FLOOR:
                     # while the fleet keeps up, it is served late
                     rule, best_effort = ADMITTED, True
+        elif self.pressure >= PRESSURE_FLOOR and self.vtc.lead(tenant) > self.credit_slack:
+            # past capacity, a tenant served past its share by more than the slack yields
+            # what it asks for to the tenants owed (see ``credit_slack``)
+            rule = CREDIT
         if not self.classes[request_class].sheddable:
             # only SLO refusals measure overload (refusals for credit would feed themselves);
             # past capacity their share is set by how far past (1 − 1/ρ at ρ× capacity), not
             # by the threshold: a lower threshold empties the queues and refuses fewer later
-            slo_refusal = 1.0 if rule in (TTFT, TPOT) else 0.0
+            slo_refusal = 1.0 if rule in (TTFT, TPOT, UNREACHABLE) else 0.0
             self.pressure += self._pressure_weight(now) * (slo_refusal - self.pressure)
         self.last = Judgement(
             rule=rule,
@@ -426,6 +439,10 @@ class SloGate:
         )
         self._rates[id(query)] = rates
         self.started(query.tenant, query.input_tokens, cached_tokens, rates)
+        if self.charge == GPU_SECONDS:
+            # its decode as asked for, now: a long answer would otherwise be charged only
+            # when it ends, and its tenant look owed for the minutes it decodes
+            self.vtc.add(query.tenant, rates.decode(query.input_tokens, query.max_output_tokens))
 
     def first_token(self, query: RouteQuery, now: float) -> None:
         """The first token of a dispatched query arrived: calibrate its replica's TTFT."""
@@ -447,18 +464,19 @@ class SloGate:
         self.vtc.start_cost(tenant, use.prefill(input_tokens, cached_tokens))
 
     def finished(self, tenant: str, output_tokens: int, query: RouteQuery | None = None) -> None:
-        """A request of ``tenant`` completed after ``output_tokens``: charge its decode's
-        GPU-seconds on the kind it was dispatched to (``query`` as dispatched; unknown: the
-        default rates, without its prompt's context)."""
+        """A request of ``tenant`` completed after ``output_tokens``: its decode's GPU-seconds
+        on the kind it was dispatched to (``query`` as dispatched), charged at dispatch for the
+        tokens it asked for, are settled for those it generated (unknown query: the default
+        rates, without its prompt's context)."""
         rates = self._rates.pop(id(query), None) if query is not None else None
         if self.charge == TOKENS:
             self.vtc.finish(tenant, output_tokens)
             return
-        if rates is None:
+        if rates is None or query is None:
             self.vtc.finish_cost(tenant, self.default_rates.decode(0, output_tokens))
             return
-        assert query is not None
-        self.vtc.finish_cost(tenant, rates.decode(query.input_tokens, output_tokens))
+        asked = rates.decode(query.input_tokens, query.max_output_tokens)
+        self.vtc.finish_cost(tenant, rates.decode(query.input_tokens, output_tokens) - asked)
 
     def set_credits(self, shares: Mapping[str, float]) -> None:
         """Tenants' credit shares (a plan's guaranteed shares) weigh their counters."""

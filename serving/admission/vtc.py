@@ -105,6 +105,15 @@ class VirtualTokenCounter:
             del self._active[tenant]
             self._last_left = self.counters[tenant]
 
+    def lead(self, tenant: str) -> float:
+        """How far the tenant's counter stands above the lowest active counter (0 when it is
+        the lowest, alone, or nobody is active): service received past its share, in the
+        counters' unit per credit weight."""
+        if not self._active:
+            return 0.0
+        lowest = min(self.counters[t] for t in self._active)
+        return max(self.counter(tenant) - lowest, 0.0)
+
     def over_credit(self, tenant: str) -> float:
         """Where the tenant stands among the active tenants: 0 at the lowest counter (most
         owed), 1 at the highest (furthest over its share); 0 when alone."""

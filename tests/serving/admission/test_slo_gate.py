@@ -246,8 +246,9 @@ def test_equal_gpu_time_leaves_two_differently_shaped_tenants_level() -> None:
     per_reasoning = rates.request(56, 0, 980)
     per_code = rates.request(2_048, 0, 28)
     n_code = round(10 * per_reasoning / per_code)  # as many GPU-seconds as 10 reasoning requests
-    keep = {"reasoning": _request("reasoning", 56, 1_000_000), "code": _request("code", 8, 10**6)}
-    for q in keep.values():  # one long request each keeps both active
+    # one request each that never finishes keeps both active
+    keep = {"reasoning": _request("reasoning", 8, 1), "code": _request("code", 8, 1)}
+    for q in keep.values():
         gate.dispatched("h", q, 0.0, seen, state=h100)
     for tenant, prompt, output, n in (("reasoning", 56, 980, 10), ("code", 2_048, 28, n_code)):
         for _ in range(n):
@@ -275,3 +276,29 @@ def test_the_gate_can_charge_weighted_tokens_instead_and_refuses_other_units() -
     with pytest.raises(InputError) as err:
         SloGate(DEFAULT_CLASSES, charge="dollars")
     assert err.value.field == "charge"
+
+
+def test_a_long_answer_is_charged_at_dispatch_and_settled_at_completion() -> None:
+    gate = SloGate(DEFAULT_CLASSES)
+    rates = gpu_rates("L40S", "llama-3-8b", 1)
+    q = _request("a", 100, 1_000)
+    gate.dispatched("l", q, 0.0, Forecast(ttft_s=0.5, ttft_spread=0.05), state=_replica("L40S"))
+    # while it decodes its tenant already stands charged for the answer it asked for
+    assert gate.vtc.counters["a"] == pytest.approx(rates.request(100, 0, 1_000))
+    gate.finished("a", 300, q)  # it stopped early: settled for what it generated
+    assert gate.vtc.counters["a"] == pytest.approx(rates.request(100, 0, 300))
+
+
+def test_with_a_credit_slack_a_tenant_far_ahead_yields_under_pressure_only() -> None:
+    gate = SloGate(DEFAULT_CLASSES, credit_slack=1.0)
+    gate.set_credits({"ahead": 0.5, "owed": 0.5})
+    h100 = _replica("H100-SXM")
+    sure = Forecast(ttft_s=0.3, ttft_spread=0.05)
+    for tenant, output in (("owed", 10), ("ahead", 20_000)):  # both in flight
+        gate.dispatched("h", _request(tenant, 100, output), 0.0, sure, state=h100)
+    assert gate.vtc.lead("ahead") > 1.0
+    assert gate.judge("ahead", "interactive", sure)  # room for all
+    _overload(gate)
+    assert not gate.judge("ahead", "interactive", sure)
+    assert gate.last.rule == CREDIT
+    assert gate.judge("owed", "interactive", sure)
