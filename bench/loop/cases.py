@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.loop.run import Case
-from placement.domain.fleet import load_fleet
+from placement.domain.fleet import Fleet, load_fleet
 from placement.domain.tenancy import load_tenancy
 from placement.errors import InputError
 from sim.workloads.base import Workload
@@ -17,7 +17,16 @@ from sim.workloads.registry import WORKLOADS, load_mixed, load_workload
 from sim.workloads.tenant_mix import tenant_mix
 from sim.workloads.trace_file import load_trace_file, with_tenancy
 
-DEFAULT_SPAN_S: dict[str, float | None] = {"mooncake": None, "mixed": 1800.0, "synthetic": 600.0}
+DEFAULT_SPAN_S: dict[str, float | None] = {
+    "mooncake": None,
+    "mixed": 1800.0,
+    "synthetic": 600.0,
+    "multi-model": 900.0,
+}
+# workloads that need a fleet of their own (other models, LoRA slots) run on it, whatever --fleets
+OWN_FLEET: dict[str, Path] = {
+    "multi-model": Path(__file__).resolve().parents[2] / "data" / "fleets" / "multimodel.yaml"
+}
 
 
 def _names(text: str, field: str) -> list[str]:
@@ -73,8 +82,13 @@ def build_cases(
             seed=seed,
         )
         for workload in loaded
-        for fleet in fleet_list
+        for fleet in _fleets_for(workload, fleet_list)
     ]
+
+
+def _fleets_for(workload: Workload, fleets: list[Fleet]) -> list[Fleet]:
+    own = OWN_FLEET.get(workload.name)
+    return [load_fleet(own)] if own is not None else fleets
 
 
 def _named_workload(name: str, *, seed: int, duration_s: float | None) -> Workload:

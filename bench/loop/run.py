@@ -417,6 +417,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
             block_tokens=wl.block_tokens,
             window_s=span,
             slice_s=min(BOUND_SLICE_S, span / 4),
+            adapters=wl.adapters,
         )
         kept[(OURS, load)] = result
         row = _row(result, wl, policy=OURS, load=load, **tag)

@@ -100,6 +100,7 @@ class PlacementPolicy:
                 tp=1,
                 kv_capacity_tokens=v.kv_capacity_tokens,
                 scraped_at=-1.0,
+                max_loras=v.max_loras,
             )
             for v in replicas
         ]
@@ -127,6 +128,7 @@ class PlacementPolicy:
             block_hashes=req.block_hashes,
             input_tokens=req.input_tokens,
             max_output_tokens=req.output_tokens,
+            adapter=req.adapter,
         )
         try:
             decision = self.path.decide(query, now)
