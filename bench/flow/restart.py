@@ -21,7 +21,7 @@ import httpx
 import yaml
 
 from bench.emulator_speed import wait_emulator_ready
-from bench.gateway_latency import _free_port, _start, _stop, _wait_http
+from bench.processes import free_port, start_placement, stop, wait_http
 from serving.api.security import generate_key, hash_key
 
 MODEL = "llama-3-8b"
@@ -73,7 +73,7 @@ def run_restart(
         folder = Path(tmp)
         fleet = _fleet_file(folder, replicas)
         addresses_file = folder / "addresses.json"
-        emulator = _start(
+        emulator = start_placement(
             [
                 *("emulate", "--fleet", str(fleet), "--base-port", "0"),
                 *("--admin-port", "0", "--addresses-out", str(addresses_file)),
@@ -83,7 +83,7 @@ def run_restart(
         gateway = None
         try:
             wait_emulator_ready(emulator, addresses_file)
-            port = _free_port()
+            port = free_port()
             url = f"http://127.0.0.1:{port}"
             args = [
                 *("serve", "--proxy", "--fleet", str(fleet)),
@@ -91,8 +91,8 @@ def run_restart(
                 *("--no-plan-fallback", "--plan-dir", str(folder / "plans")),
                 *("--batch-dir", str(folder / "batches")),
             ]
-            gateway = _start(args, env)
-            _wait_http(gateway, url + "/readyz")
+            gateway = start_placement(args, env)
+            wait_http(gateway, url + "/readyz")
             with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
                 upload = client.post(
                     "/v1/files",
@@ -114,8 +114,8 @@ def run_restart(
                 before = _follow(client, batch_id, lambda b: _done(b) >= kill_after * requests)
             gateway.send_signal(signal.SIGKILL)  # a crash: no shutdown at all
             gateway.wait()
-            gateway = _start(args, env)
-            _wait_http(gateway, url + "/readyz")
+            gateway = start_placement(args, env)
+            wait_http(gateway, url + "/readyz")
             with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
                 final = _follow(client, batch_id, lambda b: b["status"] == "completed")
                 took = time.monotonic() - started
@@ -127,7 +127,7 @@ def run_restart(
         finally:
             for child in (gateway, emulator):
                 if child is not None:
-                    _stop(child)
+                    stop(child)
     expected = {f"req-{i}" for i in range(requests)}
     return {
         "requests": requests,
