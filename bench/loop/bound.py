@@ -17,6 +17,11 @@ replica) and *perfect* knowledge of the window's demand, slice by slice.
    sharing: each unit of ``d`` uses ``1 / cap`` of a replica). Maximise ``Σ s``.
 
 All slices go into one block-diagonal LP (they share no variable), solved once with HiGHS.
+
+5. KV capacity (``kv_capacity=True``, the default): the cache is perfect but not unbounded. A
+   reused prefix must be held in a replica's KV memory for its requests to be served warm,
+   and a replica holds only so much (:mod:`bench.loop.bound_kv`); cells are then also keyed by
+   the prefix they reuse, and may be served cold at the whole prompt's capacity.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import numpy.typing as npt
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
+from bench.loop.bound_kv import reuse_groups, solve_with_kv
 from models.capacity import Slo
 from placement.domain.fleet import Fleet
 from placement.domain.requests import Request, RequestClass
@@ -64,7 +70,8 @@ class _Kind:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Cells:
-    """Demand per (slice, model, class, uncached bucket, output bucket)."""
+    """Demand per (slice, model, class, reused prefix, uncached bucket, prompt bucket, output
+    bucket); ``group`` is -1 for every cell when KV capacity is not modelled."""
 
     slice_index: IntArray
     model: list[str]
@@ -72,6 +79,8 @@ class _Cells:
     count: FloatArray
     mean_uncached: FloatArray
     mean_output: FloatArray
+    group: IntArray
+    mean_input: FloatArray
 
 
 def fluid_bound(
@@ -84,13 +93,15 @@ def fluid_bound(
     slice_s: float = DEFAULT_SLICE_S,
     window_s: float | None = None,
     unhealthy: Collection[str] = (),
+    kv_capacity: bool = True,
 ) -> FluidBound:
     """The fluid upper bound on goodput at SLO of ``requests`` on the healthy part of ``fleet``.
 
     The window starts at the first arrival and lasts ``window_s`` (default: the span of the
     arrivals, at least one slice); arrivals after its end count in its last slice. A request
     with no model takes the fleet's model when the fleet serves exactly one; otherwise no kind
-    serves it and it is unreachable.
+    serves it and it is unreachable. ``kv_capacity=False`` gives every replica an unbounded
+    cache (step 5 off).
     """
     _validate(requests, fleet, classes, block_tokens, slice_s, window_s, unhealthy)
     if not requests:
@@ -107,13 +118,30 @@ def fluid_bound(
     slice_of = np.minimum(((arrival - start) // slice_s).astype(np.int64), n_slices - 1)
 
     only_model = next(iter(fleet.models)) if len(fleet.models) == 1 else ""
-    cells = _cells(ordered, _perfect_cache_uncached(ordered, block_tokens), slice_of, only_model)
+    uncached = _perfect_cache_uncached(ordered, block_tokens)
+    reuse = reuse_groups(ordered, block_tokens) if kv_capacity else None
+    group = reuse.group if reuse is not None else np.full(len(ordered), -1, dtype=np.int64)
+    cells = _cells(ordered, uncached, slice_of, only_model, group)
     kinds, replicas = _healthy_kinds(fleet, set(unhealthy))
-    cap = _capacity_matrix(cells, kinds, classes, capacity)
+    cap = _capacity_matrix(cells, kinds, classes, capacity, cells.mean_uncached)
 
     reachable_cells = cap.max(axis=1, initial=0.0) > 0
     reachable = int(cells.count[reachable_cells].sum())
-    served = _solve(cells, cap, replicas, slice_len, n_slices)
+    if reuse is None:
+        served = _solve(cells, cap, replicas, slice_len, n_slices)
+    else:
+        served = solve_with_kv(
+            slice_index=cells.slice_index,
+            group=cells.group,
+            rate=cells.count / slice_len[cells.slice_index],
+            cap=cap,
+            cap_cold=_capacity_matrix(cells, kinds, classes, capacity, cells.mean_input),
+            kv_tokens=reuse.kv_tokens,
+            replicas=replicas,
+            kv_capacity=_kind_kv_tokens(fleet, kinds),
+            slice_len=slice_len,
+            n_slices=n_slices,
+        )
     return FluidBound(
         goodput_rps=served / window,
         offered_rps=len(ordered) / window,
@@ -178,7 +206,11 @@ def _geometric_bucket(tokens: FloatArray) -> IntArray:
 
 
 def _cells(
-    ordered: Sequence[Request], uncached: FloatArray, slice_of: IntArray, only_model: str
+    ordered: Sequence[Request],
+    uncached: FloatArray,
+    slice_of: IntArray,
+    only_model: str,
+    group: IntArray,
 ) -> _Cells:
     models, model_index = np.unique(
         np.asarray([r.model or only_model for r in ordered], dtype=str),
@@ -188,12 +220,15 @@ def _cells(
         np.asarray([r.request_class for r in ordered], dtype=str), return_inverse=True
     )
     output = np.fromiter((r.output_tokens for r in ordered), np.float64, len(ordered))
+    prompt = np.fromiter((r.input_tokens for r in ordered), np.float64, len(ordered))
     keys = np.stack(
         [
             slice_of,
             model_index.ravel(),
             class_index.ravel(),
+            group,
             _geometric_bucket(uncached),
+            _geometric_bucket(prompt),
             _geometric_bucket(output),
         ],
         axis=1,
@@ -208,6 +243,8 @@ def _cells(
         count=count,
         mean_uncached=np.bincount(inverse, weights=uncached) / count,
         mean_output=np.bincount(inverse, weights=output) / count,
+        group=unique[:, 3],
+        mean_input=np.bincount(inverse, weights=prompt) / count,
     )
 
 
@@ -226,8 +263,10 @@ def _capacity_matrix(
     kinds: list[_Kind],
     classes: Mapping[str, RequestClass],
     capacity: CapacitySource,
+    prompt: FloatArray,
 ) -> FloatArray:
-    """``cap[d, k]``: req/s one replica of kind ``k`` serves of cell ``d`` alone at its SLO."""
+    """``cap[d, k]``: req/s one replica of kind ``k`` serves of cell ``d`` alone at its SLO, each
+    cell's prompt computing ``prompt[d]`` tokens."""
     cap = np.zeros((len(cells.count), len(kinds)))
     for k, kind in enumerate(kinds):
         table = capacity.table(kind.accelerator, kind.model, kind.tp)
@@ -238,10 +277,17 @@ def _capacity_matrix(
             if name not in slo_index:
                 c = classes[name]
                 slo_index[name] = table.slo_index(Slo(c.ttft_slo_s, c.tpot_slo_s))
-            cap[d, k] = table.lookup(
-                float(cells.mean_uncached[d]), float(cells.mean_output[d]), slo_index[name]
-            )
+            cap[d, k] = table.lookup(float(prompt[d]), float(cells.mean_output[d]), slo_index[name])
     return cap
+
+
+def _kind_kv_tokens(fleet: Fleet, kinds: list[_Kind]) -> FloatArray:
+    """KV memory (tokens) of one replica of each kind."""
+    kv = {
+        _Kind(r.accelerator.kind, r.model.name, r.tp): float(r.kv_capacity_tokens)
+        for r in fleet.replicas
+    }
+    return np.asarray([kv[k] for k in kinds], dtype=np.float64)
 
 
 def _solve(

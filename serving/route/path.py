@@ -295,7 +295,10 @@ class PlacementRoutePath:
         if entry is not None:
             preferred = entry.replicas + entry.secondary
             if entry.prefix_tokens:
-                cached = dict.fromkeys(preferred, entry.prefix_tokens)
+                # only where the plan keeps the prefix warm: crediting every planned or spare
+                # replica would draw the group's traffic to replicas whose KV budget the plan
+                # gave to other groups, and evict them
+                cached = dict.fromkeys(entry.warm, entry.prefix_tokens)
         if self._prefixes is not None and query.block_hashes and PREFIX_SIGNAL in picker.signals:
             matches = self._prefixes.match_all(query.block_hashes)
             if matches:
