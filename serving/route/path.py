@@ -80,7 +80,8 @@ class PlacementRoutePath:
             load_cap.cap_of if load_cap is not None else (lambda _: _INF)
         )
         self._spill = p.spill_to_secondary
-        self._scored = p.plan_picker == "scored"
+        self._scored = p.plan_picker in ("scored", "warm")
+        self._warm_only = p.plan_picker == "warm"
         self._reasons = {f.cause: f"fallback:{f.cause}" for f in p.filters}
         self._reasons.setdefault("unhealthy", "fallback:unhealthy")
         self._prefixes = RouterPrefixIndex(p.block_tokens) if p.uses_prefix_index else None
@@ -152,6 +153,17 @@ class PlacementRoutePath:
                     routing, query, now, UNSEEN_PREFIX, self.profile.unseen_prefix, None
                 )
         if self._scored:
+            if self._warm_only and entry.warm:
+                # among the replicas the plan keeps the group's prefix warm on: the others'
+                # caches hold the groups the plan packed there (the gate's second look still
+                # takes a faster replica when these would miss)
+                warm = entry.warm
+                try:
+                    return self._fallback(
+                        routing, query, now, PLAN, self.profile.no_plan, entry, warm.__contains__
+                    )
+                except NoReplica:
+                    pass
             return self._fallback(routing, query, now, PLAN, self.profile.no_plan, entry)
         states = fleet.states
         caps = routing.cap_in_flight
