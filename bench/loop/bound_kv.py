@@ -133,7 +133,10 @@ def solve_with_kv(
     data += [np.ones(n_a), np.ones(n_b)]
     # replica time, one row per (slice, kind)
     r0 = n_cells
-    rows += [r0 + slice_index[a_cell] * n_kinds + a_kind, r0 + slice_index[b_cell] * n_kinds + b_kind]
+    rows += [
+        r0 + slice_index[a_cell] * n_kinds + a_kind,
+        r0 + slice_index[b_cell] * n_kinds + b_kind,
+    ]
     cols += [a_var, b_var]
     data += [1.0 / cap[a_cell, a_kind], 1.0 / cap_cold[b_cell, b_kind]]
     # warm time on replicas holding the group, one row per held variable
@@ -149,7 +152,7 @@ def solve_with_kv(
         cell_sg = np.full(n_cells, -1, dtype=np.int64)
         cell_sg[a_cell[warm_grouped]] = sg_of_warm
         has = cell_sg >= 0
-        sg_rate = np.bincount(cell_sg[has], rate[has], len(sg))
+        sg_rate = np.bincount(cell_sg[has], rate[has], len(sg)).astype(np.float64)
     rows += [r15 + held_of_warm, r15 + np.arange(n_h)]
     cols += [warm_vars, h_var]
     data += [np.ones(len(warm_vars)), -sg_rate[held[:, 0]] if n_h else np.zeros(0)]

@@ -74,7 +74,9 @@ class KvBoundShape:
         )
         for name, ok, expected in rules:
             if not ok:
-                raise InputError("invalid kv-bound workload parameter", field=name, expected=expected)
+                raise InputError(
+                    "invalid kv-bound workload parameter", field=name, expected=expected
+                )
 
 
 def document_lengths(path: Path = DOCUMENT_LENGTHS) -> IntArray:
@@ -87,7 +89,9 @@ def document_lengths(path: Path = DOCUMENT_LENGTHS) -> IntArray:
     try:
         lengths = np.asarray([int(r["tokens"]) for r in rows], dtype=np.int64)
     except (KeyError, TypeError, ValueError):
-        raise InputError("bad row", source=str(path), field="tokens", expected="an integer") from None
+        raise InputError(
+            "bad row", source=str(path), field="tokens", expected="an integer"
+        ) from None
     if lengths.size == 0 or (lengths < 1).any():
         raise InputError("no lengths", source=str(path), field="tokens", expected="positive")
     return lengths
@@ -184,4 +188,3 @@ def _block_hashes(
             chain = chain + chain_block_ids(own, root=chain[-1])
         out.append(chain)
     return out
-
