@@ -19,7 +19,7 @@ from placement.domain.requests import Request, RequestClass, Tenant
 from placement.errors import InfeasiblePlan, PlacementError
 from placement.plan import Plan
 from placement.solver.capacity import CapacitySource
-from placement.solver.instance import build_instance
+from placement.solver.instance import WARM_KV_SHARE, build_instance
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions, solve_plan
 
@@ -48,6 +48,7 @@ class Planning:
     rule: GroupRule = DEFAULT_RULE
     options: SolveOptions = field(default_factory=SolveOptions)
     time_limit_s: float = 10.0
+    warm_kv_share: float = WARM_KV_SHARE  # of each replica's KV memory, for warm prefixes
     records: list[SolveRecord] = field(default_factory=list)
 
     def solve(
@@ -74,6 +75,7 @@ class Planning:
             unhealthy=unhealthy,
             rule=self.rule,
             shed_unreachable=True,
+            warm_kv_share=self.warm_kv_share,
         )
         try:
             plan = solve_plan(
