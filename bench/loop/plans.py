@@ -36,6 +36,8 @@ class SolveRecord:
     solve_s: float
     churn: float
     version: int | None
+    # (replica, group key, prefix tokens) for every prefix the plan keeps warm on a replica
+    residency: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -109,6 +111,9 @@ class Planning:
                 solve_s=time.perf_counter() - started,
                 churn=plan.solver.churn,
                 version=plan.version,
+                residency=tuple(
+                    (replica, g.key, g.prefix_tokens) for g in plan.groups for replica in g.warm
+                ),
             )
         )
         return plan

@@ -9,6 +9,7 @@ from typing import Any
 from rich.progress import Progress
 
 from bench.loop.diagnose import plot_diagnostics
+from bench.loop.residency import plot_residency
 from bench.loop.run import Case, run_case
 from bench.plots import plot_goodput_curves
 from placement.report import print_table, write_json
@@ -102,6 +103,14 @@ def run_loop_bench(cases: Sequence[Case], *, out: Path, store: Path) -> dict[str
                 mark_s=summary["failures"]["at_s"],
             )
             plots += [str(diagnosis), str(failure)]
+            at = summary["ratio_load"] if summary["ratio_load"] is not None else max(case.loads)
+            residency = out.with_name(f"{out.stem}-{key}-residency.png")
+            if plot_residency(
+                [s for s in result["solves"] if s["load"] == at],
+                residency,
+                title=f"{key}: prefixes the plan keeps warm, per replica, at load {at:g}",
+            ):
+                plots.append(str(residency))
             print_table(
                 f"{key}: reported tail",
                 swept + [r for r in result["runs"] if r not in swept],
