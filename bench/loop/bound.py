@@ -15,10 +15,20 @@ replica) and *perfect* knowledge of the window's demand, slice by slice.
 4. Fluid LP, per slice. ``s[d, k] ≥ 0`` req/s of ``d`` served on kind ``k``;
    ``Σ_k s[d, k] ≤ rate[d]`` and ``Σ_d s[d, k] / cap[d, k] ≤ healthy replicas of k`` (time
    sharing: each unit of ``d`` uses ``1 / cap`` of a replica). Maximise ``Σ s``.
+5. LoRA adapters (``adapters`` given). Placement is free, but loads are not: in slice ``t`` the
+   ``A`` distinct adapters requested on base model ``m`` must be resident, and the pool's
+   ``S`` slots (Σ ``max_loras``) held at most ``S`` of them when the slice began — none in the
+   first slice, which starts cold as the simulator does. So at least ``A`` (first slice) or
+   ``A − S`` loads happen, each stalling one replica for its load time; the cheapest such
+   loads, at the fastest load bandwidth of the pool, are the least replica time they take.
+   ``l[t, k] ≥ 0`` seconds of loads on kind ``k``: ``Σ_k l[t, k] ≥ that time`` and each
+   kind's time row gains ``l[t, k] / slice length``. Slots do not cap concurrency in the fluid
+   model (a looser, still valid, bound), and weights enter through each kind's own engine
+   costs (its model, its TP) — KV capacity is not a limit here (perfect cache).
 
 All slices go into one block-diagonal LP (they share no variable), solved once with HiGHS.
 
-5. KV capacity (``kv_capacity=True``, the default): the cache is perfect but not unbounded. A
+6. KV capacity (``kv_capacity=True``, the default): the cache is perfect but not unbounded. A
    reused prefix must be held in a replica's KV memory for its requests to be served warm,
    and a replica holds only so much (:mod:`bench.loop.bound_kv`); cells are then also keyed by
    the prefix they reuse, and may be served cold at the whole prompt's capacity.
@@ -34,9 +44,11 @@ import numpy.typing as npt
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
-from bench.loop.bound_kv import reuse_groups, solve_with_kv
+from bench.loop.bound_kv import load_columns, reuse_groups, solve_with_kv
 from models.capacity import Slo
+from placement.domain.adapters import LoraAdapter, lora_load_s
 from placement.domain.fleet import Fleet
+from placement.domain.llm import ModelArchitecture
 from placement.domain.requests import Request, RequestClass
 from placement.errors import InputError, PlacementError
 from placement.solver.capacity import CapacitySource
@@ -93,6 +105,7 @@ def fluid_bound(
     slice_s: float = DEFAULT_SLICE_S,
     window_s: float | None = None,
     unhealthy: Collection[str] = (),
+    adapters: Mapping[str, LoraAdapter] | None = None,
     kv_capacity: bool = True,
 ) -> FluidBound:
     """The fluid upper bound on goodput at SLO of ``requests`` on the healthy part of ``fleet``.
@@ -127,8 +140,9 @@ def fluid_bound(
 
     reachable_cells = cap.max(axis=1, initial=0.0) > 0
     reachable = int(cells.count[reachable_cells].sum())
+    loads = _load_seconds(ordered, slice_of, n_slices, fleet, kinds, adapters or {}, only_model)
     if reuse is None:
-        served = _solve(cells, cap, replicas, slice_len, n_slices)
+        served = _solve(cells, cap, replicas, slice_len, n_slices, loads)
     else:
         served = solve_with_kv(
             slice_index=cells.slice_index,
@@ -141,6 +155,7 @@ def fluid_bound(
             kv_capacity=_kind_kv_tokens(fleet, kinds),
             slice_len=slice_len,
             n_slices=n_slices,
+            loads=list(zip(loads.slice_index, loads.seconds, loads.kinds, strict=True)),
         )
     return FluidBound(
         goodput_rps=served / window,
@@ -290,8 +305,62 @@ def _kind_kv_tokens(fleet: Fleet, kinds: list[_Kind]) -> FloatArray:
     return np.asarray([kv[k] for k in kinds], dtype=np.float64)
 
 
+@dataclass(frozen=True, slots=True)
+class _Loads:
+    """Adapter load time each (slice, base model) needs at least, and the kinds that can
+    take it: ``seconds[i]`` in slice ``slice_index[i]`` on any of ``kinds[i]``."""
+
+    slice_index: list[int]
+    seconds: list[float]
+    kinds: list[list[int]]
+
+
+def _load_seconds(
+    ordered: Sequence[Request],
+    slice_of: IntArray,
+    n_slices: int,
+    fleet: Fleet,
+    kinds: list[_Kind],
+    adapters: Mapping[str, LoraAdapter],
+    only_model: str,
+) -> _Loads:
+    """The least adapter-load time of each slice and base model (module docstring, step 5)."""
+    out = _Loads([], [], [])
+    if not adapters:
+        return out
+    healthy = {(k.accelerator, k.model, k.tp) for k in kinds}
+    slots: dict[str, int] = {}
+    gbps: dict[str, float] = {}
+    arch: dict[str, ModelArchitecture] = {}
+    for spec in fleet.replicas:
+        if (spec.accelerator.kind, spec.model.name, spec.tp) in healthy and spec.max_loras > 0:
+            m = spec.model.name
+            slots[m] = slots.get(m, 0) + spec.max_loras
+            gbps[m] = max(gbps.get(m, 0.0), spec.lora_load_gbps)
+            arch[m] = spec.model
+    asked: dict[tuple[int, str], set[str]] = {}
+    for r, t in zip(ordered, slice_of.tolist(), strict=True):
+        model = r.model or only_model
+        if r.adapter and model in slots:
+            asked.setdefault((t, model), set()).add(r.adapter)
+    for (t, model), names in sorted(asked.items()):
+        need = len(names) if t == 0 else len(names) - slots[model]
+        if need <= 0:
+            continue
+        times = sorted(lora_load_s(arch[model], adapters[a].rank, gbps=gbps[model]) for a in names)
+        out.slice_index.append(t)
+        out.seconds.append(float(sum(times[:need])))
+        out.kinds.append([k for k, kind in enumerate(kinds) if kind.model == model])
+    return out
+
+
 def _solve(
-    cells: _Cells, cap: FloatArray, replicas: FloatArray, slice_len: FloatArray, n_slices: int
+    cells: _Cells,
+    cap: FloatArray,
+    replicas: FloatArray,
+    slice_len: FloatArray,
+    n_slices: int,
+    loads: _Loads | None = None,
 ) -> float:
     """Requests served over the window by the fluid LP of every slice (one block-diagonal LP)."""
     cell, kind = np.nonzero(cap > 0)
@@ -304,11 +373,29 @@ def _solve(
     rows = np.concatenate([cell, n_cells + cells.slice_index[cell] * n_kinds + kind])
     cols = np.concatenate([var, var])
     data = np.concatenate([np.ones(n_vars), 1.0 / cap[cell, kind]])
-    a_ub = csr_matrix((data, (rows, cols)), shape=(n_cells + n_slices * n_kinds, n_vars))
     rate = cells.count / slice_len[cells.slice_index]
     b_ub = np.concatenate([rate, np.tile(replicas, n_slices)])
     # weighting by slice length makes the objective requests served, not req/s
     weight = slice_len[cells.slice_index[cell]]
+    n_rows = n_cells + n_slices * n_kinds
+    if loads is not None and loads.seconds:
+        extra = load_columns(
+            list(zip(loads.slice_index, loads.seconds, loads.kinds, strict=True)),
+            time_row0=n_cells,
+            n_kinds=n_kinds,
+            first_row=n_rows,
+            first_col=n_vars,
+            replicas=replicas,
+            slice_len=slice_len,
+        )
+        rows = np.concatenate([rows, extra.rows])
+        cols = np.concatenate([cols, extra.cols])
+        data = np.concatenate([data, extra.data])
+        b_ub = np.concatenate([b_ub, extra.b_ub])
+        n_rows += len(extra.b_ub)
+        weight = np.concatenate([weight, np.zeros(extra.n_cols)])
+        n_vars += extra.n_cols
+    a_ub = csr_matrix((data, (rows, cols)), shape=(n_rows, n_vars))
     result = linprog(-weight, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     if result.status != 0:
         raise PlacementError(f"the fluid bound LP did not solve: {result.message}")

@@ -21,6 +21,8 @@ needs it held:
   sequences' own tokens are not charged, which keeps it a bound).
 
 Requests with no reuse (group ``-1``) have one variable at their (whole-prompt) capacity.
+Adapter loads (:func:`load_columns`, step 5 of :mod:`bench.loop.bound`) take replica time in
+this program as in the one without KV capacity.
 """
 
 from __future__ import annotations
@@ -38,6 +40,56 @@ from placement.errors import PlacementError
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+
+#: (slice, seconds of adapter loads it needs at least, the kinds that can take them)
+LoadNeed = tuple[int, float, list[int]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadColumns:
+    """Columns ``l[t, k]`` (seconds of loads on kind ``k`` in slice ``t``) and their rows."""
+
+    rows: IntArray
+    cols: IntArray
+    data: FloatArray
+    b_ub: FloatArray  # one per need row, appended after ``first_row``
+    n_cols: int
+
+
+def load_columns(
+    needs: Sequence[LoadNeed],
+    *,
+    time_row0: int,
+    n_kinds: int,
+    first_row: int,
+    first_col: int,
+    replicas: FloatArray,
+    slice_len: FloatArray,
+) -> LoadColumns:
+    """A need's row ``−Σ_k l[t, k] ≤ −seconds``; each ``l[t, k]`` takes ``1 / slice length`` of
+    kind ``k``'s time row (``time_row0 + t · n_kinds + k``)."""
+    rows: list[int] = []
+    cols: list[int] = []
+    data: list[float] = []
+    b_ub: list[float] = []
+    col = first_col
+    for i, (t, need, kinds) in enumerate(needs):
+        # loads cannot take more than the kinds' whole time (the LP stays feasible)
+        secs = min(need, float(sum(replicas[k] for k in kinds)) * float(slice_len[t]))
+        for k in kinds:
+            rows += [first_row + i, time_row0 + t * n_kinds + k]
+            cols += [col, col]
+            data += [-1.0, 1.0 / float(slice_len[t])]
+            col += 1
+        b_ub.append(-secs)
+    return LoadColumns(
+        rows=np.asarray(rows, dtype=np.int64),
+        cols=np.asarray(cols, dtype=np.int64),
+        data=np.asarray(data, dtype=np.float64),
+        b_ub=np.asarray(b_ub, dtype=np.float64),
+        n_cols=col - first_col,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +145,7 @@ def solve_with_kv(
     kv_capacity: FloatArray,
     slice_len: FloatArray,
     n_slices: int,
+    loads: Sequence[LoadNeed] = (),
 ) -> float:
     """Requests served over the window by the per-slice LP with KV capacity.
 
@@ -164,9 +217,22 @@ def solve_with_kv(
     cols += [h_var]
     data += [kv_tokens[held_group]]
     n_rows = r2 + n_slices * n_kinds
+    n_vars = n_a + n_b + n_h
+    extra = load_columns(
+        loads,
+        time_row0=r0,
+        n_kinds=n_kinds,
+        first_row=n_rows,
+        first_col=n_vars,
+        replicas=replicas,
+        slice_len=slice_len,
+    )
+    rows.append(extra.rows)
+    cols.append(extra.cols)
+    data.append(extra.data)
     a_ub = csr_matrix(
         (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
-        shape=(n_rows, n_a + n_b + n_h),
+        shape=(n_rows + len(extra.b_ub), n_vars + extra.n_cols),
     )
     b_ub = np.concatenate(
         [
@@ -175,13 +241,24 @@ def solve_with_kv(
             np.zeros(n_h),
             np.zeros(n_h),
             np.tile(replicas * kv_capacity, n_slices),
+            extra.b_ub,
         ]
     )
     weight = np.concatenate(
-        [slice_len[slice_index[a_cell]], slice_len[slice_index[b_cell]], np.zeros(n_h)]
+        [
+            slice_len[slice_index[a_cell]],
+            slice_len[slice_index[b_cell]],
+            np.zeros(n_h + extra.n_cols),
+        ]
     )
-    upper = np.concatenate([np.full(n_a + n_b, np.inf), replicas[held[:, 1]] if n_h else []])
-    bounds = np.stack([np.zeros(n_a + n_b + n_h), upper], axis=1)
+    upper = np.concatenate(
+        [
+            np.full(n_a + n_b, np.inf),
+            replicas[held[:, 1]] if n_h else np.zeros(0),
+            np.full(extra.n_cols, np.inf),
+        ]
+    )
+    bounds = np.stack([np.zeros(len(upper)), upper], axis=1)
     result = linprog(-weight, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
     if result.status != 0:
         raise PlacementError(f"the fluid bound LP (KV capacity) did not solve: {result.message}")

@@ -7,9 +7,10 @@ queue. A request the fleet cannot take at once is *offered* here instead of bein
   empty or its head cannot be placed either (the caller stops at the first band that fails);
 - within a band, **per-tenant queues**; the next tenant served is the one furthest under its
   credit share: a Virtual Token Counter per band (Sheng et al., 2024) charged, at dispatch,
-  the request's cost (prompt tokens + ``decode_weight`` × its output allowance) divided by the
-  tenant's credit weight; a tenant that starts waiting again is lifted to the lowest counter
-  among the waiting tenants, so idling banks nothing;
+  the request's cost (the caller's price — the gateway's is GPU-seconds,
+  :mod:`serving.admission.cost` — else prompt tokens + ``decode_weight`` × its output
+  allowance) divided by the tenant's credit weight; a tenant that starts waiting again is
+  lifted to the lowest counter among the waiting tenants, so idling banks nothing;
 - within a tenant, **earliest deadline first**: each request's TTFT deadline (arrival + its TTFT
   SLO × ``deadline_slack``) less the time it needs once dispatched (its predicted prefill),
   i.e. the latest moment its dispatch still meets the SLO;
@@ -147,16 +148,20 @@ class FlowQueue(Generic[T]):
         service_s: float = 0.0,
         input_tokens: int = 0,
         output_tokens: int = 0,
+        cost: float | None = None,
     ) -> Waiting[T]:
-        """A waiting request with its deadline and cost from the policy."""
+        """A waiting request with its deadline from the policy, charged ``cost`` at dispatch
+        (None: its weighted tokens)."""
         p = self.policy
+        if cost is None:
+            cost = input_tokens + p.decode_weight * output_tokens
         return Waiting(
             tenant=tenant,
             band=band,
             arrival=arrival,
             deadline=arrival + ttft_slo_s * p.deadline_slack,
             service_s=max(0.0, service_s),
-            cost=input_tokens + p.decode_weight * output_tokens,
+            cost=cost,
             payload=payload,
         )
 

@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from starlette.types import Receive
 
 from placement.domain.requests import DEFAULT_CLASSES
+from serving.admission.cost import GpuRates, mean_rates
 from serving.flow import FlowPolicy, FlowQueue, Waiting
 from serving.metrics import BoundedLabel
 from serving.route.types import RouteQuery
@@ -127,6 +128,18 @@ class WaitingRoom:
         )
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._rates: GpuRates = mean_rates(())
+        self._priced_for = 0  # replicas registered when the rates were averaged
+
+    def price(self, query: RouteQuery) -> float:
+        """What ``query`` is charged in the queue's fair order: GPU-seconds of its prompt and
+        output allowance on the registered replicas' average kind (which one serves it is not
+        known while it waits; :mod:`serving.admission.cost`)."""
+        replicas = self.service.replicas
+        if self._priced_for != len(replicas):
+            kinds = [(s.accelerator, s.model, s.tp) for s in list(replicas.values())]
+            self._rates, self._priced_for = mean_rates(kinds), len(replicas)
+        return self._rates.request(query.input_tokens, 0, query.max_output_tokens)
 
     @property
     def enabled(self) -> bool:
@@ -177,6 +190,7 @@ class WaitingRoom:
             service_s=query.input_tokens / self.prefill_tokens_per_s,
             input_tokens=query.input_tokens,
             output_tokens=query.max_output_tokens,
+            cost=self.price(query),
         )
         now = self.clock()
         offer = queue.offer(item, now)

@@ -11,6 +11,7 @@ servegen-reason    ServeGen reason/deepseek-r1 clients, default 3,600 s from t =
 synthetic          :func:`synthetic_tenants` at 20 requests/s, default 600 s
 mixed              three tenant populations merged by arrival (see :func:`load_mixed`)
 kv-bound           hot shared documents over Azure chat arrivals (:mod:`sim.workloads.kv_bound`)
+multi-model        Llama-3-8B + a few dozen LoRA adapters and Llama-3-70B (:mod:`.multi_model`)
 =================  =========================================================================
 
 ``duration_s`` cuts a trace to its first ``duration_s`` seconds (or sets the generated span);
@@ -28,6 +29,7 @@ from sim.workloads.azure import load_azure
 from sim.workloads.base import Workload
 from sim.workloads.kv_bound import kv_bound
 from sim.workloads.mooncake import load_mooncake
+from sim.workloads.multi_model import load_multi_model
 from sim.workloads.servegen import load_servegen, servegen_client_rates
 from sim.workloads.synthetic import synthetic_tenants
 
@@ -118,6 +120,7 @@ _BUILDERS: dict[str, Callable[[int, float | None], Workload]] = {
     "synthetic": _synthetic,
     "mixed": lambda seed, duration_s: load_mixed(seed=seed, duration_s=duration_s),
     "kv-bound": _kv_bound,
+    "multi-model": lambda seed, duration_s: load_multi_model(seed=seed, duration_s=duration_s),
 }
 WORKLOADS: tuple[str, ...] = tuple(_BUILDERS)
 
@@ -145,5 +148,6 @@ def load_workload(
             tenants=workload.tenants,
             classes=workload.classes,
             block_tokens=workload.block_tokens,
+            adapters=workload.adapters,
         )
     return workload

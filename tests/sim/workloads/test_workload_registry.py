@@ -21,6 +21,7 @@ def test_catalogue() -> None:
         "synthetic",
         "mixed",
         "kv-bound",
+        "multi-model",
     }
 
 
