@@ -80,11 +80,21 @@ class _Series:
         return sum(found[1]) / len(found[1]) if found else 0.0
 
 
+def _without_buckets(text: str) -> str:
+    """``text`` without histogram bucket samples (``…_bucket{…le=…}``): none is read, and they
+    are most of a vLLM page's lines and of the exposition parser's time."""
+    return "\n".join(
+        line
+        for line in text.split("\n")
+        if not line.split("{", 1)[0].split(" ", 1)[0].endswith("_bucket")
+    )
+
+
 def _samples_by_model(text: str, source: str) -> dict[str, dict[str, list[float]]]:
     """``model_name`` → sample name → values (one per label set) of every ``vllm:`` sample."""
     by_model: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(_without_buckets(text)):
             for sample in family.samples:
                 if sample.name.startswith("vllm:") and "le" not in sample.labels:
                     model = sample.labels.get("model_name", "")
@@ -249,6 +259,31 @@ def scrape(
     accelerator is the caller's mistake and raises UnknownAccelerator before any fetch."""
     get_accelerator(accelerator, field="accelerator")
     text = fetch_metrics(url, timeout_s)
+    return read_page(
+        text,
+        url,
+        replica=replica,
+        accelerator=accelerator,
+        model=model,
+        tp=tp,
+        model_name=model_name,
+        clock=clock,
+    )
+
+
+def read_page(
+    text: str,
+    url: str,
+    *,
+    replica: str,
+    accelerator: str,
+    model: str,
+    tp: int,
+    model_name: str | None = None,
+    clock: Callable[[], datetime] = _utc_now,
+) -> dict[str, Any]:
+    """The ``replica_samples`` row of a page fetched from ``url``, stamped with ``clock()``;
+    ScrapeFailed naming ``url`` when the page is not vLLM's Prometheus exposition."""
     try:
         return parse_vllm_metrics(
             text,
