@@ -135,7 +135,8 @@ class KindRoofline:
         n, context = np.broadcast_arrays(np.asarray(n, np.float64), np.asarray(context, np.float64))
         out = _lookup(self.decode_fixed, n) + self.decode_slope[_index(n, top)] * context
         # the smaller batches (powers of two) at or below each n, all at once
-        ks = _POWERS_OF_TWO[_POWERS_OF_TWO <= min(top, float(np.max(n, initial=0.0)))]
+        powers = _POWERS_OF_TWO
+        ks = powers[powers <= min(top, float(np.max(n, initial=0.0)))]
         if ks.size:
             flat_n, flat_c = n.reshape(-1, 1), context.reshape(-1, 1)
             smaller = self.decode_fixed[ks] + self.decode_slope[ks] * flat_c
@@ -294,7 +295,6 @@ def _per_kind(kinds: tuple[ReplicaKind, ...], index: IntArray) -> dict[str, Floa
         name: np.asarray([float(getattr(r, name)) for r in rooflines], np.float64)[index]
         for name in _PER_KIND
     }
-
 
 
 def _linear_s(kinds: tuple[ReplicaKind, ...], index: IntArray, tokens: FloatArray) -> FloatArray:

@@ -76,7 +76,9 @@ class ReplicaScraper:
             return None, etag
         return await asyncio.to_thread(read_registration_page, reg, text), etag
 
-    def _apply(self, reg: ReplicaRegistration, row: dict[str, Any] | None, etag: str | None) -> None:
+    def _apply(
+        self, reg: ReplicaRegistration, row: dict[str, Any] | None, etag: str | None
+    ) -> None:
         s = reg.state
         if row is None:
             self.pages_unchanged += 1
