@@ -205,7 +205,7 @@ def run_usability_bench(
     service = measure_service(idle_s)
     ready_s, idle = service.ready_s, service.idle_cpu_share
     solve_target = SOLVE_FACTOR * solver + SOLVE_SLACK_S
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "figure": "help_s",
             "value": help_s,

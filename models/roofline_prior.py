@@ -286,11 +286,13 @@ _PER_KIND = (
 
 
 def _per_kind(kinds: tuple[ReplicaKind, ...], index: IntArray) -> dict[str, FloatArray]:
-    """Broadcast the scalar per-kind constants to one value per request (one kind: the
-    scalars themselves, which broadcast alike)."""
+    """Broadcast the scalar per-kind constants to one value per request (one kind: a single
+    value, which broadcasts alike)."""
     rooflines = [kind_roofline(k) for k in kinds]
     if len(rooflines) == 1:
-        return {name: np.float64(getattr(rooflines[0], name)) for name in _PER_KIND}
+        return {
+            name: np.array([getattr(rooflines[0], name)], dtype=np.float64) for name in _PER_KIND
+        }
     return {
         name: np.asarray([float(getattr(r, name)) for r in rooflines], np.float64)[index]
         for name in _PER_KIND
