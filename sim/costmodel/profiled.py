@@ -32,7 +32,6 @@ launch gaps); see :data:`FRAMEWORK_OVERHEAD_S` for where its value comes from.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,40 +91,11 @@ class DecodeAttentionFit:
 
 def _weighted_nnls(x: FloatArray, y: FloatArray) -> FloatArray:
     """Non-negative least squares on relative error (each row weighted by ``1/y``)."""
+    from scipy.optimize import nnls  # scipy.optimize alone costs ~0.6 s to import
+
     w = 1.0 / y
-    return _nnls_few(x * w[:, None], y * w)
-
-
-SUPPORT_ENUMERATION_MAX = 4  # unknowns; the fits here have 2 or 3
-
-
-def _nnls_few(a: FloatArray, b: FloatArray) -> FloatArray:
-    """``argmin ‖a·x − b‖ subject to x ≥ 0`` for a few unknowns, exactly: the optimum is the
-    unconstrained least-squares solution on its own support (the Karush–Kuhn–Tucker conditions
-    behind Lawson and Hanson's NNLS), so the best non-negative one over every support is it.
-    Columns are scaled to unit norm first (these fits' columns span ten orders of magnitude).
-    More unknowns go to scipy's NNLS, whose import alone costs more than these fits."""
-    k = a.shape[1]
-    if k > SUPPORT_ENUMERATION_MAX:
-        from scipy.optimize import nnls
-
-        coef, _ = nnls(a, b)
-        return np.asarray(coef, dtype=np.float64)
-    norms = np.linalg.norm(a, axis=0)
-    norms[norms == 0.0] = 1.0
-    scaled = a / norms
-    best, best_residual = np.zeros(k), float(b @ b)
-    for size in range(1, k + 1):
-        for support in itertools.combinations(range(k), size):
-            cols = list(support)
-            solution = np.linalg.lstsq(scaled[:, cols], b, rcond=None)[0]
-            if np.all(solution >= 0.0):
-                candidate = np.zeros(k)
-                candidate[cols] = solution
-                residual = float(np.sum((scaled @ candidate - b) ** 2))
-                if residual < best_residual:
-                    best, best_residual = candidate, residual
-    return np.asarray(best / norms, dtype=np.float64)
+    coef, _ = nnls(x * w[:, None], y * w)
+    return np.asarray(coef, dtype=np.float64)
 
 
 def fit_prefill_attention(curves: dict[int, Curve]) -> PrefillAttentionFit:

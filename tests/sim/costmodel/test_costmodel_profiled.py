@@ -9,7 +9,7 @@ import pytest
 
 from placement.domain.accelerators import get_accelerator
 from placement.domain.llm import get_model
-from sim.costmodel.profiled import MAX_TOKENS, ProfiledCostModel, _nnls_few, padded_envelope
+from sim.costmodel.profiled import MAX_TOKENS, ProfiledCostModel, padded_envelope
 from sim.costmodel.profiles import profiles_root
 
 pytestmark = pytest.mark.skipif(not profiles_root().is_dir(), reason="shared profiles missing")
@@ -124,18 +124,3 @@ def test_a_second_model_on_loaded_tables_is_built():
 )
 def test_padded_envelope(times, expected):
     assert padded_envelope(np.asarray(times)).tolist() == expected
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_the_small_nnls_finds_scipys_optimum(seed: int) -> None:
-    from scipy.optimize import nnls
-
-    rng = np.random.default_rng(seed)
-    a = rng.uniform(0.1, 1.0, (12, 3)) * np.array([1.0, 1e5, 1e10])  # columns of these fits
-    truth = np.array([1e-5, 2e-9, 0.0]) if seed % 2 else np.array([3e-5, 1e-9, 8e-17])
-    b = a @ truth * rng.uniform(0.9, 1.1, 12) - (seed == 5) * 1e-4  # the last: a negative pull
-    ours = _nnls_few(a, b)
-    theirs, _ = nnls(a, b)
-    assert np.all(ours >= 0.0)
-    assert np.linalg.norm(a @ ours - b) <= np.linalg.norm(a @ theirs - b) * (1 + 1e-9)
-    assert ours == pytest.approx(theirs, rel=1e-9, abs=1e-25)
