@@ -11,8 +11,9 @@ from bench.usability import _wait_ready, free_port, measure_help, measure_servic
 
 
 def test_help_is_timed_from_the_real_command() -> None:
-    help_s = measure_help(1)
+    help_s, cpu_s = measure_help(1)
     assert 0.0 < help_s < 60.0
+    assert 0.0 < cpu_s < 60.0  # the command's own CPU, not this process's
 
 
 def test_the_demo_service_gets_ready_and_its_idle_cost_is_measured() -> None:
