@@ -93,6 +93,9 @@ def _without_buckets(text: str) -> str:
 def _samples_by_model(text: str, source: str) -> dict[str, dict[str, list[float]]]:
     """``model_name`` → sample name → values (one per label set) of every ``vllm:`` sample."""
     by_model: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # histogram buckets are most of the text and none is read: leave them to no parser (the
+    # replica scraper parses every replica's page every second)
+    text = "\n".join(line for line in text.splitlines() if "_bucket{" not in line)
     try:
         for family in text_string_to_metric_families(_without_buckets(text)):
             for sample in family.samples:

@@ -22,6 +22,7 @@ from sim.costmodel.base import IterationCostModel
 from sim.engine import Replica
 from sim.faults import Fault
 from sim.gateway import Gateway
+from sim.lora import AdapterSlots, ResidencyEvent, load_times
 from sim.router import RoutingPolicy
 from sim.workloads.base import Workload
 
@@ -92,6 +93,7 @@ class SimResult:
     retries: int
     routes_to_dead: list[float] = field(default_factory=list)
     samples: list[ReplicaSample] = field(default_factory=list)
+    adapter_events: list[ResidencyEvent] = field(default_factory=list)  # LoRA loads/evictions
 
 
 class Simulator:
@@ -115,6 +117,7 @@ class Simulator:
             Replica(i, spec, cost_model(spec), self.gateway)
             for i, spec in enumerate(fleet.replicas)
         ]
+        self._attach_adapter_slots()
         ids = {s.id: i for i, s in enumerate(fleet.replicas)}
         for f in self.config.faults:
             if f.replica not in ids:
@@ -129,6 +132,24 @@ class Simulator:
         self._retries: dict[int, int] = {}
         self.samples: list[ReplicaSample] = []
         self._next_sample_s: float | None = None if self.config.sample_interval_s is None else 0.0
+
+    def _attach_adapter_slots(self) -> None:
+        """LoRA slots on every replica with ``max_loras``; every requested adapter must be
+        declared by the workload."""
+        adapters = self.workload.adapters
+        asked = {r.adapter for r in self.workload.requests if r.adapter}
+        unknown = asked - set(adapters)
+        if unknown:
+            raise InputError(
+                f"request names undeclared LoRA adapter {sorted(unknown)[0]!r}",
+                field="adapter",
+                expected="an adapter of the workload's adapters",
+            )
+        if not asked:
+            return
+        for r in self.replicas:
+            if r.spec.max_loras > 0:
+                r.lora = AdapterSlots(r.index, r.spec.max_loras, load_times(r.spec, adapters))
 
     def _push(self, t: float, kind: int, payload: Any) -> None:
         self._seq += 1
@@ -223,6 +244,10 @@ class Simulator:
             retries=sum(self._retries.values()),
             routes_to_dead=gateway.routes_to_dead,
             samples=self.samples,
+            adapter_events=sorted(
+                (e for r in replicas if r.lora is not None for e in r.lora.events),
+                key=lambda e: e.time_s,
+            ),
         )
 
     def _dispatch(self, req: Request, now: float) -> None:
@@ -289,4 +314,6 @@ class Simulator:
             c = r.cache
             v.kv_usage = (c.used - c.evictable) / c.capacity
             v.prefix_hit_rate = r.cached_tokens / r.prompt_tokens if r.prompt_tokens else 0.0
+            if r.lora is not None:
+                v.adapters = r.lora.active() + r.waiting_adapters()
             v.scraped_at_s = now

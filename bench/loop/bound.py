@@ -15,6 +15,16 @@ replica) and *perfect* knowledge of the window's demand, slice by slice.
 4. Fluid LP, per slice. ``s[d, k] ≥ 0`` req/s of ``d`` served on kind ``k``;
    ``Σ_k s[d, k] ≤ rate[d]`` and ``Σ_d s[d, k] / cap[d, k] ≤ healthy replicas of k`` (time
    sharing: each unit of ``d`` uses ``1 / cap`` of a replica). Maximise ``Σ s``.
+5. LoRA adapters (``adapters`` given). Placement is free, but loads are not: in slice ``t`` the
+   ``A`` distinct adapters requested on base model ``m`` must be resident, and the pool's
+   ``S`` slots (Σ ``max_loras``) held at most ``S`` of them when the slice began — none in the
+   first slice, which starts cold as the simulator does. So at least ``A`` (first slice) or
+   ``A − S`` loads happen, each stalling one replica for its load time; the cheapest such
+   loads, at the fastest load bandwidth of the pool, are the least replica time they take.
+   ``l[t, k] ≥ 0`` seconds of loads on kind ``k``: ``Σ_k l[t, k] ≥ that time`` and each
+   kind's time row gains ``l[t, k] / slice length``. Slots do not cap concurrency in the fluid
+   model (a looser, still valid, bound), and weights enter through each kind's own engine
+   costs (its model, its TP) — KV capacity is not a limit here (perfect cache).
 
 All slices go into one block-diagonal LP (they share no variable), solved once with HiGHS.
 """
@@ -30,7 +40,9 @@ from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
 from models.capacity import Slo
+from placement.domain.adapters import LoraAdapter, lora_load_s
 from placement.domain.fleet import Fleet
+from placement.domain.llm import ModelArchitecture
 from placement.domain.requests import Request, RequestClass
 from placement.errors import InputError, PlacementError
 from placement.solver.capacity import CapacitySource
@@ -84,6 +96,7 @@ def fluid_bound(
     slice_s: float = DEFAULT_SLICE_S,
     window_s: float | None = None,
     unhealthy: Collection[str] = (),
+    adapters: Mapping[str, LoraAdapter] | None = None,
 ) -> FluidBound:
     """The fluid upper bound on goodput at SLO of ``requests`` on the healthy part of ``fleet``.
 
@@ -113,7 +126,8 @@ def fluid_bound(
 
     reachable_cells = cap.max(axis=1, initial=0.0) > 0
     reachable = int(cells.count[reachable_cells].sum())
-    served = _solve(cells, cap, replicas, slice_len, n_slices)
+    loads = _load_seconds(ordered, slice_of, n_slices, fleet, kinds, adapters or {}, only_model)
+    served = _solve(cells, cap, replicas, slice_len, n_slices, loads)
     return FluidBound(
         goodput_rps=served / window,
         offered_rps=len(ordered) / window,
@@ -244,8 +258,62 @@ def _capacity_matrix(
     return cap
 
 
+@dataclass(frozen=True, slots=True)
+class _Loads:
+    """Adapter load time each (slice, base model) needs at least, and the kinds that can
+    take it: ``seconds[i]`` in slice ``slice_index[i]`` on any of ``kinds[i]``."""
+
+    slice_index: list[int]
+    seconds: list[float]
+    kinds: list[list[int]]
+
+
+def _load_seconds(
+    ordered: Sequence[Request],
+    slice_of: IntArray,
+    n_slices: int,
+    fleet: Fleet,
+    kinds: list[_Kind],
+    adapters: Mapping[str, LoraAdapter],
+    only_model: str,
+) -> _Loads:
+    """The least adapter-load time of each slice and base model (module docstring, step 5)."""
+    out = _Loads([], [], [])
+    if not adapters:
+        return out
+    healthy = {(k.accelerator, k.model, k.tp) for k in kinds}
+    slots: dict[str, int] = {}
+    gbps: dict[str, float] = {}
+    arch: dict[str, ModelArchitecture] = {}
+    for spec in fleet.replicas:
+        if (spec.accelerator.kind, spec.model.name, spec.tp) in healthy and spec.max_loras > 0:
+            m = spec.model.name
+            slots[m] = slots.get(m, 0) + spec.max_loras
+            gbps[m] = max(gbps.get(m, 0.0), spec.lora_load_gbps)
+            arch[m] = spec.model
+    asked: dict[tuple[int, str], set[str]] = {}
+    for r, t in zip(ordered, slice_of.tolist(), strict=True):
+        model = r.model or only_model
+        if r.adapter and model in slots:
+            asked.setdefault((t, model), set()).add(r.adapter)
+    for (t, model), names in sorted(asked.items()):
+        need = len(names) if t == 0 else len(names) - slots[model]
+        if need <= 0:
+            continue
+        times = sorted(lora_load_s(arch[model], adapters[a].rank, gbps=gbps[model]) for a in names)
+        out.slice_index.append(t)
+        out.seconds.append(float(sum(times[:need])))
+        out.kinds.append([k for k, kind in enumerate(kinds) if kind.model == model])
+    return out
+
+
 def _solve(
-    cells: _Cells, cap: FloatArray, replicas: FloatArray, slice_len: FloatArray, n_slices: int
+    cells: _Cells,
+    cap: FloatArray,
+    replicas: FloatArray,
+    slice_len: FloatArray,
+    n_slices: int,
+    loads: _Loads | None = None,
 ) -> float:
     """Requests served over the window by the fluid LP of every slice (one block-diagonal LP)."""
     cell, kind = np.nonzero(cap > 0)
@@ -258,11 +326,36 @@ def _solve(
     rows = np.concatenate([cell, n_cells + cells.slice_index[cell] * n_kinds + kind])
     cols = np.concatenate([var, var])
     data = np.concatenate([np.ones(n_vars), 1.0 / cap[cell, kind]])
-    a_ub = csr_matrix((data, (rows, cols)), shape=(n_cells + n_slices * n_kinds, n_vars))
     rate = cells.count / slice_len[cells.slice_index]
     b_ub = np.concatenate([rate, np.tile(replicas, n_slices)])
     # weighting by slice length makes the objective requests served, not req/s
     weight = slice_len[cells.slice_index[cell]]
+    n_rows = n_cells + n_slices * n_kinds
+    if loads is not None and loads.seconds:
+        # load seconds l[t, k]: one column per (need, kind); the need's row −Σ l ≤ −seconds
+        extra_rows: list[int] = []
+        extra_cols: list[int] = []
+        extra_data: list[float] = []
+        col = n_vars
+        for i, (t, need, ks) in enumerate(
+            zip(loads.slice_index, loads.seconds, loads.kinds, strict=True)
+        ):
+            need_row = n_rows + i
+            # loads cannot take more than the kinds' whole time (the LP stays feasible)
+            secs = min(need, float(sum(replicas[k] for k in ks)) * float(slice_len[t]))
+            for k in ks:
+                extra_rows += [need_row, n_cells + t * n_kinds + k]
+                extra_cols += [col, col]
+                extra_data += [-1.0, 1.0 / float(slice_len[t])]
+                col += 1
+            b_ub = np.append(b_ub, -secs)
+        rows = np.concatenate([rows, np.asarray(extra_rows, dtype=np.int64)])
+        cols = np.concatenate([cols, np.asarray(extra_cols, dtype=np.int64)])
+        data = np.concatenate([data, np.asarray(extra_data)])
+        n_rows += len(loads.seconds)
+        weight = np.concatenate([weight, np.zeros(col - n_vars)])
+        n_vars = col
+    a_ub = csr_matrix((data, (rows, cols)), shape=(n_rows, n_vars))
     result = linprog(-weight, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     if result.status != 0:
         raise PlacementError(f"the fluid bound LP did not solve: {result.message}")

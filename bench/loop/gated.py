@@ -70,7 +70,7 @@ class Gated:
             # the peer counted the request as sent: settle its books as a refused connection
             self.inner.on_complete(req, v, now)
             return -1
-        self.gate.dispatched(v.id, query, now, seen)
+        self.gate.dispatched(v.id, query, now, seen, state=state)
         self._queries[req.id] = query
         return i
 
@@ -82,5 +82,5 @@ class Gated:
 
     def on_complete(self, req: Request, replica: ReplicaView, now: float) -> None:
         self.inner.on_complete(req, replica, now)
-        self._queries.pop(req.id, None)
-        self.gate.finished(req.tenant, 0 if req.error else req.output_tokens)
+        query = self._queries.pop(req.id, None)
+        self.gate.finished(req.tenant, 0 if req.error else req.output_tokens, query)

@@ -18,6 +18,7 @@ from placement.domain.fleet import Fleet
 from placement.domain.requests import Request, RequestClass, Tenant
 from placement.errors import InfeasiblePlan, PlacementError
 from placement.plan import Plan
+from placement.solver.adapters import place_adapters, with_residency
 from placement.solver.capacity import CapacitySource
 from placement.solver.instance import build_instance
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
@@ -99,6 +100,18 @@ class Planning:
                 )
             )
             return None
+        if any(r.adapter for r in requests):
+            held = {r.id: r.adapters for r in previous.replicas} if previous is not None else {}
+            residency = place_adapters(
+                requests,
+                self.fleet,
+                self.classes,
+                self.capacity,
+                window_s=window_s,
+                unhealthy=unhealthy,
+                previous=held,
+            )
+            plan = with_residency(plan, residency)
         self.records.append(
             SolveRecord(
                 at_s=at_s,

@@ -24,7 +24,12 @@ import numpy as np
 
 from bench.loop.bound import fluid_bound
 from bench.loop.engine_capacity import EngineCapacity
-from bench.loop.fairness import MIN_TENANT_REQUESTS, entitled_ratios, jain_overload
+from bench.loop.fairness import (
+    MIN_TENANT_REQUESTS,
+    entitled_ratios,
+    jain_overload,
+    request_gpu_seconds,
+)
 from bench.loop.gate_quality import gate_quality
 from bench.loop.gated import Gated
 from bench.loop.learn import learn_capacity, roofline_capacity
@@ -45,7 +50,7 @@ from placement.solver.capacity import CapacitySource
 from placement.solver.model import Weights
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
-from serving.admission.slo_gate import SloGate
+from serving.admission.slo_gate import GPU_SECONDS, TOKENS, SloGate
 from serving.admission.vtc import TokenWeights
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
@@ -76,6 +81,7 @@ class Variant:
     credits: bool = True
     scored: bool = True  # data/profiles/scored.yaml (False: the default weighted lookup)
     shadow: bool = False  # the gate judges but admits all (its precision and recall)
+    charge: str = GPU_SECONDS  # credits charged in GPU-seconds (TOKENS: per weighted token)
 
 
 FULL = Variant(name=OURS)
@@ -90,6 +96,7 @@ ABLATIONS = (
 NO_ADMISSION = next(v for v in ABLATIONS if not v.gate)
 LOCALITY_ONLY = Variant(name="ours:locality_only", credits=False)
 SHADOW_GATE = Variant(name="ours:shadow_gate", shadow=True)
+TOKEN_CREDITS = Variant(name="ours:token_credits", charge=TOKENS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,6 +182,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 headroom=headroom,
                 credit_cut=ctx.case.credit_cut if v.credits else 0.0,
                 shadow=v.shadow,
+                charge=v.charge,
             )
             if v.gate
             else None
@@ -361,15 +369,19 @@ def goodput_at(rows: Sequence[dict[str, Any]], load: float) -> float:
 
 
 def tenant_service(
-    result: SimResult, wl: Workload
+    result: SimResult, wl: Workload, *, unit: str = "gpu_s"
 ) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
-    """(served within SLO, offered, requests) per tenant, the first two in the units credits
-    are counted in: weighted tokens per second (the Virtual Token Counter's prefill and decode
-    weights), so a tenant of long prompts is not called starved for being served fewer,
-    heavier requests."""
+    """(served within SLO, offered, requests) per tenant, the first two in the unit credits
+    are charged in (per second): GPU-seconds on the fleet's average replica, cache hits
+    discounted (:mod:`serving.admission.cost`), so a tenant of long prompts or long outputs is
+    not called starved for being served fewer, heavier requests; ``unit="tokens"``: the
+    Virtual Token Counter's weighted tokens (prefill 1, decode 2), the unit before."""
     t = request_table(result.requests, wl.classes)
-    weights = TokenWeights()
-    work = weights.prefill * t.input_tokens + weights.decode * t.output_tokens
+    if unit == "tokens":
+        weights = TokenWeights()
+        work = weights.prefill * t.input_tokens + weights.decode * t.output_tokens
+    else:
+        work = request_gpu_seconds(result.fleet, t)
     window = max(float(t.arrival.max() - t.arrival.min()), 1e-9) if len(t.arrival) else 1.0
     tenants = np.unique(t.tenant)
     good = {str(k): float(work[(t.tenant == k) & t.met].sum()) / window for k in tenants}
@@ -405,6 +417,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
             block_tokens=wl.block_tokens,
             window_s=span,
             slice_s=min(BOUND_SLICE_S, span / 4),
+            adapters=wl.adapters,
         )
         kept[(OURS, load)] = result
         row = _row(result, wl, policy=OURS, load=load, **tag)
@@ -521,26 +534,31 @@ def fairness(
     against our locality-only variant (no credits in the plan or the gate)."""
     out: dict[str, Any] = {"overload": load}
     credits = _credits(ctx.report)
-    for v in (FULL, LOCALITY_ONLY):
+    for v in (FULL, LOCALITY_ONLY, TOKEN_CREDITS):
         say(f"fairness: {v.name} @ load {load}")
         result, wl, _ = ours(ctx, load, v)
         good, offered, requests = tenant_service(result, wl)
         row = _row(result, wl, policy=v.name + "@overload", load=load, **tag)
         row["jain_entitled"] = jain_overload(good, offered, credits, requests)
         rows.append(row)
+        good_tokens, offered_tokens, _ = tenant_service(result, wl, unit="tokens")
         out[v.name] = {
             "goodput_rps": row["goodput_rps"],
             "jain": row["jain_entitled"],
+            "jain_in_tokens": jain_overload(good_tokens, offered_tokens, credits, requests),
             "jain_all_tenants": jain_overload(good, offered, credits),
             "ratio_to_entitlement": entitled_ratios(good, offered, credits),
             "requests": requests,
         }
     fair, local = out[FULL.name], out[LOCALITY_ONLY.name]
     out["jain_overload"] = fair["jain"]
+    # the same gate charging per weighted token instead (how credits were charged before)
+    out["jain_token_charge"] = out[TOKEN_CREDITS.name]["jain"]
     out["min_tenant_requests"] = MIN_TENANT_REQUESTS
     out["fairness_cost"] = max(0.0, 1.0 - fair["goodput_rps"] / max(local["goodput_rps"], 1e-9))
     return {
         "jain_overload": out["jain_overload"],
+        "jain_token_charge": out["jain_token_charge"],
         "fairness_cost": out["fairness_cost"],
         "fairness": out,
     }

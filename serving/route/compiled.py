@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from placement.plan import Plan, ReplicaPlan, Route
 from serving.route.fleet import FleetView
@@ -79,6 +79,9 @@ class CompiledPlan:
     max_depth: int
     defaults: dict[tuple[str, str], PlanEntry]
     cap_in_flight: list[float]
+    # LoRA: (tenant, adapter) → its entry; adapter → replicas the plan keeps it resident on
+    adapters: dict[tuple[str, str], PlanEntry] = field(default_factory=dict)
+    holders: dict[str, frozenset[int]] = field(default_factory=dict)
 
 
 def _entry(
@@ -157,10 +160,29 @@ def compile_plan(
         )
         for n, d in enumerate(plan.defaults)
     }
+    adapters = {
+        (a.tenant, a.adapter): _entry(
+            a.route,
+            model=a.model,
+            prefix_tokens=0,
+            fleet=fleet,
+            max_alternates=max_alternates,
+            turn=n,
+        )
+        for n, a in enumerate(plan.adapter_routes)
+    }
+    holders: dict[str, set[int]] = {}
+    for rp in plan.replicas:
+        i = fleet.index_of.get(rp.id)
+        if i is not None:
+            for name in rp.adapters:
+                holders.setdefault(name, set()).add(i)
     return CompiledPlan(
         version=plan.version,
         groups=groups,
         max_depth=max((g.depth_blocks for g in plan.groups), default=0),
         defaults=defaults,
         cap_in_flight=caps,
+        adapters=adapters,
+        holders={name: frozenset(s) for name, s in holders.items()},
     )

@@ -10,6 +10,7 @@ servegen           ServeGen language/m-small clients, default 3,600 s from t = 0
 servegen-reason    ServeGen reason/deepseek-r1 clients, default 3,600 s from t = 0
 synthetic          :func:`synthetic_tenants` at 20 requests/s, default 600 s
 mixed              three tenant populations merged by arrival (see :func:`load_mixed`)
+multi-model        Llama-3-8B + a few dozen LoRA adapters and Llama-3-70B (:mod:`.multi_model`)
 =================  =========================================================================
 
 ``duration_s`` cuts a trace to its first ``duration_s`` seconds (or sets the generated span);
@@ -26,6 +27,7 @@ from sim.workloads.assemble import merge
 from sim.workloads.azure import load_azure
 from sim.workloads.base import Workload
 from sim.workloads.mooncake import load_mooncake
+from sim.workloads.multi_model import load_multi_model
 from sim.workloads.servegen import load_servegen, servegen_client_rates
 from sim.workloads.synthetic import synthetic_tenants
 
@@ -110,6 +112,7 @@ _BUILDERS: dict[str, Callable[[int, float | None], Workload]] = {
     "servegen-reason": _servegen("reason", "deepseek-r1"),
     "synthetic": _synthetic,
     "mixed": lambda seed, duration_s: load_mixed(seed=seed, duration_s=duration_s),
+    "multi-model": lambda seed, duration_s: load_multi_model(seed=seed, duration_s=duration_s),
 }
 WORKLOADS: tuple[str, ...] = tuple(_BUILDERS)
 
@@ -137,5 +140,6 @@ def load_workload(
             tenants=workload.tenants,
             classes=workload.classes,
             block_tokens=workload.block_tokens,
+            adapters=workload.adapters,
         )
     return workload

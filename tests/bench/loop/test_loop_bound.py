@@ -230,3 +230,41 @@ def test_an_unknown_request_class_is_an_input_error() -> None:
         _bound(_requests(1, 10, cls="premium"), _fleet())
     assert info.value.field == "request_class"
     assert "premium" in str(info.value)
+
+
+def _lora_fleet(slots: int, gbps: float = 2.0) -> Fleet:
+    group = {"kind": "h100", "accelerator": "H100-SXM", "count": 2, "model": MODEL}
+    return fleet_from_dict(
+        {"name": "lora", "replicas": [group | {"max_loras": slots, "lora_load_gbps": gbps}]}
+    )
+
+
+def _with_adapters(requests: list[Request], n: int) -> tuple[list[Request], dict[str, Any]]:
+    from placement.domain.adapters import LoraAdapter
+
+    for i, r in enumerate(requests):
+        r.adapter = f"a{i % n}"
+    return requests, {f"a{i}": LoraAdapter(name=f"a{i}", base=MODEL, rank=64) for i in range(n)}
+
+
+def test_adapter_loads_take_replica_time_from_the_bound():
+    from placement.domain.adapters import lora_load_s
+    from placement.domain.llm import get_model
+
+    # saturated: 2 replicas × 10 req/s offered 30 req/s over 4 slices of 10 s
+    reqs, adapters = _with_adapters(_requests(30.0, 40.0), 40)
+    plain = _bound(reqs, _lora_fleet(slots=40), slice_s=10.0, window_s=40.0)
+    assert plain.goodput_rps == pytest.approx(20.0, rel=1e-3)
+    # slots for every adapter: only the first (cold) slice loads all 40
+    warm = _bound(reqs, _lora_fleet(slots=40), slice_s=10.0, window_s=40.0, adapters=adapters)
+    load = lora_load_s(get_model(MODEL), 64, gbps=2.0)
+    lost = 40 * load * 10.0 / 40.0  # replica-seconds × req/s per replica-second, over 40 s
+    assert warm.goodput_rps == pytest.approx(20.0 - lost, rel=1e-3)
+    # 4 slots for 40 adapters: every slice reloads at least 36
+    tight = _bound(reqs, _lora_fleet(slots=2), slice_s=10.0, window_s=40.0, adapters=adapters)
+    assert tight.goodput_rps == pytest.approx(20.0 - (40 + 3 * 36) * load * 10.0 / 40.0, rel=1e-3)
+    # a faster load path costs less
+    fast = _bound(
+        reqs, _lora_fleet(slots=2, gbps=20.0), slice_s=10.0, window_s=40.0, adapters=adapters
+    )
+    assert tight.goodput_rps < fast.goodput_rps < plain.goodput_rps
