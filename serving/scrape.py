@@ -80,16 +80,6 @@ class _Series:
         return sum(found[1]) / len(found[1]) if found else 0.0
 
 
-def _without_buckets(text: str) -> str:
-    """``text`` without histogram bucket samples (``…_bucket{…le=…}``): none is read, and they
-    are most of a vLLM page's lines and of the exposition parser's time."""
-    return "\n".join(
-        line
-        for line in text.split("\n")
-        if not line.split("{", 1)[0].split(" ", 1)[0].endswith("_bucket")
-    )
-
-
 def _samples_by_model(text: str, source: str) -> dict[str, dict[str, list[float]]]:
     """``model_name`` → sample name → values (one per label set) of every ``vllm:`` sample."""
     by_model: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -97,7 +87,7 @@ def _samples_by_model(text: str, source: str) -> dict[str, dict[str, list[float]
     # replica scraper parses every replica's page every second)
     text = "\n".join(line for line in text.splitlines() if "_bucket{" not in line)
     try:
-        for family in text_string_to_metric_families(_without_buckets(text)):
+        for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name.startswith("vllm:") and "le" not in sample.labels:
                     model = sample.labels.get("model_name", "")
