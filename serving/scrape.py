@@ -278,6 +278,31 @@ def scrape(
     accelerator is the caller's mistake and raises UnknownAccelerator before any fetch."""
     get_accelerator(accelerator, field="accelerator")
     text = fetch_metrics(url, timeout_s)
+    return read_page(
+        text,
+        url,
+        replica=replica,
+        accelerator=accelerator,
+        model=model,
+        tp=tp,
+        model_name=model_name,
+        clock=clock,
+    )
+
+
+def read_page(
+    text: str,
+    url: str,
+    *,
+    replica: str,
+    accelerator: str,
+    model: str,
+    tp: int,
+    model_name: str | None = None,
+    clock: Callable[[], datetime] = _utc_now,
+) -> dict[str, Any]:
+    """The ``replica_samples`` row of a page fetched from ``url``, stamped with ``clock()``;
+    ScrapeFailed naming ``url`` when the page is not vLLM's Prometheus exposition."""
     try:
         return parse_vllm_metrics(
             text,
