@@ -16,19 +16,14 @@ family                      second axis
 ==========================  ====================================================================
 ``gemm``                    log10 of compute time / memory time (the GEMM's balance)
 ``context_attention``       the same
-``generation_attention``    log10 of the KV streams (sequences × KV heads read in parallel)
+``generation_attention``    log10 of the batch (sequences decoded together)
 ``communication``           log2 of the GPU count
 ==========================  ====================================================================
 
 The first axis, SOL in seconds, carries the launch-bound floor (tiny calls reach a few percent
 of SOL), the ramp (partial occupancy, tail effects) and the large-call plateau; the second
 axis separates compute-bound from memory-bound shapes (and, for decode, the per-sequence
-work). Decode attention also has an additive **launch floor**: a few microseconds every call pays
-whatever its size (8.7–12.5 µs on the profiled GPUs, a property of the kernels and the stack, not
-of the datasheet), taken as the median of the accelerators' floors (each its 2% quantile); the
-surface then describes ``log((latency − floor) / SOL)``, the achieved-bandwidth fraction over
-bytes read and KV streams, so a GPU with a different bandwidth is not also assumed to have a
-different floor. A surface is fitted by iteratively reweighted least squares (Huber on log-ratios, each
+work). A surface is fitted by iteratively reweighted least squares (Huber on log-ratios, each
 accelerator weighted equally) with a second-difference smoothness penalty, on the tables of
 the accelerators given; :func:`fit_transfer` is deterministic.
 
@@ -75,15 +70,12 @@ SOL_KNOTS = tuple(float(x) for x in np.arange(-8.0, -1.49, 0.5))  # log10 second
 SECOND_KNOTS: dict[Family, tuple[float, ...]] = {
     "gemm": tuple(float(x) for x in np.arange(-4.0, 3.01, 1.0)),
     "context_attention": tuple(float(x) for x in np.arange(-2.0, 4.01, 1.0)),
-    "generation_attention": tuple(float(x) for x in np.arange(0.0, 4.51, 0.5)),
+    "generation_attention": tuple(float(x) for x in np.arange(0.0, 3.51, 0.5)),
     "communication": (1.0, 2.0, 3.0),
 }
 SMOOTHNESS = 1.0  # weight of the second-difference penalty, per knot
 HUBER_LOG = 0.1  # residuals beyond ~10 % count linearly
 IRLS_STEPS = 6
-FLOOR_FAMILIES: tuple[Family, ...] = ("generation_attention",)  # with an additive launch floor
-FLOOR_QUANTILE = 0.02  # an accelerator's floor: this quantile of its calls' latency
-FLOOR_SHARE_MIN = 0.05  # what is left above the floor is at least this share of the latency
 ROWS_PER_FIT = 12_000  # per (accelerator, family): a seeded sample of larger tables
 DTYPE_BYTES = 2
 
@@ -174,7 +166,7 @@ def generation_attention_sol(
         / peaks.hbm_bytes_per_s
     )
     compute = 4.0 * batch * heads * head_dim * context / peaks.flops_per_s
-    return Sol(np.maximum(compute, memory), np.log10(batch * kv_heads))
+    return Sol(np.maximum(compute, memory), np.log10(batch))
 
 
 def all_reduce_sol(peaks: Peaks, gpus: FloatArray, message_bytes: FloatArray) -> Sol:
@@ -249,15 +241,13 @@ class Surface:
     values: tuple[tuple[float, ...], ...]
     median_ape: float  # on the rows it was fitted on
     rows: int
-    floor_s: float = 0.0  # additive launch floor (s); the surface describes what is above it
 
     def log_ratio(self, sol: Sol) -> FloatArray:
         return _evaluate(self.family, sol, np.asarray(self.values, dtype=np.float64).ravel())
 
     def latency(self, sol: Sol) -> FloatArray:
         """Predicted latency (s) of each call."""
-        above = sol.seconds * np.exp(self.log_ratio(sol))
-        return np.asarray(self.floor_s + above, dtype=np.float64)
+        return np.asarray(sol.seconds * np.exp(self.log_ratio(sol)), dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,12 +273,6 @@ def fit_surface(family: Family, per_accelerator: Sequence[Observations]) -> Surf
     parts = [o.sample(ROWS_PER_FIT) for o in per_accelerator if len(o.latency)]
     if not parts:
         raise InputError(f"no measured {family} calls to fit on", field=family)
-    floor = launch_floor(parts) if family in FLOOR_FAMILIES else 0.0
-    measured = [o.latency for o in parts]
-    parts = [
-        Observations(o.sol, np.maximum(o.latency - floor, FLOOR_SHARE_MIN * o.latency))
-        for o in parts
-    ]
     sol = Sol(
         np.concatenate([o.sol.seconds for o in parts]),
         np.concatenate([o.sol.second_axis for o in parts]),
@@ -304,28 +288,12 @@ def fit_surface(family: Family, per_accelerator: Sequence[Observations]) -> Surf
         ww = w * np.where(r < HUBER_LOG, 1.0, HUBER_LOG / np.maximum(r, 1e-12))
         xtx, xty = _normal_equations(family, sol, y, ww)
         coef = np.asarray(np.linalg.solve(xtx + ptp, xty), dtype=np.float64)
-    above = sol.seconds * np.exp(_evaluate(family, sol, coef))
-    latency = np.concatenate(measured)
-    ape = np.abs((floor + above) / latency - 1.0)
+    ape = np.abs(np.exp(_evaluate(family, sol, coef) - y) - 1.0)
     ny = len(SECOND_KNOTS[family])
     values = tuple(
         tuple(float(v) for v in coef[i * ny : (i + 1) * ny]) for i in range(len(SOL_KNOTS))
     )
-    return Surface(
-        family=family,
-        values=values,
-        median_ape=float(np.median(ape)),
-        rows=len(y),
-        floor_s=floor,
-    )
-
-
-def launch_floor(per_accelerator: Sequence[Observations]) -> float:
-    """The launch floor learned across accelerators: the median of each one's floor (the
-    :data:`FLOOR_QUANTILE` of its calls' latency). Launch overhead is not a datasheet figure,
-    so an accelerator left out gets the median of the others'."""
-    floors = [float(np.quantile(o.latency, FLOOR_QUANTILE)) for o in per_accelerator]
-    return float(np.median(floors))
+    return Surface(family=family, values=values, median_ape=float(np.median(ape)), rows=len(y))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -347,7 +315,6 @@ class TransferModel:
                     "second_knots": list(SECOND_KNOTS[f]),
                     "median_ape_in_sample": round(s.median_ape, 4),
                     "rows": s.rows,
-                    "floor_us": round(s.floor_s * 1e6, 4),
                     "log_latency_over_sol": [[round(v, 5) for v in row] for row in s.values],
                 }
                 for f, s in self.surfaces.items()
@@ -380,7 +347,6 @@ class TransferModel:
                     values=values,
                     median_ape=float(s["median_ape_in_sample"]),
                     rows=int(s["rows"]),
-                    floor_s=float(s.get("floor_us", 0.0)) * 1e-6,
                 )
             return cls(surfaces=surfaces, fitted_on=tuple(str(a) for a in raw["fitted_on"]))
         except (KeyError, TypeError, ValueError) as exc:

@@ -22,7 +22,6 @@ from sim.costmodel.transfer import (
     fit_surface,
     fit_transfer,
     gemm_sol,
-    generation_attention_sol,
     observations,
     save_transfer,
     synthetic_profile,
@@ -48,30 +47,6 @@ def test_a_surface_learned_on_two_gpus_predicts_a_third_with_the_same_behaviour(
     assert surface.median_ape < 0.05 and surface.rows > 0
 
 
-def _decode_calls(peaks: Peaks, floor_s: float) -> Observations:
-    """Decode steps paying a launch floor, then the KV cache at 80 % of the bandwidth."""
-    batch, context = (
-        a.ravel().astype(np.float64)
-        for a in np.meshgrid([1, 4, 16, 64, 256], [16, 256, 2048, 16384, 65536])
-    )
-    sol = generation_attention_sol(peaks, batch, context, (32, 8, 128))
-    return Observations(sol, floor_s + sol.seconds / 0.8)
-
-
-def test_decode_attention_keeps_the_launch_floor_apart_from_the_bandwidth():
-    a, b, c = (Peaks(f, w, 4e11) for f, w in ((3e14, 2e12), (1e15, 3.3e12), (2e15, 8e12)))
-    surface = fit_surface(
-        "generation_attention", [_decode_calls(a, 10e-6), _decode_calls(b, 10e-6)]
-    )
-    assert surface.floor_s == pytest.approx(10e-6, rel=0.05)
-    held = _decode_calls(c, 10e-6)  # 2.4x the bandwidth, the same kernels' floor
-    ape = np.abs(surface.latency(held.sol) / held.latency - 1.0)
-    assert np.median(ape) < 0.05
-    # the floor is paid once: the smallest calls sit on it, not below or a multiple of it
-    small = held.latency < 12e-6
-    assert small.any() and np.all(np.abs(surface.latency(held.sol)[small] / 10e-6 - 1.0) < 0.25)
-
-
 def test_the_shipped_surfaces_load_and_round_trip(tmp_path: Path):
     shipped = default_transfer()
     assert set(shipped.surfaces) == set(FAMILIES)
@@ -83,8 +58,6 @@ def test_the_shipped_surfaces_load_and_round_trip(tmp_path: Path):
     again = TransferModel.from_dict(yaml.safe_load(path.read_text()))
     for family in FAMILIES:
         assert np.allclose(again.surfaces[family].values, shipped.surfaces[family].values)
-        assert again.surfaces[family].floor_s == pytest.approx(shipped.surfaces[family].floor_s)
-    assert 5e-6 < shipped.surfaces["generation_attention"].floor_s < 15e-6
 
 
 @needs_profiles
