@@ -68,6 +68,7 @@ class ReplicaRegistration:
     state: ReplicaState
     metrics_url: str
     scrape_failures: int = 0
+    metrics_etag: str | None = None  # the entity tag of the last page read in full
     registered_at: float = field(default_factory=time.time)
 
 
