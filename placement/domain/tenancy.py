@@ -10,7 +10,12 @@ tenants:
     weight: 1.0
     models: [llama-3-8b]       # optional: the models it may use (default: all)
     traffic_share: 0.6         # optional: share of a trace's requests it sends (benchmarks)
+    source: azure-code         # optional: the shipped workload its requests come from (benchmarks)
 ```
+
+With a ``source`` for every tenant the file is a workload of its own (a *tenant mix*,
+:mod:`sim.workloads.tenant_mix`): each tenant sends the requests of its source, thinned so that
+the tenants' request counts stand in their ``traffic_share`` ratio.
 
 Credit shares may not add up to more than 1 (they are guarantees); every error names the file
 and the field.
@@ -49,6 +54,7 @@ class TenantSpec(_Strict):
     weight: float = Field(default=1.0, gt=0)
     models: tuple[str, ...] | None = None
     traffic_share: float | None = Field(default=None, gt=0, le=1)
+    source: str | None = Field(default=None, min_length=1)
 
 
 class _TenancyDoc(_Strict):
@@ -64,6 +70,7 @@ class Tenancy:
     classes: Mapping[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
     models: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # absent: every model
     traffic_shares: Mapping[str, float] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)  # tenant → workload (a mix)
 
     def may_use(self, tenant: str, model: str) -> bool:
         allowed = self.models.get(tenant)
@@ -110,6 +117,15 @@ def tenancy_from_dict(raw: Any, *, source: str = "<tenants>") -> Tenancy:
             field=f"tenants.{missing[0]}.traffic_share",
             expected="a share for every tenant, or for none",
         )
+    sources = {n: t.source for n, t in doc.tenants.items() if t.source is not None}
+    if sources and len(sources) != len(doc.tenants):
+        missing = sorted(set(doc.tenants) - set(sources))
+        raise InputError(
+            f"source given for some tenants but not {', '.join(missing)}",
+            source=source,
+            field=f"tenants.{missing[0]}.source",
+            expected="a source for every tenant, or for none",
+        )
     classes = dict(DEFAULT_CLASSES)
     classes.update(
         {
@@ -133,6 +149,7 @@ def tenancy_from_dict(raw: Any, *, source: str = "<tenants>") -> Tenancy:
         classes=classes,
         models={n: t.models for n, t in doc.tenants.items() if t.models is not None},
         traffic_shares=shares,
+        sources=sources,
     )
 
 

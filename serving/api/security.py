@@ -48,6 +48,9 @@ def generate_key() -> str:
     return "plc_" + secrets.token_urlsafe(32)
 
 
+KNOWN_KEYS = 1024
+
+
 class KeyRing:
     """Configured keys, looked up by digest."""
 
@@ -57,6 +60,9 @@ class KeyRing:
         }
         if dev_key is not None:
             self._by_digest[hash_key(dev_key)] = Principal(DEV_KEY_NAME, frozenset(SCOPES))
+        # keys already seen to be valid, so a busy client's key is hashed once, not on every
+        # request; bounded, and unknown keys are never kept (a flood of them cannot grow it)
+        self._known: dict[str, Principal] = {}
 
     def __len__(self) -> int:
         return len(self._by_digest)
@@ -65,7 +71,14 @@ class KeyRing:
         """The principal holding ``token``, or None for a missing or unknown key."""
         if not token:
             return None
-        return self._by_digest.get(hash_key(token))
+        principal = self._known.get(token)
+        if principal is None:
+            principal = self._by_digest.get(hash_key(token))
+            if principal is not None:
+                if len(self._known) >= KNOWN_KEYS:
+                    self._known.clear()
+                self._known[token] = principal
+        return principal
 
 
 def token_from_headers(authorization: str | None, x_api_key: str | None) -> str | None:

@@ -98,3 +98,13 @@ def test_a_window_with_lora_traffic_gets_a_plan_with_adapter_residency() -> None
     for route in plan.adapter_routes:
         assert all(route.adapter in held[r] for r in route.route.replicas)
     assert not held["h100-70b-0"] and not held["h100-70b-1"]  # no LoRA slots there
+
+
+def test_the_warm_prefix_budget_reaches_the_plan() -> None:
+    kv = FLEET.replicas[0].kv_capacity_tokens
+    for share in (0.5, 0.8):
+        planning = _planning()
+        planning.warm_kv_share = share
+        plan = planning.solve(_requests(), window_s=10.0)
+        assert plan is not None
+        assert {r.kv_budget_tokens for r in plan.replicas} == {int(share * kv)}
