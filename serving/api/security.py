@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from placement.domain.tenancy import TenantKey
 from serving.api.settings import SCOPES, ApiKey
 
 DEV_KEY_NAME = "development"
@@ -49,14 +50,22 @@ def generate_key() -> str:
 
 
 class KeyRing:
-    """Configured keys, looked up by digest."""
+    """Configured keys, looked up by digest, and the tenants' own keys (declared with the
+    tenants: the tenants file or the admin API), which :meth:`set_tenant_keys` replaces."""
 
     def __init__(self, keys: Iterable[ApiKey], *, dev_key: str | None = None) -> None:
-        self._by_digest: dict[str, Principal] = {
+        self._configured: dict[str, Principal] = {
             k.digest: Principal(k.name, frozenset(k.scopes), k.tenant) for k in keys
         }
         if dev_key is not None:
-            self._by_digest[hash_key(dev_key)] = Principal(DEV_KEY_NAME, frozenset(SCOPES))
+            self._configured[hash_key(dev_key)] = Principal(DEV_KEY_NAME, frozenset(SCOPES))
+        self._by_digest = dict(self._configured)
+
+    def set_tenant_keys(self, keys: Iterable[TenantKey]) -> None:
+        """The tenants' keys as declared now (a configured key with the same digest wins)."""
+        merged = {k.digest: Principal(k.name, frozenset(k.scopes), k.tenant) for k in keys}
+        merged.update(self._configured)
+        self._by_digest = merged  # one reference swap: lookups never see half a ring
 
     def __len__(self) -> int:
         return len(self._by_digest)

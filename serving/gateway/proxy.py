@@ -34,7 +34,7 @@ from serving.gateway.errors import GatewayError
 from serving.gateway.forward import UPSTREAM_ERRORS, Response, Upstream, base_url, refused
 from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_meta
 from serving.gateway.metrics import GatewayMetrics
-from serving.gateway.outcome import Outcome, OutcomeRecorder, TelemetrySink
+from serving.gateway.outcome import Outcome, OutcomeRecorder
 from serving.gateway.prompt import ProxyRequest, cache_key, parse_request
 from serving.gateway.result_cache import CachedAnswer, ResultCache
 from serving.gateway.retry import RetryBudget
@@ -42,6 +42,7 @@ from serving.gateway.settings import GatewaySettings
 from serving.gateway.stream import EventRelay, read_usage
 from serving.route.types import NoReplica, RouteQuery
 from serving.service import Refused
+from serving.telemetry_sink import TelemetrySink
 from sim.emulator.openai_api import error_event
 
 JSON = b"application/json"
