@@ -145,14 +145,14 @@ def _print_plan(plan: object) -> None:
         "predicted attainment",
         title="tenants",
     )
-    for t in plan.tenants:
-        attainment = t.predicted_attainment
+    for tp in plan.tenants:
+        attainment = tp.predicted_attainment
         ten.add_row(
-            t.tenant,
-            f"{t.guaranteed_share:.1%}",
-            f"{t.cap_share:.1%}",
-            f"{t.demand_rps:.2f}",
-            f"{t.admitted_rps:.2f}",
+            tp.tenant,
+            f"{tp.guaranteed_share:.1%}",
+            f"{tp.cap_share:.1%}",
+            f"{tp.demand_rps:.2f}",
+            f"{tp.admitted_rps:.2f}",
             "no demand" if attainment is None else f"{attainment:.1%}",
         )
     if plan.tenants:

@@ -187,7 +187,8 @@ def extract_plan(
     served_t = np.bincount(inst.unit_tenant, inst.unit_rate * served, n_t)
     attained_t = np.bincount(inst.unit_tenant, inst.unit_rate * attain, n_t)
     for t in range(n_t):
-        if demand_t[t] <= 0 and inst.credit_share[t] <= 0 and inst.tenants[t] not in inst.declared_tenants:
+        declared = inst.tenants[t] in inst.declared_tenants
+        if demand_t[t] <= 0 and inst.credit_share[t] <= 0 and not declared:
             continue
         tenants.append(
             TenantPlan(
