@@ -29,7 +29,8 @@ STORE_SOURCE = "the stored tenants"
 
 
 class TenancyConflict(PlacementError):
-    """The edit names a tenant or class that exists (create) or does not (update, delete)."""
+    """The edit names a tenant or class that exists (create) or does not (update, delete), or
+    leaves a tenancy that does not hold together (credits over the fleet, …)."""
 
     def __init__(self, message: str, *, status: int) -> None:
         self.status = status
@@ -122,7 +123,10 @@ class LiveTenancy:
         doc = copy.deepcopy(self.doc)
         doc.setdefault("tenants", {})
         change(doc)
-        tenancy = self.parse(doc)
+        try:
+            tenancy = self.parse(doc)
+        except InputError as exc:  # well-formed, but not with the other tenants as they are
+            raise TenancyConflict(str(exc), status=409) from None
         version = self.store.save_tenancy(tenancy.doc)
         self._apply(tenancy, version)
         return tenancy

@@ -7,16 +7,34 @@ operator writes in the file, the API takes as is.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from placement.domain.tenancy import ClassSpec, TenantSpec
+from placement.domain.tenancy import ClassSpec, TenantKeySpec, TenantSpec
+from serving.api.schemas import AS_INTEGER
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 
-class TenantIn(TenantSpec):
+class TenantBody(TenantSpec):
+    """A tenant's entry, as in the tenants file (JSON types exactly: no ``false`` for 0)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    models: list[str] | None = None  # type: ignore[assignment]
+    api_keys: list[TenantKeySpec] = Field(default_factory=list)  # type: ignore[assignment]
+
+
+class ClassBody(ClassSpec):
+    """A request class's entry, as in the tenants file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    priority: Annotated[int, Field(ge=0), AS_INTEGER]
+
+
+class TenantIn(TenantBody):
     """A new tenant: its name and its tenants-file entry."""
 
     name: str = Field(pattern=NAME_PATTERN)
@@ -80,6 +98,3 @@ class UsageOut(BaseModel):
     slo_attainment: float | None
     goodput_rps: float = Field(description="requests within their SLO per second since `since`")
     since: float
-
-
-__all__ = ["ClassSpec", "TenantSpec"]

@@ -130,7 +130,7 @@ def test_tenants_are_created_updated_deleted_and_survive_a_restart(tmp_path: Pat
     again = client.post("/v1/admin/tenants", json={"name": "umbrella"}, headers=OPERATOR)
     assert again.status_code == 409
     too_much = client.put("/v1/admin/tenants/acme", json={"credit_share": 0.9}, headers=OPERATOR)
-    assert too_much.status_code == 422 and "sum to" in too_much.json()["detail"]
+    assert too_much.status_code == 409 and "sum to" in too_much.json()["detail"]
     assert (
         client.put(
             "/v1/admin/tenants/nobody", json={"credit_share": 0.1}, headers=OPERATOR
@@ -184,7 +184,7 @@ def test_a_credit_changed_through_the_api_reaches_admission_and_the_next_plan(
     assert _route(client, "globex").status_code == 200
     before = _admitted_before_refusal(client, "initech")
     answer = client.put("/v1/admin/tenants/initech", json={"credit_share": 0.6}, headers=OPERATOR)
-    assert answer.status_code == 422  # 0.5 + 0.3 + 0.6 > 1: refused whole, nothing changed
+    assert answer.status_code == 409  # 0.5 + 0.3 + 0.6 > 1: refused whole, nothing changed
     assert rt.service.admission.credit_share("initech") == pytest.approx(0.1)
     for name, share in (("acme", 0.2), ("globex", 0.1), ("initech", 0.6)):
         answer = client.put(

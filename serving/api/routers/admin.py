@@ -7,13 +7,15 @@ from collections.abc import Callable
 
 from fastapi import APIRouter, HTTPException, Path, Response
 
-from placement.domain.tenancy import ClassSpec, Tenancy, TenantSpec
+from placement.domain.tenancy import Tenancy
 from serving.api.admin_schemas import (
     NAME_PATTERN,
+    ClassBody,
     ClassOut,
     KeyIn,
     KeyOut,
     TenancyOut,
+    TenantBody,
     TenantIn,
     TenantOut,
 )
@@ -25,7 +27,16 @@ from serving.tenants import LiveTenancy, TenancyConflict
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 Name = Path(pattern=NAME_PATTERN)
-EDIT = problems(*AUTH, *JSON_BODY, 409, 503, described={404: "no such tenant or class"})
+EDIT = problems(
+    *AUTH,
+    *JSON_BODY,
+    503,
+    described={
+        404: "no such tenant",
+        409: "the tenant exists (create), or the edit conflicts with the other tenants (credit "
+        "shares over 1, a burst cap below the credit, more GPU-seconds than the fleet has)",
+    },
+)
 
 
 def _live(runtime: ServiceRuntime) -> LiveTenancy:
@@ -105,7 +116,7 @@ async def create_tenant(body: TenantIn, runtime: RuntimeDep, _: Admin) -> Tenanc
     summary="Replace a tenant's entry (its keys stay unless the body gives them)",
 )
 async def update_tenant(
-    body: TenantSpec, runtime: RuntimeDep, _: Admin, name: str = Name
+    body: TenantBody, runtime: RuntimeDep, _: Admin, name: str = Name
 ) -> TenancyOut:
     live = _live(runtime)
     spec = body.model_dump(mode="json", exclude_defaults=True)
@@ -115,7 +126,7 @@ async def update_tenant(
 @router.delete(
     "/tenants/{name}",
     status_code=204,
-    responses=problems(*AUTH, 409, 503, described={404: "no such tenant"}),
+    responses=problems(*AUTH, 409, 422, 503, described={404: "no such tenant"}),
     summary="Remove a tenant (its keys stop working)",
 )
 async def delete_tenant(runtime: RuntimeDep, _: Admin, name: str = Name) -> Response:
@@ -143,10 +154,10 @@ async def create_key(body: KeyIn, runtime: RuntimeDep, _: Admin, name: str = Nam
 @router.put(
     "/classes/{name}",
     response_model=TenancyOut,
-    responses=problems(*AUTH, *JSON_BODY, 409, 503),
+    responses=EDIT,
     summary="Declare or redefine a request class (priority, TTFT and TPOT SLOs, sheddable)",
 )
-async def put_class(body: ClassSpec, runtime: RuntimeDep, _: Admin, name: str = Name) -> TenancyOut:
+async def put_class(body: ClassBody, runtime: RuntimeDep, _: Admin, name: str = Name) -> TenancyOut:
     live = _live(runtime)
     spec = body.model_dump(mode="json")
     return _edited(live, lambda: live.put_class(name, spec))
@@ -155,7 +166,7 @@ async def put_class(body: ClassSpec, runtime: RuntimeDep, _: Admin, name: str = 
 @router.delete(
     "/classes/{name}",
     status_code=204,
-    responses=problems(*AUTH, 409, 503, described={404: "no such declared class"}),
+    responses=problems(*AUTH, 409, 422, 503, described={404: "no such declared class"}),
     summary="Remove a declared request class",
 )
 async def delete_class(runtime: RuntimeDep, _: Admin, name: str = Name) -> Response:

@@ -66,7 +66,7 @@ async def all_usage(runtime: RuntimeDep, principal: UsageReader) -> list[UsageOu
 @router.get(
     "/{tenant}",
     response_model=UsageOut,
-    responses=problems(*AUTH),
+    responses=problems(*AUTH, 422),
     summary="One tenant's usage (its own key, or an operator's)",
 )
 async def tenant_usage(
