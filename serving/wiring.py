@@ -17,6 +17,7 @@ from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
 from serving.api.runtime import build_runtime
 from serving.api.settings import Settings
+from serving.batch import batch_companions
 from serving.gateway import GatewaySettings, install_gateway
 from serving.leases import LeaseTerms
 from serving.plan_store import open_plan_store
@@ -176,5 +177,5 @@ def build_app(
         )
     app = create_app(runtime)
     if gateway is not None and gateway.enabled:
-        install_gateway(app, gateway)
+        install_gateway(app, gateway, batch_companions)
     return app
