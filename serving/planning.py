@@ -105,8 +105,8 @@ class ServicePlanning:
                 rows = rows_of_shared(self.shared_demand(), limit=self.window)
             except Exception as exc:  # redis down, a damaged chunk: plan on what is known here
                 log.warning("solving for this process's demand only: %s", exc)
-        if not rows and self.service.plan is not None:
-            raise SolveSkipped("no demand in the window yet: keeping the plan")
+            if not rows and self.service.plan is not None:  # as snapshot() says without Redis
+                raise SolveSkipped("no demand in any process's window yet: keeping the plan")
         return SolveInputs(
             snapshot.fleet,
             encode_demand(rows),

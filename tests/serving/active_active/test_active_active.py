@@ -20,7 +20,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
+sys.path.insert(0, str(Path(__file__).parents[1] / "epp"))
 from active_active_harness import Front, ServiceProcess, get_json, run_load
+from envoy_harness import envoy_binary
 from redis_server import RedisServer
 
 from placement.domain.fleet import load_fleet
@@ -94,6 +96,7 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    envoy_binary()  # installs Envoy on first use (scripts/front runs it), or skips without one
     work = tmp_path_factory.mktemp("active-active")
     fleet = _fleet(work / "fleet.yaml")
     tenants = work / "tenants.yaml"
