@@ -22,6 +22,8 @@ _PREVIOUS_HOSTS = (
     "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"
 )
 RETRY_ON = "connect-failure,reset,refused-stream"
+MAX_IN_FLIGHT = 100_000
+MAX_RETRIES_IN_FLIGHT = 10_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +107,18 @@ class FrontConfig:
             "type": "STATIC",
             "connect_timeout": "0.25s",
             "lb_policy": "ROUND_ROBIN",
+            # Envoy's default allows 3 retries in flight per cluster: a process dying with
+            # more requests than that on it would see the rest answered 503, not retried
+            "circuit_breakers": {
+                "thresholds": [
+                    {
+                        "max_retries": MAX_RETRIES_IN_FLIGHT,
+                        "max_connections": MAX_IN_FLIGHT,
+                        "max_pending_requests": MAX_IN_FLIGHT,
+                        "max_requests": MAX_IN_FLIGHT,
+                    }
+                ]
+            },
             "load_assignment": {
                 "cluster_name": "placement",
                 "endpoints": [{"lb_endpoints": endpoints}],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -163,14 +164,15 @@ def _plan_version(p: ServiceProcess) -> int:
 def test_killing_a_process_under_load_loses_no_request(cluster: Cluster) -> None:
     assert _plan_version(cluster.a) == _plan_version(cluster.b) == cluster.plan_version
     killed_at = 1.0
-    import threading
-
     victim = cluster.a
     victim_id, survivor_id = f"{victim.pid:x}", f"{cluster.b.pid:x}"
     timer = threading.Timer(killed_at, victim.kill)
     timer.start()
-    result = run_load(cluster.front.url, KEY, seconds=3.0, owners=cluster.owners())
-    timer.join()
+    try:
+        result = run_load(cluster.front.url, KEY, seconds=3.0, owners=cluster.owners())
+    finally:
+        timer.join()
+        victim.start()  # whatever happened, the next tests find two processes
     answers = result.answers
     FIGURES["kill_requests"] = len(answers)
     FIGURES["kill_lost"] = len(result.lost)
@@ -183,16 +185,25 @@ def test_killing_a_process_under_load_loses_no_request(cluster: Cluster) -> None
     assert result.processes_after(killed_at + 0.5) == {survivor_id}
     assert result.longest_gap_s(killed_at, 3.0) < 1.0  # decisions kept flowing
 
-    # the killed process comes back: the last plan, the tenants and the fleet's counters
-    victim.start()
+    # the killed process comes back with the last plan
     FIGURES["restart_ready_s"] = round(victim.wait_ready(), 2)
     assert _plan_version(victim) == cluster.plan_version
+    cluster.front.wait_ready(healthy=2)
+
+
+def _ready(cluster: Cluster) -> None:
+    """Both processes ready and behind the front (whatever an earlier test left)."""
+    for p in cluster.processes:
+        if p.proc is None:
+            p.start()
+        p.wait_ready()
     cluster.front.wait_ready(healthy=2)
 
 
 def test_redis_killed_every_process_routes_on_local_state_and_converges(
     cluster: Cluster,
 ) -> None:
+    _ready(cluster)
     run_load(cluster.front.url, KEY, seconds=0.5, owners=cluster.owners())
     cluster.redis.stop()
     lost = time.monotonic()
@@ -231,6 +242,7 @@ def test_redis_killed_every_process_routes_on_local_state_and_converges(
 def test_a_restart_brings_back_the_last_plan_credit_state_and_tenants(
     cluster: Cluster, tmp_path: Path
 ) -> None:
+    _ready(cluster)
     headers = {"X-API-Key": KEY}
     created = httpx.post(
         f"{cluster.a.url}/v1/admin/tenants",
