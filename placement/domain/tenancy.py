@@ -11,9 +11,14 @@ tenants:
     weight: 1.0
     models: [llama-3-8b]       # optional: the models it may use (default: all)
     traffic_share: 0.6         # optional: share of a trace's requests it sends (benchmarks)
+    source: azure-code         # optional: the shipped workload its requests come from (benchmarks)
     api_keys:                  # optional: tenant-scoped keys (digests: serve --hash-key KEY)
       - {name: acme-router, digest: "sha256:…", scopes: [route]}
 ```
+
+With a ``source`` for every tenant the file is a workload of its own (a *tenant mix*,
+:mod:`sim.workloads.tenant_mix`): each tenant sends the requests of its source, thinned so that
+the tenants' request counts stand in their ``traffic_share`` ratio.
 
 Credit shares may not add up to more than 1 (they are guarantees); every error names the file
 and the field.
@@ -72,6 +77,7 @@ class TenantSpec(_Strict):
     weight: float = Field(default=1.0, gt=0)
     models: tuple[str, ...] | None = None
     traffic_share: float | None = Field(default=None, gt=0, le=1)
+    source: str | None = Field(default=None, min_length=1)
     api_keys: tuple[TenantKeySpec, ...] = ()
 
 
@@ -88,6 +94,7 @@ class Tenancy:
     classes: Mapping[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
     models: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # absent: every model
     traffic_shares: Mapping[str, float] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)  # tenant → workload (a mix)
     keys: tuple[TenantKey, ...] = ()
     # the validated document, as written back when the tenancy is edited and persisted
     doc: Mapping[str, Any] = field(default_factory=dict)
@@ -154,6 +161,15 @@ def tenancy_from_dict(
             field=f"tenants.{missing[0]}.traffic_share",
             expected="a share for every tenant, or for none",
         )
+    sources = {n: t.source for n, t in doc.tenants.items() if t.source is not None}
+    if sources and len(sources) != len(doc.tenants):
+        missing = sorted(set(doc.tenants) - set(sources))
+        raise InputError(
+            f"source given for some tenants but not {', '.join(missing)}",
+            source=source,
+            field=f"tenants.{missing[0]}.source",
+            expected="a source for every tenant, or for none",
+        )
     classes = dict(DEFAULT_CLASSES)
     classes.update(
         {
@@ -177,6 +193,7 @@ def tenancy_from_dict(
         classes=classes,
         models={n: t.models for n, t in doc.tenants.items() if t.models is not None},
         traffic_shares=shares,
+        sources=sources,
         keys=tuple(
             TenantKey(tenant=n, name=k.name, digest=k.digest, scopes=k.scopes)
             for n, t in doc.tenants.items()

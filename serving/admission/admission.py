@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from placement.domain.requests import DEFAULT_CLASSES, RequestClass
 from placement.errors import InputError
+from serving.admission.cost import GpuRates
 from serving.admission.vtc import VirtualTokenCounter
 
 DEFAULT_SOFT_FRACTION = 0.8
@@ -115,6 +116,7 @@ class AdmissionController:
         self.classes = dict(classes)
         self.fleet_in_flight = max(1, fleet_in_flight)
         self.vtc = vtc if vtc is not None else VirtualTokenCounter()
+        self.rates: GpuRates | None = None  # see :meth:`set_rates`
         self.soft_fraction = soft_fraction
         self.retry_after_s = retry_after_s
         self.in_flight_by_class: dict[str, int] = dict.fromkeys(self.classes, 0)
@@ -279,6 +281,12 @@ class AdmissionController:
         level = self._shed_level.get(budget.name, 0)
         return Verdict(False, reason, math.ceil(self.retry_after_s * (1 + level)))
 
+    def set_rates(self, rates: GpuRates | None) -> None:
+        """Charge credits in GPU-seconds at ``rates`` (the fleet's average replica: admission
+        runs before the route path picks one; :mod:`serving.admission.cost`); None: weighted
+        tokens."""
+        self.rates = rates
+
     def admit(
         self, tenant: str, request_class: str, input_tokens: int, now: float = 0.0
     ) -> Verdict:
@@ -289,13 +297,22 @@ class AdmissionController:
             self._last_seen[tenant] = now
         if verdict.admitted:
             self._count(tenant, request_class, +1)
-            self.vtc.start(tenant, input_tokens)
+            if self.rates is None:
+                self.vtc.start(tenant, input_tokens)
+            else:
+                self.vtc.start_cost(tenant, self.rates.prefill(input_tokens))
         return verdict
 
-    def release(self, tenant: str, request_class: str, output_tokens: int) -> None:
-        """An admitted request completed (or its lease expired) after ``output_tokens``."""
+    def release(
+        self, tenant: str, request_class: str, output_tokens: int, input_tokens: int = 0
+    ) -> None:
+        """An admitted request (of ``input_tokens``) completed, or its lease expired, after
+        ``output_tokens``."""
         self._count(tenant, request_class, -1)
-        self.vtc.finish(tenant, output_tokens)
+        if self.rates is None:
+            self.vtc.finish(tenant, output_tokens)
+        else:
+            self.vtc.finish_cost(tenant, self.rates.decode(input_tokens, output_tokens))
 
     def _count(self, tenant: str, request_class: str, delta: int) -> None:
         held = self.in_flight_by_tenant.get(tenant, 0) + delta

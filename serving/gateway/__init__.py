@@ -10,6 +10,7 @@ request path), :mod:`.asgi` (the middleware).
 from collections.abc import Callable, Sequence
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from serving.gateway.asgi import Companion, GatewayMiddleware
 from serving.gateway.proxy import Gateway
@@ -25,7 +26,14 @@ def install_gateway(
     ``companions`` makes the apps served beside it (given the gateway)."""
     gateway = Gateway(app.state.runtime, settings)
     extra = companions(gateway) if companions is not None else ()
-    app.add_middleware(GatewayMiddleware, gateway=gateway, companions=extra)
+    build_stack = app.build_middleware_stack
+
+    def outermost() -> ASGIApp:
+        # ahead of the framework's own layers (error pages, telemetry, body limit): the
+        # gateway answers its paths itself, and every layer is a coroutine call per request
+        return GatewayMiddleware(build_stack(), gateway=gateway, companions=extra)
+
+    app.build_middleware_stack = outermost  # type: ignore[method-assign]
     return gateway
 
 

@@ -84,6 +84,7 @@ class Gateway:
                 max_queued=settings.queue_max,
                 deadline_slack=settings.queue_deadline_slack,
                 tenant_floor=settings.queue_tenant_floor,
+                band_headroom=settings.queue_band_headroom,
             ),
             prefill_tokens_per_s=settings.queue_prefill_tokens_per_s,
         )

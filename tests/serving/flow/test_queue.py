@@ -91,6 +91,33 @@ def test_tenants_share_dispatches_by_credit_charged_by_cost() -> None:
     assert sum(n.startswith("short") for n in first) == 20
 
 
+def test_a_callers_price_replaces_the_weighted_tokens() -> None:
+    """Priced in GPU-seconds, a reasoning request (56-token prompt, 980-token answer) costs
+    several code completions (2,048-token prompt, 28-token answer): the code tenant is served
+    that many times per reasoning request — in weighted tokens they would alternate."""
+    from serving.admission.cost import gpu_rates
+
+    rates = gpu_rates("H100-SXM", "llama-3-8b", 1)
+    q: FlowQueue[str] = FlowQueue()
+    for i in range(60):
+        for tenant, prompt, output in (("reasoning", 56, 980), ("code", 2_048, 28)):
+            item = q.make(
+                f"{tenant}{i}",
+                tenant=tenant,
+                band=0,
+                arrival=0.0,
+                ttft_slo_s=100.0,
+                input_tokens=prompt,
+                output_tokens=output,
+                cost=rates.request(prompt, 0, output),
+            )
+            q.offer(item, 0.0)
+    first = _drain(q, 0.0, limit=40)
+    ratio = rates.request(56, 0, 980) / rates.request(2_048, 0, 28)
+    code = sum(n.startswith("code") for n in first)
+    assert code / (40 - code) == pytest.approx(ratio, rel=0.3)
+
+
 def test_edf_ignores_tenants() -> None:
     q: FlowQueue[str] = FlowQueue(FlowPolicy(order="edf"))
     for i in range(5):
