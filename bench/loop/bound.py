@@ -27,6 +27,11 @@ replica) and *perfect* knowledge of the window's demand, slice by slice.
    costs (its model, its TP) — KV capacity is not a limit here (perfect cache).
 
 All slices go into one block-diagonal LP (they share no variable), solved once with HiGHS.
+
+6. KV capacity (``kv_capacity=True``, the default): the cache is perfect but not unbounded. A
+   reused prefix must be held in a replica's KV memory for its requests to be served warm,
+   and a replica holds only so much (:mod:`bench.loop.bound_kv`); cells are then also keyed by
+   the prefix they reuse, and may be served cold at the whole prompt's capacity.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import numpy.typing as npt
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
+from bench.loop.bound_kv import load_columns, reuse_groups, solve_with_kv
 from models.capacity import Slo
 from placement.domain.adapters import LoraAdapter, lora_load_s
 from placement.domain.fleet import Fleet
@@ -76,7 +82,8 @@ class _Kind:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Cells:
-    """Demand per (slice, model, class, uncached bucket, output bucket)."""
+    """Demand per (slice, model, class, reused prefix, uncached bucket, prompt bucket, output
+    bucket); ``group`` is -1 for every cell when KV capacity is not modelled."""
 
     slice_index: IntArray
     model: list[str]
@@ -84,6 +91,8 @@ class _Cells:
     count: FloatArray
     mean_uncached: FloatArray
     mean_output: FloatArray
+    group: IntArray
+    mean_input: FloatArray
 
 
 def fluid_bound(
@@ -97,13 +106,15 @@ def fluid_bound(
     window_s: float | None = None,
     unhealthy: Collection[str] = (),
     adapters: Mapping[str, LoraAdapter] | None = None,
+    kv_capacity: bool = True,
 ) -> FluidBound:
     """The fluid upper bound on goodput at SLO of ``requests`` on the healthy part of ``fleet``.
 
     The window starts at the first arrival and lasts ``window_s`` (default: the span of the
     arrivals, at least one slice); arrivals after its end count in its last slice. A request
     with no model takes the fleet's model when the fleet serves exactly one; otherwise no kind
-    serves it and it is unreachable.
+    serves it and it is unreachable. ``kv_capacity=False`` gives every replica an unbounded
+    cache (step 5 off).
     """
     _validate(requests, fleet, classes, block_tokens, slice_s, window_s, unhealthy)
     if not requests:
@@ -120,14 +131,32 @@ def fluid_bound(
     slice_of = np.minimum(((arrival - start) // slice_s).astype(np.int64), n_slices - 1)
 
     only_model = next(iter(fleet.models)) if len(fleet.models) == 1 else ""
-    cells = _cells(ordered, _perfect_cache_uncached(ordered, block_tokens), slice_of, only_model)
+    uncached = _perfect_cache_uncached(ordered, block_tokens)
+    reuse = reuse_groups(ordered, block_tokens) if kv_capacity else None
+    group = reuse.group if reuse is not None else np.full(len(ordered), -1, dtype=np.int64)
+    cells = _cells(ordered, uncached, slice_of, only_model, group)
     kinds, replicas = _healthy_kinds(fleet, set(unhealthy))
-    cap = _capacity_matrix(cells, kinds, classes, capacity)
+    cap = _capacity_matrix(cells, kinds, classes, capacity, cells.mean_uncached)
 
     reachable_cells = cap.max(axis=1, initial=0.0) > 0
     reachable = int(cells.count[reachable_cells].sum())
     loads = _load_seconds(ordered, slice_of, n_slices, fleet, kinds, adapters or {}, only_model)
-    served = _solve(cells, cap, replicas, slice_len, n_slices, loads)
+    if reuse is None:
+        served = _solve(cells, cap, replicas, slice_len, n_slices, loads)
+    else:
+        served = solve_with_kv(
+            slice_index=cells.slice_index,
+            group=cells.group,
+            rate=cells.count / slice_len[cells.slice_index],
+            cap=cap,
+            cap_cold=_capacity_matrix(cells, kinds, classes, capacity, cells.mean_input),
+            kv_tokens=reuse.kv_tokens,
+            replicas=replicas,
+            kv_capacity=_kind_kv_tokens(fleet, kinds),
+            slice_len=slice_len,
+            n_slices=n_slices,
+            loads=list(zip(loads.slice_index, loads.seconds, loads.kinds, strict=True)),
+        )
     return FluidBound(
         goodput_rps=served / window,
         offered_rps=len(ordered) / window,
@@ -192,7 +221,11 @@ def _geometric_bucket(tokens: FloatArray) -> IntArray:
 
 
 def _cells(
-    ordered: Sequence[Request], uncached: FloatArray, slice_of: IntArray, only_model: str
+    ordered: Sequence[Request],
+    uncached: FloatArray,
+    slice_of: IntArray,
+    only_model: str,
+    group: IntArray,
 ) -> _Cells:
     models, model_index = np.unique(
         np.asarray([r.model or only_model for r in ordered], dtype=str),
@@ -202,12 +235,15 @@ def _cells(
         np.asarray([r.request_class for r in ordered], dtype=str), return_inverse=True
     )
     output = np.fromiter((r.output_tokens for r in ordered), np.float64, len(ordered))
+    prompt = np.fromiter((r.input_tokens for r in ordered), np.float64, len(ordered))
     keys = np.stack(
         [
             slice_of,
             model_index.ravel(),
             class_index.ravel(),
+            group,
             _geometric_bucket(uncached),
+            _geometric_bucket(prompt),
             _geometric_bucket(output),
         ],
         axis=1,
@@ -222,6 +258,8 @@ def _cells(
         count=count,
         mean_uncached=np.bincount(inverse, weights=uncached) / count,
         mean_output=np.bincount(inverse, weights=output) / count,
+        group=unique[:, 3],
+        mean_input=np.bincount(inverse, weights=prompt) / count,
     )
 
 
@@ -240,8 +278,10 @@ def _capacity_matrix(
     kinds: list[_Kind],
     classes: Mapping[str, RequestClass],
     capacity: CapacitySource,
+    prompt: FloatArray,
 ) -> FloatArray:
-    """``cap[d, k]``: req/s one replica of kind ``k`` serves of cell ``d`` alone at its SLO."""
+    """``cap[d, k]``: req/s one replica of kind ``k`` serves of cell ``d`` alone at its SLO, each
+    cell's prompt computing ``prompt[d]`` tokens."""
     cap = np.zeros((len(cells.count), len(kinds)))
     for k, kind in enumerate(kinds):
         table = capacity.table(kind.accelerator, kind.model, kind.tp)
@@ -252,10 +292,17 @@ def _capacity_matrix(
             if name not in slo_index:
                 c = classes[name]
                 slo_index[name] = table.slo_index(Slo(c.ttft_slo_s, c.tpot_slo_s))
-            cap[d, k] = table.lookup(
-                float(cells.mean_uncached[d]), float(cells.mean_output[d]), slo_index[name]
-            )
+            cap[d, k] = table.lookup(float(prompt[d]), float(cells.mean_output[d]), slo_index[name])
     return cap
+
+
+def _kind_kv_tokens(fleet: Fleet, kinds: list[_Kind]) -> FloatArray:
+    """KV memory (tokens) of one replica of each kind."""
+    kv = {
+        _Kind(r.accelerator.kind, r.model.name, r.tp): float(r.kv_capacity_tokens)
+        for r in fleet.replicas
+    }
+    return np.asarray([kv[k] for k in kinds], dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,29 +379,22 @@ def _solve(
     weight = slice_len[cells.slice_index[cell]]
     n_rows = n_cells + n_slices * n_kinds
     if loads is not None and loads.seconds:
-        # load seconds l[t, k]: one column per (need, kind); the need's row −Σ l ≤ −seconds
-        extra_rows: list[int] = []
-        extra_cols: list[int] = []
-        extra_data: list[float] = []
-        col = n_vars
-        for i, (t, need, ks) in enumerate(
-            zip(loads.slice_index, loads.seconds, loads.kinds, strict=True)
-        ):
-            need_row = n_rows + i
-            # loads cannot take more than the kinds' whole time (the LP stays feasible)
-            secs = min(need, float(sum(replicas[k] for k in ks)) * float(slice_len[t]))
-            for k in ks:
-                extra_rows += [need_row, n_cells + t * n_kinds + k]
-                extra_cols += [col, col]
-                extra_data += [-1.0, 1.0 / float(slice_len[t])]
-                col += 1
-            b_ub = np.append(b_ub, -secs)
-        rows = np.concatenate([rows, np.asarray(extra_rows, dtype=np.int64)])
-        cols = np.concatenate([cols, np.asarray(extra_cols, dtype=np.int64)])
-        data = np.concatenate([data, np.asarray(extra_data)])
-        n_rows += len(loads.seconds)
-        weight = np.concatenate([weight, np.zeros(col - n_vars)])
-        n_vars = col
+        extra = load_columns(
+            list(zip(loads.slice_index, loads.seconds, loads.kinds, strict=True)),
+            time_row0=n_cells,
+            n_kinds=n_kinds,
+            first_row=n_rows,
+            first_col=n_vars,
+            replicas=replicas,
+            slice_len=slice_len,
+        )
+        rows = np.concatenate([rows, extra.rows])
+        cols = np.concatenate([cols, extra.cols])
+        data = np.concatenate([data, extra.data])
+        b_ub = np.concatenate([b_ub, extra.b_ub])
+        n_rows += len(extra.b_ub)
+        weight = np.concatenate([weight, np.zeros(extra.n_cols)])
+        n_vars += extra.n_cols
     a_ub = csr_matrix((data, (rows, cols)), shape=(n_rows, n_vars))
     result = linprog(-weight, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     if result.status != 0:

@@ -1,7 +1,8 @@
 """The benchmark's cases from CLI text: workloads × fleets, each trace cut to its default span.
 
 Default spans keep a full run within minutes on two cores: the whole Mooncake slice (2,100 s),
-30 minutes of the mixed populations (~28k requests) and 10 minutes of the synthetic tenants.
+30 minutes of the mixed populations (~28k requests), 10 minutes of the synthetic tenants and
+20 minutes of kv-bound (~6.5k requests).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ DEFAULT_SPAN_S: dict[str, float | None] = {
     "mooncake": None,
     "mixed": 1800.0,
     "synthetic": 600.0,
+    "kv-bound": 1200.0,
     "multi-model": 900.0,
 }
 # workloads that need a fleet of their own (other models, LoRA slots) run on it, whatever --fleets

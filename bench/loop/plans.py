@@ -20,7 +20,7 @@ from placement.errors import InfeasiblePlan, PlacementError
 from placement.plan import Plan
 from placement.solver.adapters import place_adapters, with_residency
 from placement.solver.capacity import CapacitySource
-from placement.solver.instance import build_instance
+from placement.solver.instance import WARM_KV_SHARE, build_instance
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions, solve_plan
 
@@ -37,6 +37,8 @@ class SolveRecord:
     solve_s: float
     churn: float
     version: int | None
+    # (replica, group key, prefix tokens) for every prefix the plan keeps warm on a replica
+    residency: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -49,6 +51,7 @@ class Planning:
     rule: GroupRule = DEFAULT_RULE
     options: SolveOptions = field(default_factory=SolveOptions)
     time_limit_s: float = 10.0
+    warm_kv_share: float = WARM_KV_SHARE  # of each replica's KV memory, for warm prefixes
     records: list[SolveRecord] = field(default_factory=list)
 
     def solve(
@@ -75,6 +78,7 @@ class Planning:
             unhealthy=unhealthy,
             rule=self.rule,
             shed_unreachable=True,
+            warm_kv_share=self.warm_kv_share,
         )
         try:
             plan = solve_plan(
@@ -120,6 +124,9 @@ class Planning:
                 solve_s=time.perf_counter() - started,
                 churn=plan.solver.churn,
                 version=plan.version,
+                residency=tuple(
+                    (replica, g.key, g.prefix_tokens) for g in plan.groups for replica in g.warm
+                ),
             )
         )
         return plan

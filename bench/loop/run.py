@@ -35,7 +35,14 @@ from bench.loop.gated import Gated
 from bench.loop.learn import learn_capacity, roofline_capacity
 from bench.loop.plans import NO_GROUPS, Planning
 from bench.loop.replan import Replanning
-from bench.loop.tuning import BASE_PROFILE, TUNE_LOADS, Setting, grid, write_profile
+from bench.loop.tuning import (
+    BASE_PROFILE,
+    TUNE_LOADS,
+    WARM_KV_SHARES,
+    Setting,
+    grid,
+    write_profile,
+)
 from bench.policies import (
     OURS,
     GateSettings,
@@ -47,6 +54,7 @@ from bench.policies import (
 from placement.domain.fleet import Fleet
 from placement.plan import Plan
 from placement.solver.capacity import CapacitySource
+from placement.solver.instance import WARM_KV_SHARE
 from placement.solver.model import Weights
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
@@ -127,6 +135,7 @@ class CaseContext:
     model_uri: str
     headroom: float = 1.0
     profile: Path = BASE_PROFILE  # the route profile (tuned on the head by :func:`prepare`)
+    warm_kv_share: float = WARM_KV_SHARE  # the plan's warm-prefix budget (tuned on the head)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -235,6 +244,7 @@ def ours_with_policy(
         block_tokens=ctx.tune.block_tokens,
         rule=planning_rule(v),
         options=SolveOptions(weights=Weights(churn=0.0)) if not v.churn else SolveOptions(),
+        warm_kv_share=ctx.warm_kv_share,
     )
     policy = make_policy(OURS, _policy_ctx(ctx, v, headroom or ctx.headroom))
     assert isinstance(policy, PlacementPolicy)
@@ -286,8 +296,11 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     )
     best: tuple[float, Setting] = (-1.0, Setting(1.0, 2.0, 1.0))
     profiles = store / "profiles"
-    for setting in case.settings or grid():
+    # the warm-prefix budget matters only to traffic with shared prefixes
+    shares = WARM_KV_SHARES if any(r.block_hashes for r in tune.requests) else (WARM_KV_SHARE,)
+    for setting in case.settings or grid(shares):
         ctx.profile = write_profile(setting, profiles)
+        ctx.warm_kv_share = setting.warm_kv_share
         score = 0.0
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
@@ -297,11 +310,13 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             best = (score, setting)
     chosen = best[1]
     ctx.headroom = chosen.headroom
+    ctx.warm_kv_share = chosen.warm_kv_share
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
         f"{chosen.headroom}, prefix-match weight {chosen.prefix_weight}, predicted-TTFT weight "
-        f"{chosen.ttft_weight} ({ctx.profile.name})"
+        f"{chosen.ttft_weight} ({ctx.profile.name}), warm-prefix KV share "
+        f"{chosen.warm_kv_share}"
     )
     return ctx
 
@@ -454,6 +469,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "capacity_source": ctx.model_uri,
         "gate_headroom": ctx.headroom,
         "route_profile": ctx.profile.name,
+        "warm_kv_share": ctx.warm_kv_share,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
         "our_knee_load": knee(our_rows),

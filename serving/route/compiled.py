@@ -27,7 +27,8 @@ class PlanEntry:
     ``alternates[j]`` are the replica ids a proxy should try after primary ``j`` (the other
     primaries, then the secondaries); ``spill_alternates[k]`` likewise after secondary ``k``.
     ``turn`` is written on the hot path without a lock: a lost increment under a race only
-    repeats one position of the sequence.
+    repeats one position of the sequence. ``warm``: the replicas the plan keeps the group's
+    prefix warm on (within their KV budgets); the others serve it cold.
     """
 
     __slots__ = (
@@ -39,6 +40,7 @@ class PlanEntry:
         "secondary",
         "spill_alternates",
         "turn",
+        "warm",
     )
 
     def __init__(
@@ -52,8 +54,10 @@ class PlanEntry:
         ids: Sequence[str],
         max_alternates: int,
         turn: int,
+        warm: tuple[int, ...] = (),
     ) -> None:
         self.model = model
+        self.warm = warm
         self.replicas = replicas
         self.cumulative = cumulative
         self.secondary = secondary
@@ -92,6 +96,7 @@ def _entry(
     fleet: FleetView,
     max_alternates: int,
     turn: int,
+    warm: tuple[str, ...] = (),
 ) -> PlanEntry:
     pairs = [
         (fleet.index_of[r], w)
@@ -121,6 +126,7 @@ def _entry(
         ids=[s.id for s in fleet.states],
         max_alternates=max_alternates,
         turn=turn,
+        warm=tuple(fleet.index_of[r] for r in warm if r in fleet.index_of),
     )
 
 
@@ -146,6 +152,7 @@ def compile_plan(
             fleet=fleet,
             max_alternates=max_alternates,
             turn=g.key & _TURN_SEED_MASK,
+            warm=g.warm,
         )
         for g in plan.groups
     }

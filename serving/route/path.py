@@ -82,7 +82,8 @@ class PlacementRoutePath:
             load_cap.cap_of if load_cap is not None else (lambda _: _INF)
         )
         self._spill = p.spill_to_secondary
-        self._scored = p.plan_picker == "scored"
+        self._scored = p.plan_picker in ("scored", "warm")
+        self._warm_only = p.plan_picker == "warm"
         self._reasons = {f.cause: f"fallback:{f.cause}" for f in p.filters}
         self._reasons.setdefault("unhealthy", "fallback:unhealthy")
         self._prefixes = RouterPrefixIndex(p.block_tokens) if p.uses_prefix_index else None
@@ -163,6 +164,17 @@ class PlacementRoutePath:
                     routing, query, now, UNSEEN_PREFIX, self.profile.unseen_prefix, None
                 )
         if self._scored:
+            if self._warm_only and entry.warm:
+                # among the replicas the plan keeps the group's prefix warm on: the others'
+                # caches hold the groups the plan packed there (the gate's second look still
+                # takes a faster replica when these would miss)
+                warm = entry.warm
+                try:
+                    return self._fallback(
+                        routing, query, now, PLAN, self.profile.no_plan, entry, warm.__contains__
+                    )
+                except NoReplica:
+                    pass
             return self._fallback(routing, query, now, PLAN, self.profile.no_plan, entry)
         states = fleet.states
         caps = routing.cap_in_flight
@@ -308,7 +320,10 @@ class PlacementRoutePath:
         if entry is not None:
             preferred = entry.replicas + entry.secondary
             if entry.prefix_tokens:
-                cached = dict.fromkeys(preferred, entry.prefix_tokens)
+                # only where the plan keeps the prefix warm: crediting every planned or spare
+                # replica would draw the group's traffic to replicas whose KV budget the plan
+                # gave to other groups, and evict them
+                cached = dict.fromkeys(entry.warm, entry.prefix_tokens)
         if self._prefixes is not None and query.block_hashes and PREFIX_SIGNAL in picker.signals:
             matches = self._prefixes.match_all(query.block_hashes)
             if matches:

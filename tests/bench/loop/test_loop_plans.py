@@ -70,3 +70,13 @@ def test_a_solver_failure_keeps_the_plan_and_is_logged(
     assert again is None
     assert planning.records[-1].status == "failed"
     assert "kept the previous plan" in caplog.text and "failed" in caplog.text
+
+
+def test_the_warm_prefix_budget_reaches_the_plan() -> None:
+    kv = FLEET.replicas[0].kv_capacity_tokens
+    for share in (0.5, 0.8):
+        planning = _planning()
+        planning.warm_kv_share = share
+        plan = planning.solve(_requests(), window_s=10.0)
+        assert plan is not None
+        assert {r.kv_budget_tokens for r in plan.replicas} == {int(share * kv)}
