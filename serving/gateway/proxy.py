@@ -74,7 +74,7 @@ class Gateway:
                 flush_rows=settings.telemetry_flush_rows,
             )
             if settings.telemetry_dir is not None
-            else None
+            else runtime.telemetry  # the service's own store (PLACEMENT_TELEMETRY_DIR), if any
         )
         self.recorder = OutcomeRecorder(self.service, self.metrics, self.sink)
         self.waiting = WaitingRoom(
@@ -95,7 +95,7 @@ class Gateway:
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
         self.waiting.start()
-        if self.sink is not None:
+        if self.sink is not None and self.sink is not self.runtime.telemetry:  # else the app's
             self._tasks.append(asyncio.get_running_loop().create_task(self.sink.run()))
 
     async def close(self) -> None:
@@ -104,7 +104,7 @@ class Gateway:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         await self.waiting.close()
-        if self.sink is not None:
+        if self.sink is not None and self.sink is not self.runtime.telemetry:
             await self.sink.flush()
         await self.upstream.close()
 

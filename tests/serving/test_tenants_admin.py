@@ -245,6 +245,10 @@ def test_each_tenant_reads_its_own_usage_and_operators_read_everyones(tmp_path: 
     # a fleet-wide router is not an operator
     assert client.get("/v1/usage", headers={"X-API-Key": ROUTE_ONLY}).status_code == 403
 
+    # a removed tenant's keys stop working at once
+    assert client.delete("/v1/admin/tenants/globex", headers=OPERATOR).status_code == 204
+    assert _route(client, "globex", key=keys["globex"]).status_code == 401
+
     # the reported outcomes are rows of the telemetry store
     sink = _runtime(client).telemetry
     assert sink is not None
