@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from placement.domain.requests import Request
@@ -91,6 +91,25 @@ class RoutingPolicy(Protocol):
     def on_first_token(self, req: Request, replica: ReplicaView, now: float) -> None: ...
 
     def on_complete(self, req: Request, replica: ReplicaView, now: float) -> None: ...
+
+
+# routes one request now and sends it to its replica: False when the policy refuses it
+Place = Callable[[Request, float], bool]
+
+
+class Holding(Protocol):
+    """Where requests wait that the fleet cannot take yet (the gateway's flow control).
+
+    The simulator hands each arrival to :meth:`arrive` instead of routing it itself; the
+    holding places it at once or keeps it (and sets ``req.error`` when it refuses it for good).
+    :meth:`pump` is called after every engine step and at every scrape while :meth:`busy`.
+    """
+
+    def arrive(self, req: Request, now: float, place: Place) -> None: ...
+
+    def pump(self, now: float, place: Place) -> None: ...
+
+    def busy(self) -> bool: ...
 
 
 class Filter(Protocol):

@@ -23,7 +23,7 @@ from sim.engine import Replica
 from sim.faults import Fault
 from sim.gateway import Gateway
 from sim.lora import AdapterSlots, ResidencyEvent, load_times
-from sim.router import RoutingPolicy
+from sim.router import Holding, RoutingPolicy
 from sim.workloads.base import Workload
 
 # event kinds, in the order they are handled when they fall on the same instant
@@ -108,8 +108,12 @@ class Simulator:
         cost_model: Callable[[ReplicaSpec], IterationCostModel],
         config: SimConfig | None = None,
         weights: Sequence[float] | None = None,
+        holding: Holding | None = None,
     ) -> None:
+        """``holding``: flow control between arrivals and the policy (None: every arrival is
+        routed at once, and refused when the policy refuses it)."""
         self.fleet = fleet
+        self.holding = holding
         self.workload = workload
         self.config = config or SimConfig()
         self.gateway = Gateway(fleet.replicas, policy, weights=weights)
@@ -173,6 +177,7 @@ class Simulator:
         heap = self._heap
         replicas = self.replicas
         gateway = self.gateway
+        holding = self.holding
         push = self._push
         last_arrival = reqs[-1].arrival_s if reqs else 0.0
         horizon = (
@@ -199,9 +204,13 @@ class Simulator:
                         end = r.step(now)
                         if end is not None:
                             push(end, _STEP, r.index)
+                        if holding is not None and holding.busy():
+                            holding.pump(now, self._place)
                 elif kind == _SCRAPE:
                     self._scrape(now)
-                    if i < n or heap:
+                    if holding is not None and holding.busy():
+                        holding.pump(now, self._place)
+                    if i < n or heap or (holding is not None and holding.busy()):
                         push(now + self.config.scrape_interval_s, _SCRAPE, None)
                 elif kind == _RETRY:
                     self._dispatch(payload, now)
@@ -216,7 +225,10 @@ class Simulator:
             req = reqs[i]
             i += 1
             events += 1
-            self._dispatch(req, now)
+            if holding is not None:
+                holding.arrive(req, now, self._place)
+            else:
+                self._dispatch(req, now)
             if progress is not None and i % 10_000 == 0:
                 progress(i)
         return SimResult(
@@ -251,18 +263,23 @@ class Simulator:
         )
 
     def _dispatch(self, req: Request, now: float) -> None:
+        if not self._place(req, now):
+            req.error = "refused: no replica can serve"
+
+    def _place(self, req: Request, now: float) -> bool:
+        """Route ``req`` and send it to its replica; False when the policy refuses it."""
         idx = self.gateway.route(req, now)
         if idx < 0:
-            req.error = "refused: no replica can serve"
-            return
+            return False
         r = self.replicas[idx]
         if not r.alive:
             self.gateway.connection_failed(req, now)
             self._retry(req, now)
-            return
+            return True
         end = r.enqueue(req, now)
         if end is not None:
             self._push(end, _STEP, idx)
+        return True
 
     def _retry(self, req: Request, now: float) -> None:
         tries = self._retries.get(req.id, 0)

@@ -402,6 +402,48 @@ def gateway(
     )
 
 
+@app.command("flow")
+@user_errors
+def flow(
+    out: Annotated[Path, typer.Option(help="JSON output (a PNG is written beside it)")],
+    load: Annotated[float, typer.Option(help="interactive load, × nominal capacity")] = 1.5,
+    replicas: Annotated[int, typer.Option(help="H100s of the overload fleet")] = 4,
+    day_peak: Annotated[float, typer.Option(help="the diurnal day's peak load")] = 1.5,
+    day_replicas: Annotated[int, typer.Option(help="H100s of the day's fleet")] = 2,
+    seed: Annotated[int, typer.Option(help="seed of tenants, bands and the day's arrivals")] = 1,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="a smoke run: a slice, three settings, a 1 h day")
+    ] = False,
+    emulated: Annotated[
+        bool,
+        typer.Option(
+            "--emulated/--no-emulated",
+            help="also crash a real gateway mid-batch on the emulated fleet",
+        ),
+    ] = True,
+) -> None:
+    """Flow control against refusing at once, batch work on a diurnal day's idle capacity,
+    batch requests lost across a gateway crash."""
+    from bench.flow.run import run_flow_bench
+
+    if load <= 0 or day_peak <= 0:
+        raise typer.BadParameter("must be > 0", param_hint="--load/--day-peak")
+    if replicas < 1 or day_replicas < 1:
+        raise typer.BadParameter("must be ≥ 1", param_hint="--replicas/--day-replicas")
+    run_flow_bench(
+        out=out,
+        replicas=replicas,
+        load=load,
+        day_peak=day_peak,
+        day_replicas=day_replicas,
+        day_s=3600.0 if quick else 24 * 3600.0,
+        seed=seed,
+        quick=quick,
+        emulated=emulated,
+        say=typer.echo,
+    )
+
+
 @app.command("e2e")
 @user_errors
 def e2e(

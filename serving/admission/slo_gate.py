@@ -209,10 +209,11 @@ class SloGate:
             )
         return cls
 
-    def limit_s(self, request_class: str) -> float:
-        """The TTFT above which a request of this class misses its SLO (× ``headroom``)."""
+    def limit_s(self, request_class: str, budget_s: float | None = None) -> float:
+        """The TTFT above which a request of this class misses its SLO (× ``headroom``); with
+        ``budget_s``, the time its first token still has (after waiting in a queue) instead."""
         cls = self._class(request_class)
-        limit = cls.ttft_slo_s * self.headroom
+        limit = (cls.ttft_slo_s if budget_s is None else max(0.0, budget_s)) * self.headroom
         return limit * self.shed_factor if cls.sheddable else limit
 
     def refuse_threshold(self, tenant: str | None = None) -> float:
@@ -268,11 +269,17 @@ class SloGate:
         )
 
     def judge(
-        self, tenant: str, request_class: str, seen: Forecast, now: float | None = None
+        self,
+        tenant: str,
+        request_class: str,
+        seen: Forecast,
+        now: float | None = None,
+        budget_s: float | None = None,
     ) -> bool:
         """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
-        moves per decision only); :attr:`last` keeps the rule."""
-        ttft_limit = self.limit_s(request_class)
+        moves per decision only) with ``budget_s`` left for its first token (None: its class's
+        SLO); :attr:`last` keeps the rule."""
+        ttft_limit = self.limit_s(request_class, budget_s)
         tpot_limit = self.tpot_limit_s(request_class)
         ttft_miss = seen.ttft_miss(ttft_limit)
         tpot_miss = seen.tpot_miss(tpot_limit)
@@ -386,7 +393,8 @@ class SloGate:
         there (or, leaving a replica decoding late, likely to meet) — record its dispatch and
         charge the prompt; None when refused (:attr:`last` says why)."""
         tenant, cls = query.tenant, query.request_class
-        ttft_limit, tpot_limit = self.limit_s(cls), self.tpot_limit_s(cls)
+        ttft_limit = self.limit_s(cls, query.ttft_budget_s)
+        tpot_limit = self.tpot_limit_s(cls)
         seen = self.forecast(path, query, decision, now)
         miss = seen.miss(ttft_limit, tpot_limit)
         late = seen.observed_tpot_s > tpot_limit
@@ -401,7 +409,7 @@ class SloGate:
                 other_miss = other.miss(ttft_limit, tpot_limit)
                 if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
                     decision, seen = other_choice, other
-        admitted = self.judge(tenant, cls, seen, now)
+        admitted = self.judge(tenant, cls, seen, now, query.ttft_budget_s)
         self.last = dataclasses.replace(self.last, replica_id=decision.replica_id)
         if not admitted:
             return None

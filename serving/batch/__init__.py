@@ -22,10 +22,12 @@ def batch_companions(gateway: Gateway) -> Sequence[Companion]:
     jobs = BatchJobs(BatchStore(settings.batch_dir))
     service = gateway.service
     admission = service.admission
-    queue = gateway.waiting.queue
+    waiting = gateway.waiting
+    queue = waiting.queue
 
     def load() -> Load:
-        return Load(queue.waiting, admission.in_flight, admission.fleet_in_flight)
+        quiet = waiting.clock() - waiting.pressed_at
+        return Load(queue.waiting, admission.in_flight, admission.fleet_in_flight, quiet)
 
     runner = BatchRunner(
         jobs,
@@ -33,7 +35,9 @@ def batch_companions(gateway: Gateway) -> Sequence[Companion]:
         load,
         service.metrics.registry,
         idle=IdlePolicy(
-            busy_fraction=settings.batch_busy_fraction, batch_fraction=settings.batch_share
+            busy_fraction=settings.batch_busy_fraction,
+            batch_fraction=settings.batch_share,
+            calm_s=settings.batch_calm_s,
         ),
     )
     return (

@@ -40,6 +40,7 @@ class Load:
     waiting_above: int  # requests waiting in the flow-control queue
     in_flight: int
     budget: int  # the fleet's in-flight budget
+    quiet_s: float = float("inf")  # since a request last had to wait or was refused
 
 
 TICK_S = 0.05
@@ -169,6 +170,7 @@ class BatchRunner:
                 in_flight=load.in_flight,
                 batch_in_flight=len(self.running),
                 budget=load.budget,
+                quiet_s=load.quiet_s,
             ):
                 self.paused = True
                 return False

@@ -18,7 +18,10 @@ queue. A request the fleet cannot take at once is *offered* here instead of bein
   a Retry-After and counts a deadline miss); one that cannot meet its deadline even now is
   refused at the door, as is one whose tenant already holds its **share** of the queue
   (``max(floor, credit share) × max_queued``) or one arriving at a full queue;
-- a waiting request can be **removed** at once (its client went away).
+- a waiting request can be **removed** at once (its client went away);
+- what it is dispatched with is the time it has left (:meth:`FlowPolicy.ttft_budget`): the
+  admission that places it judges its forecast TTFT against that, not against the full SLO —
+  and, below the top band, against ``band_headroom`` of it, so lower bands leave room.
 
 Orders other than the default (``fair``) exist to be compared: ``edf`` (earliest dispatch
 deadline in the band, tenants ignored) and ``fifo`` (arrival order in the band).
@@ -58,6 +61,9 @@ class FlowPolicy:
     tenant_floor: float = DEFAULT_TENANT_FLOOR
     credit_shares: Mapping[str, float] = field(default_factory=dict)
     decode_weight: float = DEFAULT_DECODE_WEIGHT
+    # a request of a band below the top may be dispatched only when forecast to take at most
+    # this share of the time it has left: lower bands leave room for the top one
+    band_headroom: float = 1.0
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -70,6 +76,14 @@ class FlowPolicy:
             raise InputError("must be > 0", field="deadline_slack")
         if not 0 <= self.tenant_floor <= 1:
             raise InputError("must be within [0, 1]", field="tenant_floor")
+        if not 0 < self.band_headroom <= 1:
+            raise InputError("must be within (0, 1]", field="band_headroom")
+
+    def ttft_budget(self, band: int, deadline: float, now: float) -> float:
+        """The time a request of ``band`` due at ``deadline`` may be forecast to take if
+        dispatched at ``now``."""
+        left = max(0.0, deadline - now)
+        return left if band == 0 else left * self.band_headroom
 
     def share(self, tenant: str, credit_share: float) -> int:
         """How many requests a tenant with ``credit_share`` may have waiting (at least one)."""

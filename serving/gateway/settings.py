@@ -48,6 +48,8 @@ class GatewaySettings(BaseSettings):
     queue_order: Literal["fair", "edf", "fifo"] = "fair"
     queue_deadline_slack: float = Field(default=1.0, gt=0, le=100)
     queue_tenant_floor: float = Field(default=0.05, ge=0, le=1)
+    # below the top band, dispatch only when forecast to take this share of the time left
+    queue_band_headroom: float = Field(default=1.0, gt=0, le=1)
     # the prefill rate the queue assumes to tell when a waiting request's first token is due
     queue_prefill_tokens_per_s: float = Field(default=20000.0, gt=0)
     # the Batch API (/v1/files, /v1/batches): its files and jobs kept in this folder (None: off)
@@ -57,6 +59,8 @@ class GatewaySettings(BaseSettings):
     # budget and batch holds under batch_share of it (and nothing waits in the queue)
     batch_busy_fraction: float = Field(default=0.6, gt=0, le=1)
     batch_share: float = Field(default=0.5, gt=0, le=1)
+    # … and only once no request has had to wait or been refused for this long
+    batch_calm_s: float = Field(default=10.0, ge=0)
 
 
 def load_gateway_settings(**overrides: object) -> GatewaySettings:

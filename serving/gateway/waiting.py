@@ -11,7 +11,9 @@ holds the client's connection forwards it and relays the answer or stream: no lo
 It is refused with 429 and a Retry-After when the queue refuses it at the door (its deadline
 cannot be met, its tenant's share of the queue is full, the queue is full) or when its latest
 dispatch moment passes while it waits (a deadline miss). A client that disconnects while
-waiting is taken out of the queue at once.
+waiting is taken out of the queue at once. Whatever is routed carries the time its first token
+has left (``RouteQuery.ttft_budget_s``: its deadline less now, and ``band_headroom`` of that
+below the top band), which the SLO gate judges it by.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -128,6 +130,8 @@ class WaitingRoom:
         )
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        # when a request last had to wait or was refused (batch work stays paused a while)
+        self.pressed_at = float("-inf")
         self._rates: GpuRates = mean_rates(())
         self._priced_for = 0  # replicas registered when the rates were averaged
 
@@ -170,16 +174,23 @@ class WaitingRoom:
         raises (:class:`~serving.route.types.NoReplica`, bad input)."""
         band = self.band(query.request_class)
         queue = self.queue
-        if not self.enabled or queue.waiting_above(band + 1) == 0:
-            try:
-                return self.service.route(query)
-            except Refused:
-                if not self.enabled:
-                    raise
         slo = ttft_slo_s
         if slo is None:
             known = DEFAULT_CLASSES.get(query.request_class)
             slo = known.ttft_slo_s if known is not None else DEFAULT_TTFT_SLO_S
+        policy = queue.policy
+        deadline = arrival + slo * policy.deadline_slack
+        if not self.enabled or queue.waiting_above(band + 1) == 0:
+            try:
+                if not self.enabled:
+                    return self.service.route(query)
+                budget = policy.ttft_budget(band, deadline, self.clock())
+                return self.service.route(replace(query, ttft_budget_s=budget))
+            except Refused:
+                self.pressed_at = self.clock()
+                if not self.enabled:
+                    raise
+        self.pressed_at = self.clock()
         future: asyncio.Future[Routed] = asyncio.get_running_loop().create_future()
         item = queue.make(
             Ticket(query, future),
@@ -231,8 +242,9 @@ class WaitingRoom:
             if ticket.future.done():  # its client left between two pumps
                 queue.remove(item)
                 continue
+            budget = queue.policy.ttft_budget(item.band, item.deadline, now)
             try:
-                routed = self.service.route(ticket.query)
+                routed = self.service.route(replace(ticket.query, ttft_budget_s=budget))
             except Refused:
                 return  # the fleet takes no more of this band: lower bands wait too
             except Exception as exc:  # no replica, bad input: answered as without a queue

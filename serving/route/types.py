@@ -34,6 +34,9 @@ class RouteQuery:
     block_hashes: tuple[int, ...]
     input_tokens: int
     max_output_tokens: int
+    # the time left for its first token, when it is not its class's TTFT SLO: a request that
+    # waited in the gateway's flow-control queue has only what remains before its deadline
+    ttft_budget_s: float | None = None
     adapter: str = ""  # a LoRA adapter on ``model`` ("": the base model)
 
 

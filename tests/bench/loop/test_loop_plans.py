@@ -72,6 +72,34 @@ def test_a_solver_failure_keeps_the_plan_and_is_logged(
     assert "kept the previous plan" in caplog.text and "failed" in caplog.text
 
 
+def test_a_window_with_lora_traffic_gets_a_plan_with_adapter_residency() -> None:
+    from bench.loop.cases import OWN_FLEET
+    from placement.domain.fleet import load_fleet
+    from placement.paths import repo_root
+    from sim.workloads.trace_file import load_trace_file
+
+    wl = load_trace_file(
+        repo_root() / "data" / "samples" / "multi_model" / "multi_model_first1200.jsonl"
+    )
+    fleet = load_fleet(OWN_FLEET["multi-model"])
+    planning = Planning(
+        fleet=fleet,
+        tenants=wl.tenants,
+        classes=wl.classes,
+        capacity=FixedCapacity({"H100-SXM": 40.0}),
+        block_tokens=wl.block_tokens,
+    )
+    plan = planning.solve(wl.requests, window_s=wl.duration_s)
+    assert plan is not None
+    held = {r.id: set(r.adapters) for r in plan.replicas}
+    slots = {r.id: r.max_loras for r in fleet.replicas}
+    assert all(len(held[r]) <= slots[r] for r in held)
+    assert plan.adapter_routes
+    for route in plan.adapter_routes:
+        assert all(route.adapter in held[r] for r in route.route.replicas)
+    assert not held["h100-70b-0"] and not held["h100-70b-1"]  # no LoRA slots there
+
+
 def test_the_warm_prefix_budget_reaches_the_plan() -> None:
     kv = FLEET.replicas[0].kv_capacity_tokens
     for share in (0.5, 0.8):

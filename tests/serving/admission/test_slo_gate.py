@@ -198,6 +198,16 @@ def test_sheddable_work_is_judged_by_its_own_slo_under_pressure_too() -> None:
     assert gate.pressure == before
 
 
+def test_a_queued_request_is_judged_by_the_time_it_has_left() -> None:
+    gate = SloGate(DEFAULT_CLASSES)
+    seen = Forecast(ttft_s=1.5, ttft_spread=0.0)
+    assert gate.judge("a", "interactive", seen)  # 1.5 s against the class's 2 s
+    assert not gate.judge("a", "interactive", seen, budget_s=1.0)  # waited: 1 s left
+    assert gate.last.ttft_limit_s == pytest.approx(1.0)
+    assert gate.judge("a", "interactive", seen, budget_s=3.0)  # a looser deadline
+    assert gate.limit_s("interactive", budget_s=-0.5) == 0.0
+
+
 def _replica(accelerator: str) -> ReplicaState:
     return ReplicaState(
         id=accelerator,
