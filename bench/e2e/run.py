@@ -12,11 +12,13 @@ its greedy cache-and-load routing).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from bench.e2e.figures import replay_row, summary
@@ -102,10 +104,15 @@ class E2EOptions:
 def run_e2e_bench(options: E2EOptions, *, out: Path | None = None) -> dict[str, Any]:
     options.check()
     tools = _tools(options)
-    with tempfile.TemporaryDirectory(prefix="e2e-") as tmp:
-        work = options.workdir or Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        rows = [*_replays(options, tools, work), *_probes(options, tools, work)]
+    # SIGTERM unwinds like Ctrl-C, so the fleet, the routers and aiperf it started are stopped
+    previous = signal.signal(signal.SIGTERM, _exit_on_term)
+    try:
+        with tempfile.TemporaryDirectory(prefix="e2e-") as tmp:
+            work = options.workdir or Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            rows = [*_replays(options, tools, work), *_probes(options, tools, work)]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     cls = DEFAULT_CLASSES[MOONCAKE_CLASS]
     payload: dict[str, Any] = {
         "fleet": str(options.fleet),
@@ -137,6 +144,10 @@ def run_e2e_bench(options: E2EOptions, *, out: Path | None = None) -> dict[str, 
                 title="Mooncake slice, end to end (aiperf) on the emulated fleet",
             )
     return payload
+
+
+def _exit_on_term(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _tools(options: E2EOptions) -> Tools:

@@ -62,9 +62,7 @@ def parse_request(path: str, raw: bytes, *, block_chars: int) -> ProxyRequest:
     ) and temperature == 0
     upstream = raw
     if gen.stream and not gen.include_usage:
-        options = dict(body.get("stream_options") or {})
-        options["include_usage"] = True
-        upstream = json.dumps({**body, "stream_options": options}).encode()
+        upstream = _asking_for_usage(raw, body)
     return ProxyRequest(
         kind=kind,
         path=path,
@@ -76,6 +74,22 @@ def parse_request(path: str, raw: bytes, *, block_chars: int) -> ProxyRequest:
         upstream_body=upstream,
         client_wants_usage=gen.include_usage,
     )
+
+
+_USAGE_OPTION = b'"stream_options":{"include_usage":true}'
+
+
+def _asking_for_usage(raw: bytes, body: dict[str, Any]) -> bytes:
+    """The body with ``stream_options.include_usage`` set. Without ``stream_options`` the
+    member is put in the client's bytes as they are (encoding a long prompt again cost a fifth
+    of the gateway's time on the Mooncake slice); otherwise the body is encoded anew."""
+    if "stream_options" not in body:
+        start = raw.index(b"{") + 1  # parsed as a JSON object: it opens with a brace
+        empty = raw[start:].lstrip().startswith(b"}")
+        return raw[:start] + _USAGE_OPTION + (b"" if empty else b",") + raw[start:]
+    options = dict(body.get("stream_options") or {})
+    options["include_usage"] = True
+    return json.dumps({**body, "stream_options": options}).encode()
 
 
 def _check_context(gen: api.Generation, least_tokens: int) -> None:
