@@ -106,6 +106,8 @@ class TenantPlan(_Frozen):
     # its cap on all traffic); optional so plans written before them still parse
     guaranteed_rps: float | None = Field(default=None, ge=0)
     cap_rps: float | None = Field(default=None, ge=0)
+    # the share of its demand predicted to meet its SLOs (None: no demand in the window)
+    predicted_attainment: float | None = Field(default=None, ge=0, le=1)
 
 
 class ClassOutcome(_Frozen):

@@ -26,7 +26,7 @@ from serving.api.runtime import ServiceRuntime
 from serving.api.schemas import RouteRequest
 from serving.api.security import refusal_of, token_from_headers
 from serving.route.types import NoReplica, UnservedModel
-from serving.service import Refused
+from serving.service import ModelNotAllowed, Refused
 
 ROUTE_PATH = "/v1/route"
 _JSON = (b"content-type", b"application/json")
@@ -111,6 +111,8 @@ class FastRoute:
             raise _Refusal(503, str(exc) or "no replica can serve") from None
         except InputError as exc:
             raise _Refusal(422, str(exc)) from None
+        except ModelNotAllowed as exc:
+            raise _Refusal(403, str(exc)) from None
         except PlacementError as exc:
             raise _Refusal(400, str(exc)) from None
         return 200, _answer(service, routed), _headers(routed)

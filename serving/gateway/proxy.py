@@ -35,7 +35,7 @@ from serving.gateway.errors import GatewayError
 from serving.gateway.forward import UPSTREAM_ERRORS, Response, Upstream, base_url, refused
 from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_meta
 from serving.gateway.metrics import GatewayMetrics
-from serving.gateway.outcome import Outcome, OutcomeRecorder, TelemetrySink
+from serving.gateway.outcome import Outcome, OutcomeRecorder
 from serving.gateway.prompt import ProxyRequest, cache_key, parse_request
 from serving.gateway.result_cache import CachedAnswer, ResultCache
 from serving.gateway.retry import RetryBudget
@@ -44,6 +44,7 @@ from serving.gateway.stream import EventRelay, read_usage
 from serving.gateway.waiting import ClientGone, WaitingRoom
 from serving.route.types import NoReplica, RouteQuery
 from serving.service import Refused, Routed
+from serving.telemetry_sink import TelemetrySink
 from sim.emulator.openai_api import error_event
 
 JSON = b"application/json"
@@ -73,7 +74,7 @@ class Gateway:
                 flush_rows=settings.telemetry_flush_rows,
             )
             if settings.telemetry_dir is not None
-            else None
+            else runtime.telemetry  # the service's own store (PLACEMENT_TELEMETRY_DIR), if any
         )
         self.recorder = OutcomeRecorder(self.service, self.metrics, self.sink)
         self.waiting = WaitingRoom(
@@ -94,7 +95,7 @@ class Gateway:
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
         self.waiting.start()
-        if self.sink is not None:
+        if self.sink is not None and self.sink is not self.runtime.telemetry:  # else the app's
             self._tasks.append(asyncio.get_running_loop().create_task(self.sink.run()))
 
     async def close(self) -> None:
@@ -103,7 +104,7 @@ class Gateway:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         await self.waiting.close()
-        if self.sink is not None:
+        if self.sink is not None and self.sink is not self.runtime.telemetry:
             await self.sink.flush()
         await self.upstream.close()
 

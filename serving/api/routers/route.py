@@ -30,7 +30,7 @@ from serving.api.schemas import (
 )
 from serving.api.security import Principal
 from serving.route.types import NoReplica, RouteQuery, UnservedModel
-from serving.service import PlacementService, Refused, Routed
+from serving.service import ModelNotAllowed, PlacementService, Refused, Routed
 
 router = APIRouter(prefix="/v1", tags=["route"])
 
@@ -38,7 +38,10 @@ DESTINATION = "x-gateway-destination-endpoint"
 BATCH_REFUSALS = problems(
     *AUTH,
     *JSON_BODY,
-    described={403: "the key lacks the scope, or routes for another tenant"},
+    described={
+        403: "the key lacks the scope, routes for another tenant, or the tenant may not use "
+        "the model"
+    },
 )
 REFUSALS = {
     **BATCH_REFUSALS,
@@ -189,6 +192,9 @@ async def route_batch(
             continue
         except InputError as exc:
             results.append(BatchItem(status=422, detail=str(exc)))
+            continue
+        except ModelNotAllowed as exc:
+            results.append(BatchItem(status=403, detail=str(exc)))
             continue
         results.append(
             BatchItem(status=200, decision=RouteResponse.model_validate(_answer(service, routed)))

@@ -116,3 +116,31 @@ def test_a_client_that_leaves_is_taken_out_of_the_queue(gateway: Running) -> Non
         if line.startswith("placement_gateway_queue_total") and 'outcome="client_gone"' in line
     ]
     assert float(gone[0].rsplit(" ", 1)[1]) == 1
+
+
+def test_a_streamed_request_that_waited_streams_from_the_replica_that_serves_it(
+    gateway: Running,
+) -> None:
+    events: list[str] = []
+
+    def stream_when_served(c: httpx.Client) -> None:
+        ask = {"model": MODEL, "prompt": "Hi", "max_tokens": 6, "stream": True}
+        with c.stream(
+            "POST", "/v1/completions", json=ask, headers={"x-slo-ttft-ms": "20000"}
+        ) as answer:
+            events.append(f"status {answer.status_code} {answer.headers['x-placement-replica']}")
+            events.extend(line for line in answer.iter_lines() if line.startswith("data:"))
+
+    with httpx.Client(base_url=gateway.url, headers=AUTH, timeout=30) as c:
+        with c.stream("POST", "/v1/completions", json=HOLD) as held:
+            lines = held.iter_lines()
+            next(lines)
+            waiter = threading.Thread(target=stream_when_served, args=(c,))
+            waiter.start()
+            _wait_for(lambda: _queued(gateway) == 1)
+            assert not events
+            del lines
+        waiter.join(timeout=20)  # the client stays open while the waiter streams
+    assert events[0] == "status 200 h100-0"
+    assert events[-1] == "data: [DONE]"
+    assert len(events) - 2 >= 3  # relayed event by event as they came, not one piece
