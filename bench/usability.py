@@ -1,13 +1,19 @@
 """A new user's first hour, timed: the CLI's help, a plan solve, the demo service's start and
 its idle cost. Every figure comes from the real command run as a subprocess, as a user types it.
 
-- ``help_s``: ``placement --help`` (median of ``repeats`` runs);
+- ``help_s``: ``placement --help`` (median of ``repeats`` runs); ``help_cpu_s`` its CPU
+  seconds (user + system), as ``plan_solve_cpu_s`` for the plan solve: the wall times depend on
+  how busy the machine is, these much less (``load_average`` records how busy it was);
 - ``plan_solve_wall_s`` / ``plan_solve_solver_s``: ``placement plan solve`` on the shipped
   hetero fleet and mixed workload (wall time of the command; the solver's own time from the
   plan it publishes), median of ``repeats`` runs;
 - ``ready_s``: ``placement serve --demo`` from start to the first ``/readyz`` 200;
+- ``first_plan_s``: from start until ``/readyz`` names an installed plan (the demo is ready
+  before, routing by its greedy fallback, while its worker process starts and solves the first
+  plan); ``settling_cpu_share`` is the service's CPU share between ready and then;
 - ``idle_cpu_share``: CPU seconds of the service's whole process tree over ``idle_s`` seconds
-  of wall time with no traffic, once ready (1.0 = one core busy).
+  of wall time with no traffic once the first plan is in (1.0 = one core busy): the steady
+  cost of a service with nothing to do (scraping its replicas, following its plan store).
 
 Targets (issue "A new user's first hour"): help ≤ 0.5 s, plan solve ≤ 3 × solver + 5 s, ready
 ≤ 10 s on a warm machine, idle CPU ≤ 2 % of a core.
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -25,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +48,7 @@ IDLE_CPU_TARGET = 0.02
 SOLVE_FACTOR = 3.0
 SOLVE_SLACK_S = 5.0
 READY_TIMEOUT_S = 180.0
+FIRST_PLAN_TIMEOUT_S = 180.0
 
 
 def placement_command() -> list[str]:
@@ -50,44 +59,49 @@ def placement_command() -> list[str]:
     return [sys.executable, "-c", "from placement.cli import app; app()"]
 
 
-def _timed(args: Sequence[str], *, cwd: Path) -> float:
+def _timed(args: Sequence[str], *, cwd: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run; the CPU seconds (user + system, the command and its
+    children) depend far less on how busy the machine is than the wall time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(args, cwd=cwd, check=True, capture_output=True, timeout=600)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
-def measure_help(repeats: int) -> float:
-    """Median wall time of ``placement --help``."""
-    return statistics.median(
-        _timed([*placement_command(), "--help"], cwd=repo_root()) for _ in range(repeats)
-    )
+def measure_help(repeats: int) -> tuple[float, float]:
+    """Median (wall, CPU) seconds of ``placement --help``."""
+    runs = [_timed([*placement_command(), "--help"], cwd=repo_root()) for _ in range(repeats)]
+    return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
-def measure_plan_solve(repeats: int) -> tuple[float, float]:
-    """Median (wall, solver) seconds of ``placement plan solve`` on hetero/mixed."""
-    walls, solvers = [], []
+def measure_plan_solve(repeats: int) -> tuple[float, float, float]:
+    """Median (wall, solver, CPU) seconds of ``placement plan solve`` on hetero/mixed."""
+    walls, solvers, cpus = [], [], []
     root = repo_root()
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as out:
-            walls.append(
-                _timed(
-                    [
-                        *placement_command(),
-                        "plan",
-                        "solve",
-                        "--fleet",
-                        str(root / "data" / "fleets" / "hetero.yaml"),
-                        "--workload",
-                        "mixed",
-                        "--out",
-                        out,
-                    ],
-                    cwd=root,
-                )
+            wall, cpu = _timed(
+                [
+                    *placement_command(),
+                    "plan",
+                    "solve",
+                    "--fleet",
+                    str(root / "data" / "fleets" / "hetero.yaml"),
+                    "--workload",
+                    "mixed",
+                    "--out",
+                    out,
+                ],
+                cwd=root,
             )
+            walls.append(wall)
+            cpus.append(cpu)
             plan_file = max(Path(out).glob("plan-*.json"))
             solvers.append(float(json.loads(plan_file.read_text())["solver"]["solve_s"]))
-    return statistics.median(walls), statistics.median(solvers)
+    return statistics.median(walls), statistics.median(solvers), statistics.median(cpus)
 
 
 def free_port() -> int:
@@ -108,8 +122,17 @@ def _tree_cpu_s(proc: psutil.Process) -> float:
     return total
 
 
-def measure_service(idle_s: float) -> tuple[float, float]:
-    """(seconds to the first /readyz 200, idle CPU share over ``idle_s``) of the demo."""
+@dataclass(frozen=True)
+class ServiceFigures:
+    ready_s: float
+    first_plan_s: float | None  # None: no plan within FIRST_PLAN_TIMEOUT_S
+    settling_cpu_share: float
+    idle_cpu_share: float
+
+
+def measure_service(idle_s: float) -> ServiceFigures:
+    """Start the demo; time it to ready and to its first plan; then its idle CPU share over
+    ``idle_s``."""
     port = free_port()
     with tempfile.TemporaryDirectory() as plans:
         env = {**os.environ, "PLACEMENT_PORT": str(port), "PLACEMENT_PLAN_DIR": plans}
@@ -125,11 +148,29 @@ def measure_service(idle_s: float) -> tuple[float, float]:
             ready_s = _wait_ready(child, port, t0)
             proc = psutil.Process(child.pid)
             cpu0, w0 = _tree_cpu_s(proc), time.perf_counter()
+            first_plan_s = _wait_first_plan(port, t0)
+            cpu1, w1 = _tree_cpu_s(proc), time.perf_counter()
+            settling = (cpu1 - cpu0) / max(w1 - w0, 1e-9)
             time.sleep(idle_s)
-            idle = (_tree_cpu_s(proc) - cpu0) / (time.perf_counter() - w0)
+            idle = (_tree_cpu_s(proc) - cpu1) / (time.perf_counter() - w1)
         finally:
             _stop(child)
-    return ready_s, idle
+    return ServiceFigures(ready_s, first_plan_s, settling, idle)
+
+
+def _wait_first_plan(port: int, t0: float) -> float | None:
+    """Seconds from ``t0`` until ``/readyz`` names an installed plan ("plan N")."""
+    url = f"http://127.0.0.1:{port}/readyz"
+    deadline = time.perf_counter() + FIRST_PLAN_TIMEOUT_S
+    with httpx.Client(timeout=1.0) as client:
+        while time.perf_counter() < deadline:
+            try:
+                if str(client.get(url).json().get("detail", "")).startswith("plan "):
+                    return time.perf_counter() - t0
+            except (httpx.TransportError, ValueError):
+                pass
+            time.sleep(0.1)
+    return None
 
 
 def _wait_ready(child: subprocess.Popen[bytes], port: int, t0: float) -> float:
@@ -167,11 +208,12 @@ def run_usability_bench(
     *, repeats: int = 3, idle_s: float = 20.0, out: Path | None = None
 ) -> dict[str, Any]:
     """Measure, print a table, write JSON; returns the payload."""
-    help_s = measure_help(repeats)
-    wall, solver = measure_plan_solve(repeats)
-    ready_s, idle = measure_service(idle_s)
+    help_s, help_cpu = measure_help(repeats)
+    wall, solver, solve_cpu = measure_plan_solve(repeats)
+    service = measure_service(idle_s)
+    ready_s, idle = service.ready_s, service.idle_cpu_share
     solve_target = SOLVE_FACTOR * solver + SOLVE_SLACK_S
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "figure": "help_s",
             "value": help_s,
@@ -185,11 +227,20 @@ def run_usability_bench(
             "met": wall <= solve_target,
         },
         {"figure": "plan_solve_solver_s", "value": solver, "target": None, "met": None},
+        {"figure": "help_cpu_s", "value": help_cpu, "target": None, "met": None},
+        {"figure": "plan_solve_cpu_s", "value": solve_cpu, "target": None, "met": None},
         {
             "figure": "ready_s",
             "value": ready_s,
             "target": READY_TARGET_S,
             "met": ready_s <= READY_TARGET_S,
+        },
+        {"figure": "first_plan_s", "value": service.first_plan_s, "target": None, "met": None},
+        {
+            "figure": "settling_cpu_share",
+            "value": service.settling_cpu_share,
+            "target": None,
+            "met": None,
         },
         {
             "figure": "idle_cpu_share",
@@ -204,6 +255,11 @@ def run_usability_bench(
         "plan_solve_solver_s": solver,
         "ready_s": ready_s,
         "idle_cpu_share": idle,
+        "help_cpu_s": help_cpu,
+        "plan_solve_cpu_s": solve_cpu,
+        "load_average": os.getloadavg(),
+        "first_plan_s": service.first_plan_s,
+        "settling_cpu_share": service.settling_cpu_share,
         "repeats": repeats,
         "idle_window_s": idle_s,
         "rows": rows,

@@ -31,7 +31,7 @@ from models.quantile import (
     prior_of,
     time_split,
 )
-from models.roofline_prior import FloatArray
+from models.roofline_prior import FloatArray, PriorLatency, prior_latency
 from models.throughput import THROUGHPUT_FEATURES, ThroughputModel, fit_throughput_model
 from placement.errors import InputError, PlacementError
 
@@ -92,10 +92,14 @@ class RooflineBaseline:
         return pd.DataFrame(self._quantiles(features), index=frame.index)
 
     def predict_rows(self, rows: RowInputs) -> LatencyArrays:
-        return self._quantiles(features_of(rows))
+        # the prior is all this model reads of the features: skip building the rest
+        return self._scaled(prior_latency(rows.prior))
 
     def _quantiles(self, features: FeatureMatrix) -> LatencyArrays:
-        ttft, tpot = features.prior.ttft_s, features.prior.tpot_s
+        return self._scaled(features.prior)
+
+    def _scaled(self, prior: PriorLatency) -> LatencyArrays:
+        ttft, tpot = prior.ttft_s, prior.tpot_s
         return {
             "ttft_p50": ttft * self.ttft_p50,
             "ttft_p95": ttft * self.ttft_p95,

@@ -132,13 +132,20 @@ class KindRoofline:
     def decode_s(self, n: FloatArray, context: FloatArray) -> FloatArray:
         """Decode attention of ``n`` sequences over ``context`` summed tokens (0 for none)."""
         top = len(self.decode_slope) - 1
+        n, context = np.broadcast_arrays(np.asarray(n, np.float64), np.asarray(context, np.float64))
         out = _lookup(self.decode_fixed, n) + self.decode_slope[_index(n, top)] * context
-        k = 1
-        while k <= top and k <= float(np.max(n, initial=0.0)):
-            smaller = self.decode_fixed[k] + self.decode_slope[k] * context
-            out = np.where(n >= k, np.maximum(out, smaller), out)
-            k *= 2
+        # the smaller batches (powers of two) at or below each n, all at once
+        powers = _POWERS_OF_TWO
+        ks = powers[powers <= min(top, float(np.max(n, initial=0.0)))]
+        if ks.size:
+            flat_n, flat_c = n.reshape(-1, 1), context.reshape(-1, 1)
+            smaller = self.decode_fixed[ks] + self.decode_slope[ks] * flat_c
+            worst = np.where(flat_n >= ks, smaller, -np.inf).max(axis=1)
+            out = np.maximum(out, worst.reshape(out.shape))
         return np.asarray(out, dtype=np.float64)
+
+
+_POWERS_OF_TWO = 2 ** np.arange(31, dtype=np.int64)
 
 
 def _index(x: FloatArray, top: int) -> npt.NDArray[np.int64]:
@@ -266,22 +273,29 @@ class PriorLatency:
         )
 
 
+_PER_KIND = (
+    "overhead_s",
+    "pair_s",
+    "token_s",
+    "chunk_s",
+    "q_byte_s",
+    "kv_byte_s",
+    "kv_capacity_tokens",
+    "max_batched_tokens",
+)
+
+
 def _per_kind(kinds: tuple[ReplicaKind, ...], index: IntArray) -> dict[str, FloatArray]:
-    """Broadcast the scalar per-kind constants to one value per request."""
+    """Broadcast the scalar per-kind constants to one value per request (one kind: a single
+    value, which broadcasts alike)."""
     rooflines = [kind_roofline(k) for k in kinds]
-    names = (
-        "overhead_s",
-        "pair_s",
-        "token_s",
-        "chunk_s",
-        "q_byte_s",
-        "kv_byte_s",
-        "kv_capacity_tokens",
-        "max_batched_tokens",
-    )
+    if len(rooflines) == 1:
+        return {
+            name: np.array([getattr(rooflines[0], name)], dtype=np.float64) for name in _PER_KIND
+        }
     return {
         name: np.asarray([float(getattr(r, name)) for r in rooflines], np.float64)[index]
-        for name in names
+        for name in _PER_KIND
     }
 
 

@@ -1,9 +1,9 @@
 """What the service did lately, for operators: recent refusals and SLO attainment over time.
 
 Refusals are kept as the last :data:`RECENT_REFUSALS` (time, tenant, class, reason, retry
-after). SLO attainment comes from reported outcomes (``POST /v1/outcomes`` with ``ttft_s``): an
-outcome met its SLO when the request succeeded with a TTFT within its class's TTFT SLO. Counts
-are kept per tenant (declared tenants by name, others under one label, as the metrics do) and
+after). SLO attainment comes from reported outcomes (``POST /v1/outcomes`` with ``ttft_s``),
+judged by :func:`serving.usage.slo_met` (succeeded, TTFT and TPOT within its class's SLOs).
+Counts are kept per tenant (declared tenants by name, others under one label, as the metrics do) and
 per :data:`BUCKET_S` time bucket over the last :data:`HISTORY_BUCKETS` buckets. Nothing here
 runs per decision except on a refusal.
 """
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
-
-from placement.domain.requests import DEFAULT_CLASSES
 
 RECENT_REFUSALS = 50
 BUCKET_S = 10.0
@@ -39,13 +37,9 @@ class Activity:
         self,
         *,
         label: Callable[[str], str] = lambda t: t,
-        ttft_slo_s: Mapping[str, float] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.label = label
-        self.ttft_slo_s = dict(
-            ttft_slo_s or {c.name: c.ttft_slo_s for c in DEFAULT_CLASSES.values()}
-        )
         self.clock = clock
         self.refusals: deque[Refusal] = deque(maxlen=RECENT_REFUSALS)
         # tenant → [met, total]
@@ -58,13 +52,8 @@ class Activity:
             Refusal(self.clock(), self.label(tenant), request_class, reason, retry_after_s)
         )
 
-    def met_slo(self, request_class: str, ttft_s: float, *, ok: bool) -> bool:
-        slo = self.ttft_slo_s.get(request_class)
-        return ok and slo is not None and ttft_s <= slo
-
-    def outcome(self, tenant: str, request_class: str, ttft_s: float, *, ok: bool) -> bool:
-        """Count one reported outcome; returns whether it met its SLO."""
-        met = self.met_slo(request_class, ttft_s, ok=ok)
+    def outcome(self, tenant: str, *, met: bool) -> None:
+        """Count one reported outcome, within its SLO or not."""
         counts = self.slo_by_tenant.setdefault(self.label(tenant), [0, 0])
         counts[0] += met
         counts[1] += 1
@@ -74,7 +63,6 @@ class Activity:
         bucket = self._history[-1][1]
         bucket[0] += met
         bucket[1] += 1
-        return met
 
     def attainment(self) -> dict[str, float]:
         return {t: met / total for t, (met, total) in self.slo_by_tenant.items() if total}

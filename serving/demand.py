@@ -11,6 +11,7 @@ there: nothing proportional to the window runs on the event loop.
 
 from __future__ import annotations
 
+import json
 import pickle
 from collections import deque
 from collections.abc import Sequence
@@ -28,8 +29,10 @@ class DemandWindow:
 
     def __init__(self, size: int) -> None:
         self._rows: deque[DemandRow] = deque(maxlen=size)
+        self.recorded = 0  # rows ever recorded (a cursor for :meth:`since`)
 
     def record(self, query: RouteQuery, now: float) -> None:
+        self.recorded += 1
         self._rows.append(
             (
                 query.tenant,
@@ -41,6 +44,13 @@ class DemandWindow:
                 now,
             )
         )
+
+    def since(self, cursor: int) -> list[DemandRow]:
+        """The rows recorded after ``cursor`` (a past :attr:`recorded`) still in the window."""
+        new = min(self.recorded - cursor, len(self._rows))
+        if new <= 0:
+            return []
+        return [self._rows[i] for i in range(len(self._rows) - new, len(self._rows))]
 
     def snapshot(self) -> list[DemandRow]:
         """The window as of now (a copy the route path can keep appending behind)."""
@@ -56,6 +66,26 @@ def encode_demand(rows: Sequence[DemandRow], *, chunk_rows: int = CHUNK_ROWS) ->
         pickle.dumps(list(rows[i : i + chunk_rows]), protocol=pickle.HIGHEST_PROTOCOL)
         for i in range(0, len(rows), chunk_rows)
     ]
+
+
+def shared_chunk(rows: Sequence[DemandRow], *, clock_offset_s: float) -> bytes:
+    """``rows`` as one JSON chunk for the demand other processes read (:mod:`serving.shared`),
+    times moved to Unix seconds by ``clock_offset_s`` (each process has its own clock)."""
+    return json.dumps(
+        [(t, m, c, list(h), i, o, at + clock_offset_s) for t, m, c, h, i, o, at in rows],
+        separators=(",", ":"),
+    ).encode()
+
+
+def rows_of_shared(chunks: Sequence[bytes], *, limit: int) -> list[DemandRow]:
+    """The newest ``limit`` rows of :func:`shared_chunk`'s chunks, oldest first (in a
+    thread: a chunk another process wrote is data, so it is JSON, never unpickled)."""
+    rows: list[DemandRow] = []
+    for chunk in chunks:
+        for t, m, c, h, i, o, at in json.loads(chunk):
+            rows.append((str(t), str(m), str(c), tuple(int(x) for x in h), int(i), int(o), at))
+    rows.sort(key=lambda r: r[6])
+    return rows[-limit:] if limit > 0 else rows
 
 
 def decode_demand(chunks: Sequence[bytes]) -> list[Request]:

@@ -56,6 +56,7 @@ class Lease:
     expires_at: float
     first_token: bool = False
     routed_by: str | None = None  # the API key's name that asked (who may report the outcome)
+    routed_at: float = 0.0  # the service clock when it was routed
 
 
 class LeaseBook:

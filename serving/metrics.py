@@ -101,7 +101,7 @@ class _TenantCollector(Collector):
         )
         slo = GaugeMetricFamily(
             "placement_tenant_slo_attainment",
-            "Share of the tenant's reported outcomes within their class's TTFT SLO",
+            "Share of the tenant's reported outcomes within their class's SLOs (TTFT and TPOT)",
             labels=["tenant"],
         )
         for u in self.usage():
@@ -208,7 +208,7 @@ class ServiceMetrics:
         self.model_version.labels(alias=CHAMPION).set(0)
         self.slo_outcomes = Counter(
             "placement_slo_outcomes",
-            "Reported outcomes by tenant, request class and whether they met the TTFT SLO",
+            "Reported outcomes by tenant, request class and whether they met their class's SLOs",
             ["tenant", "request_class", "result"],
             registry=self.registry,
         )

@@ -11,17 +11,20 @@ in the worker process.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from placement.domain.fleet import Fleet
-from placement.domain.requests import Tenant
+from placement.domain.requests import DEFAULT_CLASSES, RequestClass, Tenant
 from placement.plan import Plan
 from placement.solver.capacity import CapacitySource
-from serving.demand import DemandRow, decode_demand, encode_demand
+from serving.demand import DemandRow, decode_demand, encode_demand, rows_of_shared
 from serving.plan_guard import check_replacement
 from serving.planner import SolveSkipped
 from serving.service import PlacementService
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,7 @@ class DemandSnapshot:
     unhealthy: tuple[str, ...]
     capacity: CapacitySource | None = None
     tenants: Mapping[str, Tenant] = field(default_factory=dict)  # the declared ones
+    classes: Mapping[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,17 +46,28 @@ class SolveInputs:
     unhealthy: tuple[str, ...]
     capacity: CapacitySource | None = None  # None: the champion predictor, else the prior
     tenants: Mapping[str, Tenant] = field(default_factory=dict)  # their credits reach the plan
+    classes: Mapping[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
 
 
 class ServicePlanning:
-    """``capacity`` replaces the capacity at SLO the worker loads (tests: a fixed one)."""
+    """``capacity`` replaces the capacity at SLO the worker loads (tests: a fixed one);
+    ``shared_demand`` reads every process's recent requests (Redis), solved for instead of this
+    process's own window whenever it answers."""
 
     def __init__(
-        self, fleet: Fleet, service: PlacementService, *, capacity: CapacitySource | None = None
+        self,
+        fleet: Fleet,
+        service: PlacementService,
+        *,
+        capacity: CapacitySource | None = None,
+        shared_demand: Callable[[], list[bytes]] | None = None,
+        window: int = 50_000,
     ) -> None:
         self.fleet = fleet
         self.service = service
         self.capacity = capacity
+        self.shared_demand = shared_demand
+        self.window = window
 
     def snapshot(self) -> DemandSnapshot:
         """The window and the lost replicas (unhealthy or deregistered) as of now;
@@ -63,7 +78,7 @@ class ServicePlanning:
         window = service.demand
         demand = window.snapshot() if window is not None else []
         states = list(service.replicas.values())
-        if plan is not None and not demand:
+        if plan is not None and not demand and self.shared_demand is None:
             raise SolveSkipped(
                 f"no demand in the window yet (a restart or a lull): keeping plan {plan.version}"
             )
@@ -73,17 +88,32 @@ class ServicePlanning:
         serving = {s.id for s in states if s.healthy}
         unhealthy = tuple(r.id for r in self.fleet.replicas if r.id not in serving)
         return DemandSnapshot(
-            self.fleet, demand, unhealthy, self.capacity, tenants=dict(service.tenants)
+            self.fleet,
+            demand,
+            unhealthy,
+            self.capacity,
+            tenants=dict(service.tenants),
+            classes=dict(service.classes),
         )
 
-    @staticmethod
-    def encode(snapshot: DemandSnapshot) -> SolveInputs:
+    def encode(self, snapshot: DemandSnapshot) -> SolveInputs:
+        """The snapshot for the worker (in a thread): with shared demand, every process's
+        recent requests, else (or while Redis does not answer) this process's own."""
+        rows = snapshot.demand
+        if self.shared_demand is not None:
+            try:
+                rows = rows_of_shared(self.shared_demand(), limit=self.window)
+            except Exception as exc:  # redis down, a damaged chunk: plan on what is known here
+                log.warning("solving for this process's demand only: %s", exc)
+            if not rows and self.service.plan is not None:  # as snapshot() says without Redis
+                raise SolveSkipped("no demand in any process's window yet: keeping the plan")
         return SolveInputs(
             snapshot.fleet,
-            encode_demand(snapshot.demand),
+            encode_demand(rows),
             snapshot.unhealthy,
             snapshot.capacity,
             tenants=snapshot.tenants,
+            classes=snapshot.classes,
         )
 
     def validate(self, plan: Plan, installed: Plan | None) -> None:
@@ -98,10 +128,13 @@ def solve_in_worker(
     from placement.solver.instance import build_instance
     from placement.solver.solve import solve_plan
 
+    # a class removed since the requests were routed is no longer planned for
+    demand = [r for r in decode_demand(inputs.demand) if r.request_class in inputs.classes]
     instance = build_instance(
         inputs.fleet,
-        decode_demand(inputs.demand),
+        demand,
         inputs.tenants,
+        inputs.classes,
         capacity=inputs.capacity,
         unhealthy=inputs.unhealthy,
         shed_unreachable=True,

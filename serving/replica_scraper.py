@@ -1,8 +1,11 @@
 """Scrape every registered replica's vLLM ``/metrics`` at an interval into its ReplicaState.
 
-Fetching runs in threads (urllib blocks); the state is written back on the event loop, so the
-route path's lock-free reads see whole updates. A replica that fails ``lost_after`` scrapes in a
-row is marked unhealthy (the planner re-solves); one good scrape brings it back.
+Every replica is asked at every interval, on the event loop, over a kept-alive connection and
+conditionally (:mod:`serving.scrape_session`): a replica whose page did not change since the
+last one read answers 304 and its state is only stamped fresh again; a changed page is parsed
+in a worker thread and written back on the event loop, so the route path's lock-free reads see
+whole updates. A replica that fails ``lost_after`` scrapes in a row is marked unhealthy (the
+planner re-solves); one good scrape, a 304 included, brings it back.
 """
 
 from __future__ import annotations
@@ -10,25 +13,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from placement.errors import PlacementError
-from serving.scrape import scrape
+from serving.scrape import read_page
+from serving.scrape_session import ScrapeSession
 from serving.service import PlacementService, ReplicaRegistration
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LOST_AFTER = 3
 
-ScrapeFn = Callable[[ReplicaRegistration, float], dict[str, Any]]
+Scraped = tuple[dict[str, Any] | None, str | None]  # (the row, or None: unchanged; its ETag)
 
 
-def scrape_registration(reg: ReplicaRegistration, timeout_s: float) -> dict[str, Any]:
+def read_registration_page(reg: ReplicaRegistration, text: str) -> dict[str, Any]:
     s = reg.state
-    return scrape(
+    return read_page(
+        text,
         reg.metrics_url,
-        timeout_s,
         replica=s.id,
         accelerator=s.accelerator,
         model=s.model,
@@ -44,39 +47,54 @@ class ReplicaScraper:
         *,
         interval_s: float,
         lost_after: int = DEFAULT_LOST_AFTER,
-        fetch: ScrapeFn = scrape_registration,
+        session: ScrapeSession | None = None,
     ) -> None:
         self.service = service
         self.interval_s = interval_s
         self.lost_after = lost_after
-        self._fetch = fetch
+        self.session = session or ScrapeSession()
+        self.pages_read = 0  # answers parsed in full
+        self.pages_unchanged = 0  # 304 answers: the last page still holds
 
     async def scrape_all(self) -> None:
         regs = list(self.service.registrations.values())
         timeout = max(0.1, min(2.0, self.interval_s))
         results = await asyncio.gather(
-            *(asyncio.to_thread(self._fetch, reg, timeout) for reg in regs),
-            return_exceptions=True,
+            *(self._scrape(reg, timeout) for reg in regs), return_exceptions=True
         )
-        for reg, row in zip(regs, results, strict=True):
+        for reg, result in zip(regs, results, strict=True):
             if self.service.registrations.get(reg.state.id) is not reg:
                 continue  # deregistered or replaced while we were scraping
-            if isinstance(row, BaseException):
-                self._failed(reg, row)
+            if isinstance(result, BaseException):
+                self._failed(reg, result)
             else:
-                self._apply(reg, row)
+                self._apply(reg, *result)
 
-    def _apply(self, reg: ReplicaRegistration, row: dict[str, Any]) -> None:
+    async def _scrape(self, reg: ReplicaRegistration, timeout_s: float) -> Scraped:
+        text, etag = await self.session.fetch(reg.metrics_url, timeout_s, reg.metrics_etag)
+        if text is None:
+            return None, etag
+        return await asyncio.to_thread(read_registration_page, reg, text), etag
+
+    def _apply(
+        self, reg: ReplicaRegistration, row: dict[str, Any] | None, etag: str | None
+    ) -> None:
         s = reg.state
-        s.num_requests_running = float(row["num_requests_running"])
-        s.num_requests_waiting = float(row["num_requests_waiting"])
-        s.kv_cache_usage_perc = float(row["kv_cache_usage_perc"])
+        if row is None:
+            self.pages_unchanged += 1
+        else:
+            s.num_requests_running = float(row["num_requests_running"])
+            s.num_requests_waiting = float(row["num_requests_waiting"])
+            s.kv_cache_usage_perc = float(row["kv_cache_usage_perc"])
+            reg.metrics_etag = etag
+            self.pages_read += 1
         s.scraped_at = time.monotonic()
         reg.scrape_failures = 0
         self.service.mark_health(s.id, True)
 
     def _failed(self, reg: ReplicaRegistration, exc: BaseException) -> None:
         reg.scrape_failures += 1
+        reg.metrics_etag = None  # the next answer is read in full
         self.service.metrics.count_scrape_failure(reg.state.id)
         if not isinstance(exc, PlacementError):
             log.warning("scrape of %s crashed: %r", reg.state.id, exc)
@@ -84,7 +102,10 @@ class ReplicaScraper:
             self.service.mark_health(reg.state.id, False)
 
     async def run(self) -> None:
-        while True:
-            started = time.monotonic()
-            await self.scrape_all()
-            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+        try:
+            while True:
+                started = time.monotonic()
+                await self.scrape_all()
+                await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+        finally:
+            await self.session.close()

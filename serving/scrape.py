@@ -27,6 +27,7 @@ engine that exports no prefix-cache counter records 0 hits; no histogram gives n
 
 from __future__ import annotations
 
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -80,9 +81,37 @@ class _Series:
         return sum(found[1]) / len(found[1]) if found else 0.0
 
 
+_SAMPLE_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*(?=[{ \t])")
+_READ = frozenset(
+    [
+        *(
+            n
+            for names in (RUNNING, WAITING, KV_USAGE, PROMPT_TOKENS, GENERATION_TOKENS)
+            for n in names
+        ),
+        *PREFIX_HITS,
+        *PREFIX_QUERIES,
+        *(base + end for base in (*TTFT, *TPOT) for end in ("_sum", "_count")),
+    ]
+)
+
+
+def _kept(line: str) -> bool:
+    """Whether a line of exposition text is worth parsing: a sample this module reads, or a
+    line that is neither a sample nor a comment (which the parser then refuses)."""
+    if not line or line[0] == "#":
+        return False
+    name = _SAMPLE_NAME.match(line)
+    return name is None or name.group() in _READ
+
+
 def _samples_by_model(text: str, source: str) -> dict[str, dict[str, list[float]]]:
     """``model_name`` → sample name → values (one per label set) of every ``vllm:`` sample."""
     by_model: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # the replica scraper parses every replica's page every second with a parser that reads
+    # character by character: give it only the samples read below (and any line that is not a
+    # sample at all, so text that is not Prometheus exposition is still refused)
+    text = "\n".join(line for line in text.splitlines() if _kept(line))
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -249,6 +278,31 @@ def scrape(
     accelerator is the caller's mistake and raises UnknownAccelerator before any fetch."""
     get_accelerator(accelerator, field="accelerator")
     text = fetch_metrics(url, timeout_s)
+    return read_page(
+        text,
+        url,
+        replica=replica,
+        accelerator=accelerator,
+        model=model,
+        tp=tp,
+        model_name=model_name,
+        clock=clock,
+    )
+
+
+def read_page(
+    text: str,
+    url: str,
+    *,
+    replica: str,
+    accelerator: str,
+    model: str,
+    tp: int,
+    model_name: str | None = None,
+    clock: Callable[[], datetime] = _utc_now,
+) -> dict[str, Any]:
+    """The ``replica_samples`` row of a page fetched from ``url``, stamped with ``clock()``;
+    ScrapeFailed naming ``url`` when the page is not vLLM's Prometheus exposition."""
     try:
         return parse_vllm_metrics(
             text,

@@ -20,18 +20,22 @@ from dataclasses import dataclass, field
 
 from placement.domain.accelerators import get_accelerator
 from placement.domain.llm import check_fits_context, get_model
-from placement.domain.requests import Tenant
+from placement.domain.requests import DEFAULT_CLASSES, RequestClass, Tenant
+from placement.domain.tenancy import Tenancy
 from placement.errors import InputError, PlacementError, UnknownModel
 from placement.plan import Plan
 from serving.activity import Activity
 from serving.admission import AdmissionController, class_budgets
-from serving.admission.slo_gate import SloGate
+from serving.admission.cost import mean_rates
+from serving.admission.slo_gate import UNREACHABLE, SloGate
+from serving.admission.vtc import TokenWeights
 from serving.demand import DemandWindow
 from serving.leases import Lease, LeaseBook, LeaseTerms
 from serving.metrics import ServiceMetrics, TenantUsage
 from serving.route.tpot import DecodeTable, decode_table
 from serving.route.types import Decision, NoReplica, ReplicaState, RoutePath, RouteQuery
 from serving.tracing import DecisionTracer
+from serving.usage import UsageBook, slo_met
 
 # a fleet's in-flight budget per replica when nothing better is known (vLLM's max_num_seqs is
 # 256; keeping a quarter of it keeps queues short enough for interactive SLOs)
@@ -55,6 +59,10 @@ class UnknownDecision(PlacementError):
     """An outcome for a decision this process did not make (or whose lease expired)."""
 
 
+class ModelNotAllowed(PlacementError):
+    """The tenant may not use the model it asked for (its declared models): HTTP 403."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Routed:
     decision_id: str
@@ -69,6 +77,7 @@ class ReplicaRegistration:
     state: ReplicaState
     metrics_url: str
     scrape_failures: int = 0
+    metrics_etag: str | None = None  # the entity tag of the last page read in full
     registered_at: float = field(default_factory=time.time)
 
 
@@ -107,11 +116,22 @@ class PlacementService:
         self.admission.vtc.set_credit_weights(self._declared_shares())
         # admission by predicted TTFT after the decision (None: the in-flight budget alone)
         self.slo_gate = slo_gate
+        self.classes: dict[str, RequestClass] = dict(
+            slo_gate.classes if slo_gate is not None else DEFAULT_CLASSES
+        )
+        self.allowed_models: Mapping[str, tuple[str, ...]] = {}  # absent tenant: every model
+        self._reject_unknown = reject_unknown_tenants
+        self.usage = UsageBook()
+        self._token_weights = TokenWeights()
+        # replicas another service process found unhealthy (as last shared), and this
+        # process's own view of each replica
+        self.down_elsewhere: frozenset[str] = frozenset()
+        self._healthy_here: dict[str, bool] = {}
         self.metrics = metrics or ServiceMetrics()
         self.metrics.tenant_label.declare(self.tenants)
         self.metrics.track_plan(lambda: None if self.plan is None else self.plan.created_at)
-        # recent refusals and SLO attainment (the dashboard), and a span per decision when
-        # traces are exported (serving.tracing; None: none, at no cost)
+        # recent refusals and SLO attainment over time (the dashboard), and a span per decision
+        # when traces are exported (serving.tracing; None: none, at no cost)
         self.activity = Activity(label=self.metrics.tenant_label)
         self.tracer: DecisionTracer | None = None
         self.metrics.track_tenants(self.tenant_usage)
@@ -152,16 +172,46 @@ class PlacementService:
         self.metrics.plan_version.set(0 if plan is None else plan.version)
         self.metrics.track_capacity_source(None if plan is None else plan.capacity_source)
         if plan is not None and plan.tenants:
-            shares = self._declared_shares()
-            shares.update({t.tenant: t.guaranteed_share for t in plan.tenants})
-            self.admission.set_credit_shares(shares)
-            self.admission.vtc.set_credit_weights(shares)
-            self.metrics.tenant_label.declare(t for t, share in shares.items() if share > 0)
-            if self.slo_gate is not None:
-                self.slo_gate.set_credits(shares)
+            self._apply_credits()
+
+    def _apply_credits(self) -> None:
+        # the declared tenants' credits as they stand now (the admin API may have changed one
+        # since the plan was solved), the plan's for tenants it credits that are not declared
+        plan = self.plan
+        shares = {t.tenant: t.guaranteed_share for t in plan.tenants} if plan is not None else {}
+        shares.update(self._declared_shares())
+        self.admission.set_credit_shares(shares)
+        self.admission.vtc.set_credit_weights(shares)
+        self.metrics.tenant_label.declare(t for t, share in shares.items() if share > 0)
+        if self.slo_gate is not None:
+            self.slo_gate.set_credits(shares)
 
     def _declared_shares(self) -> dict[str, float]:
         return {name: t.credit_share for name, t in self.tenants.items()}
+
+    def credit_shares(self) -> dict[str, float]:
+        """Every credited tenant's share as admission applies it."""
+        return {t: self.admission.credit_share(t) for t in self.tenants} | {
+            t.tenant: self.admission.credit_share(t.tenant)
+            for t in (self.plan.tenants if self.plan is not None else ())
+        }
+
+    # --- tenants ----------------------------------------------------------------------------
+
+    def apply_tenancy(self, tenancy: Tenancy) -> None:
+        """Serve these tenants, credits, request classes and allowed models from the next
+        request on (the admin API's edits, or another process's, arrive here)."""
+        self.tenants = dict(tenancy.tenants)
+        self.allowed_models = dict(tenancy.models)
+        self.reject_unknown_tenants = self._reject_unknown and bool(self.tenants)
+        self.classes = dict(tenancy.classes)
+        self.admission.set_classes(
+            class_budgets(self.classes.values(), fleet_in_flight=self.admission.fleet_in_flight)
+        )
+        if self.slo_gate is not None:
+            self.slo_gate.classes = dict(self.classes)
+        self.metrics.tenant_label.declare(self.tenants)
+        self._apply_credits()
 
     def readiness(self) -> tuple[bool, str]:
         if self.plan is not None:
@@ -197,14 +247,34 @@ class PlacementService:
         del self.replicas[replica_id]
         del self._decode[replica_id]
         del self.registrations[replica_id]
+        self._healthy_here.pop(replica_id, None)
         self._rebuild()
         self._fleet_changed(f"replica {replica_id} deregistered")
 
     def mark_health(self, replica_id: str, healthy: bool) -> None:
+        """This process's view of a replica (its scrapes); it is routed to only while no
+        other process sharing the fleet found it down either."""
+        self._healthy_here[replica_id] = healthy
+        self._set_health(replica_id, healthy and replica_id not in self.down_elsewhere)
+
+    def _set_health(self, replica_id: str, healthy: bool) -> None:
         state = self.replicas.get(replica_id)
         if state is not None and state.healthy != healthy:
             state.healthy = healthy
             self._fleet_changed(f"replica {replica_id} {'healthy' if healthy else 'lost'}")
+
+    def down_here(self) -> frozenset[str]:
+        """The replicas this process's own scrapes found down."""
+        return frozenset(r for r, ok in self._healthy_here.items() if not ok)
+
+    def set_down_elsewhere(self, replica_ids: frozenset[str]) -> None:
+        """The replicas other service processes found down (as shared)."""
+        if replica_ids == self.down_elsewhere:
+            return
+        self.down_elsewhere = replica_ids
+        for replica_id in self.replicas:
+            here = self._healthy_here.get(replica_id, True)
+            self._set_health(replica_id, here and replica_id not in replica_ids)
 
     def _rebuild(self) -> None:
         # a route path that can take a new replica set keeps its open requests; any other is
@@ -222,6 +292,9 @@ class PlacementService:
         self.admission.set_fleet_capacity(max(1, len(self.replicas)) * self._per_replica)
 
     def _fleet_changed(self, why: str) -> None:
+        # credits are charged in GPU-seconds on the fleet's average replica
+        kinds = [(s.accelerator, s.model, s.tp) for s in self.replicas.values()]
+        self.admission.set_rates(mean_rates(kinds) if kinds else None)
         for listener in self.on_fleet_change:
             listener(why)
 
@@ -240,26 +313,39 @@ class PlacementService:
                 expected="a tenant of the service's tenants file (PLACEMENT_UNKNOWN_TENANTS="
                 "reject)",
             )
+        allowed = self.allowed_models.get(query.tenant)
+        if allowed is not None and query.model not in allowed:
+            raise ModelNotAllowed(
+                f"tenant {query.tenant!r} may not use model {query.model!r} "
+                f"(its models: {', '.join(allowed) or 'none'})"
+            )
         now = self.clock()
         self._expire(now)
         verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens, now)
         if not verdict.admitted:
+            self._record_refusal(query, verdict.reason, verdict.retry_after_s)
             self.metrics.count_shed(query.tenant, query.request_class)
-            raise self._refused(query, verdict.reason, verdict.retry_after_s)
+            self.usage.refused(query.tenant)
+            raise Refused(verdict.reason, verdict.retry_after_s)
         try:
             decision = self.route_path.decide(query, now)
         except NoReplica:
             self.admission.release(query.tenant, query.request_class, 0)
-            self._refused(query, "no_replica", 0)
+            self._record_refusal(query, "no_replica", 0)
             raise
         gate = self.slo_gate
         if gate is not None:
             admitted = gate.admit_decision(self.route_path, query, decision, now)
             if admitted is None:
                 self.admission.release(query.tenant, query.request_class, 0)
+                # slo_unreachable: its own prefill misses the class's TTFT SLO on an empty
+                # replica — resend it in a class with a longer one
+                reason = "slo_unreachable" if gate.last.rule == UNREACHABLE else "slo"
+                self._record_refusal(query, reason, max(SLO_RETRY_AFTER_S, gate.retry_after_s))
                 self.metrics.count_shed(query.tenant, query.request_class)
+                self.usage.refused(query.tenant)
                 # the gate's wait until what is queued ahead is prefilled (at least 1 s)
-                raise self._refused(query, "slo", max(SLO_RETRY_AFTER_S, gate.retry_after_s))
+                raise Refused(reason, max(SLO_RETRY_AFTER_S, gate.retry_after_s))
             decision = admitted
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
@@ -270,7 +356,11 @@ class PlacementService:
                 decision.replica_id,
                 self._expiry(query, decision, now),
                 routed_by=routed_by,
+                routed_at=now,
             ),
+        )
+        self.usage.routed(
+            query.tenant, query.input_tokens, self._token_weights.prefill * query.input_tokens
         )
         addresses = (
             decision.address,
@@ -285,13 +375,12 @@ class PlacementService:
             self.tracer.decision(query, decision, decision_id, time.time_ns() - int(elapsed * 1e9))
         return Routed(decision_id=decision_id, decision=decision, addresses=addresses)
 
-    def _refused(self, query: RouteQuery, reason: str, retry_after_s: int) -> Refused:
-        """Count and record a refusal (its span too); the exception to raise for a 429."""
+    def _record_refusal(self, query: RouteQuery, reason: str, retry_after_s: int) -> None:
+        """Count a refusal, keep it among the recent ones, and trace it."""
         self.metrics.count_refusal(reason)
         self.activity.refused(query.tenant, query.request_class, reason, retry_after_s)
         if self.tracer is not None:
             self.tracer.refusal(query, reason, time.time_ns())
-        return Refused(reason, retry_after_s)
 
     def _expiry(self, query: RouteQuery, decision: Decision, now: float) -> float:
         """When an unreported lease of this decision expires: its predicted completion, with
@@ -343,17 +432,35 @@ class PlacementService:
         lease.replica_id = replica_id
 
     def complete(
-        self, decision_id: str, *, output_tokens: int, ok: bool, ttft_s: float | None = None
+        self,
+        decision_id: str,
+        *,
+        output_tokens: int,
+        ok: bool,
+        ttft_s: float | None = None,
+        tpot_s: float | None = None,
     ) -> Lease:
-        """The request finished: release its lease, charge its decode tokens; with its TTFT,
-        count whether it met its class's SLO."""
+        """The request finished: release its lease, charge its decode tokens, count it in its
+        tenant's usage (judged against its class's SLO when ``ttft_s`` is known; without a
+        ``tpot_s``, its TPOT is taken from the time since it was routed)."""
         lease = self.lease(decision_id)
         self.leases.pop(decision_id)
-        if ttft_s is not None:
-            query = lease.query
-            met = self.activity.outcome(query.tenant, query.request_class, ttft_s, ok=ok)
-            self.metrics.count_slo(query.tenant, query.request_class, met=met)
         self._release(lease, output_tokens, ok=ok)
+        query = lease.query
+        if tpot_s is None and ttft_s is not None and output_tokens > 1:
+            decode_s = self.clock() - lease.routed_at - ttft_s
+            tpot_s = max(0.0, decode_s) / (output_tokens - 1)
+        met = slo_met(self.classes.get(query.request_class), ok=ok, ttft_s=ttft_s, tpot_s=tpot_s)
+        if met is not None:
+            self.activity.outcome(query.tenant, met=met)
+            self.metrics.count_slo(query.tenant, query.request_class, met=met)
+        self.usage.completed(
+            query.tenant,
+            output_tokens=output_tokens,
+            charged=self._token_weights.decode * output_tokens,
+            ok=ok,
+            met=met,
+        )
         return lease
 
     def _release(self, lease: Lease, output_tokens: int, *, ok: bool) -> None:
@@ -364,9 +471,9 @@ class PlacementService:
         self.route_path.on_complete(
             lease.replica_id, query, now, ok=ok, output_tokens=output_tokens
         )
-        self.admission.release(query.tenant, query.request_class, output_tokens)
+        self.admission.release(query.tenant, query.request_class, output_tokens, query.input_tokens)
         if self.slo_gate is not None:
-            self.slo_gate.finished(query.tenant, output_tokens if ok else 0)
+            self.slo_gate.finished(query.tenant, output_tokens if ok else 0, query)
 
     def _expire(self, now: float) -> None:
         if not self.leases.due(now):

@@ -10,20 +10,24 @@ from fastapi import FastAPI
 
 from placement.domain.fleet import Fleet, load_fleet
 from placement.domain.requests import DEFAULT_CLASSES
-from placement.domain.tenancy import load_tenants
+from placement.domain.tenancy import load_tenancy
 from placement.errors import InputError
 from placement.solver.capacity import CapacitySource
 from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
 from serving.api.runtime import build_runtime
 from serving.api.settings import Settings
+from serving.batch import batch_companions
 from serving.gateway import GatewaySettings, install_gateway
 from serving.leases import LeaseTerms
 from serving.plan_store import open_plan_store
+from serving.plan_store.redis import RedisPlanStore
 from serving.planner import Planner
 from serving.planning import ServicePlanning, solve_in_worker
 from serving.route import PlacementRoutePath, ReplicaState, load_profile
 from serving.service import PlacementService
+from serving.shared import RedisSharedState, SharedSync, process_id
+from serving.tenants import LiveTenancy
 from serving.whatif_job import solve_whatif, whatif_context
 
 DEMAND_WINDOW = 50_000  # recent requests the planner solves for
@@ -83,7 +87,12 @@ def build_app(
         return PlacementRoutePath(list(replicas.values()), profile=profile)
 
     fleet = load_fleet(settings.fleet) if settings.fleet is not None else None
-    tenants = load_tenants(settings.tenants_file) if settings.tenants_file is not None else {}
+    gpus = float(sum(r.tp for r in fleet.replicas)) if fleet is not None else None
+    tenancy = (
+        load_tenancy(settings.tenants_file, fleet_gpus=gpus)
+        if settings.tenants_file is not None
+        else None
+    )
     service = PlacementService(
         route_path_factory=route_path,
         slo_gate=SloGate(
@@ -99,7 +108,7 @@ def build_app(
             floor_s=settings.lease_floor_s,
             ceiling_s=settings.lease_s,
         ),
-        tenants=tenants,
+        tenants=tenancy.tenants if tenancy is not None else None,
         reject_unknown_tenants=settings.unknown_tenants == "reject",
         demand_window=DEMAND_WINDOW if fleet is not None else 0,
     )
@@ -117,9 +126,22 @@ def build_app(
     for state in states:
         service.register_replica(state)
     store = open_plan_store(plan_dir=settings.plan_dir, redis_url=settings.redis_url)
+    shared = (
+        RedisSharedState(
+            store.client, prefix=store.prefix, process=process_id(), ttl_s=settings.shared_ttl_s
+        )
+        if isinstance(store, RedisPlanStore)
+        else None
+    )
     planner = None
     if fleet is not None:
-        planning = ServicePlanning(fleet, service, capacity=capacity)
+        planning = ServicePlanning(
+            fleet,
+            service,
+            capacity=capacity,
+            shared_demand=shared.demand_chunks if shared is not None else None,
+            window=DEMAND_WINDOW,
+        )
         planner = Planner(
             solve=solve_in_worker,
             snapshot=planning.snapshot,
@@ -134,17 +156,26 @@ def build_app(
         )
     # what-if runs where a planner does: on this fleet and the planner's demand window
     planned = fleet is not None and settings.fleet is not None
-    app = create_app(
-        build_runtime(
-            settings,
-            service=service,
-            planner=planner,
-            whatif=solve_whatif if planned else None,
-            whatif_context=whatif_context(settings.fleet, service)
-            if planned and settings.fleet is not None
-            else None,
-        )
+    runtime = build_runtime(
+        settings,
+        service=service,
+        planner=planner,
+        whatif=solve_whatif if planned else None,
+        whatif_context=whatif_context(settings.fleet, service)
+        if planned and settings.fleet is not None
+        else None,
+        tenancy=LiveTenancy(service, store),
+        tenants_doc=tenancy.doc if tenancy is not None else None,
     )
+    if shared is not None:  # after the counters were restored: they are the base it adds to
+        runtime.shared = SharedSync(
+            service,
+            shared,
+            tenancy=runtime.tenancy,
+            interval_s=settings.shared_interval_s,
+            ttl_s=settings.shared_ttl_s,
+        )
+    app = create_app(runtime)
     if gateway is not None and gateway.enabled:
-        install_gateway(app, gateway)
+        install_gateway(app, gateway, batch_companions)
     return app

@@ -25,6 +25,7 @@ from typing import Protocol
 from placement.domain.fleet import ReplicaSpec
 from placement.domain.requests import Request
 from sim.costmodel.base import IterationCostModel
+from sim.lora import AdapterSlots
 from sim.prefix_cache import PrefixCache
 from sim.sequence import DECODING, FINISHED, PREFILLING, WAITING, Sequence
 
@@ -38,6 +39,7 @@ class EngineListener(Protocol):
 
 
 _MIXED = 1
+ADAPTER_SCAN = 256
 _DECODE = 2
 _plan_end = itemgetter(0)
 
@@ -61,6 +63,11 @@ class Replica:
         self.cache = PrefixCache(spec.kv_capacity_tokens)
         self.alive = True
         self.slowdown = 1.0
+        # LoRA adapter slots (None: the replica serves its base model only, every request
+        # alike); a load stalls the next iteration by its seconds
+        self.lora: AdapterSlots | None = None
+        self._stall_s = 0.0
+        self.now = 0.0  # the time of the last run boundary (stamps adapter loads)
         self.waiting: deque[Sequence] = deque()
         self.prefilling: list[Sequence] = []
         self.decoders: dict[int, Sequence] = {}  # insertion order = join order
@@ -104,6 +111,14 @@ class Replica:
     def prefix_hit_rate(self) -> float:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
+    def waiting_adapters(self) -> tuple[str, ...]:
+        """Adapters of waiting requests not running yet (vLLM's ``waiting_lora_adapters``)."""
+        if self.lora is None:
+            return ()
+        running = set(self.lora.active())
+        names = (s.req.adapter for s in self.waiting)
+        return tuple(dict.fromkeys(a for a in names if a and a not in running))
+
     # ---- entry points for the simulator --------------------------------------------------
     def enqueue(self, req: Request, now: float) -> float | None:
         """A request arrives; returns the new end time of the run if it changed."""
@@ -140,14 +155,20 @@ class Replica:
         self._finish_heap.clear()
         self._ctx_base = 0
         self.cache.clear()
+        if self.lora is not None:
+            self.lora.clear(self.now)
         return lost
 
     # ---- runs ----------------------------------------------------------------------------
     def _start_run(self, now: float) -> float | None:
         if not self.alive:
             return None
+        self.now = now
         if self.waiting:
-            self._admit()
+            if self.lora is not None:
+                self._admit_with_adapters()
+            else:
+                self._admit()
         if self.prefilling:
             return self._start_mixed(now)
         if self.decoders:
@@ -157,32 +178,62 @@ class Replica:
 
     def _admit(self) -> None:
         """Move waiting sequences into prefill while memory and max_num_seqs allow (FCFS)."""
+        while self.waiting and len(self.prefilling) + len(self.decoders) < self.max_num_seqs:
+            if not self._admit_head():
+                break
+
+    def _admit_head(self) -> bool:
+        """Admit the head of the waiting queue if KV memory has room for it."""
         cache = self.cache
         n_dec = len(self.decoders)
-        while self.waiting and len(self.prefilling) + n_dec < self.max_num_seqs:
-            seq = self.waiting[0]
-            matched = cache.match(seq.cacheable)
+        seq = self.waiting[0]
+        matched = cache.match(seq.cacheable)
+        cached = matched * seq.req.block_tokens
+        if cached >= seq.prompt_len:  # the last token is always recomputed
+            matched -= 1
             cached = matched * seq.req.block_tokens
-            if cached >= seq.prompt_len:  # the last token is always recomputed
-                matched -= 1
-                cached = matched * seq.req.block_tokens
-            held = seq.cacheable[:matched]
-            cache.acquire(held, seq.req.block_tokens)
-            need = seq.prompt_len - cached + n_dec + 1  # + one token of growth per decoder
-            if not cache.make_room(need):
-                cache.release(held)
+        held = seq.cacheable[:matched]
+        cache.acquire(held, seq.req.block_tokens)
+        need = seq.prompt_len - cached + n_dec + 1  # + one token of growth per decoder
+        if not cache.make_room(need):
+            cache.release(held)
+            return False
+        self.waiting.popleft()
+        seq.held = held
+        seq.computed = cached
+        seq.private_tokens = seq.prompt_len - cached
+        cache.used += seq.private_tokens
+        seq.state = PREFILLING
+        if seq.generated == 0:  # first admission, not a recompute
+            seq.req.cached_tokens = cached
+            self.prompt_tokens += seq.req.input_tokens
+            self.cached_tokens += cached
+        self.prefilling.append(seq)
+        return True
+
+    def _admit_with_adapters(self) -> None:
+        """:meth:`_admit` where a request whose adapter gets no slot stays waiting, in order,
+        and the others go past it (vLLM's scheduler); each adapter loaded stalls the engine.
+        At most :data:`ADAPTER_SCAN` requests are passed over per admission (bounds the work
+        per iteration when a long queue waits for slots)."""
+        lora = self.lora
+        assert lora is not None
+        kept: list[Sequence] = []
+        while self.waiting and len(self.prefilling) + len(self.decoders) < self.max_num_seqs:
+            if len(kept) >= ADAPTER_SCAN:
                 break
-            self.waiting.popleft()
-            seq.held = held
-            seq.computed = cached
-            seq.private_tokens = seq.prompt_len - cached
-            cache.used += seq.private_tokens
-            seq.state = PREFILLING
-            if seq.generated == 0:  # first admission, not a recompute
-                seq.req.cached_tokens = cached
-                self.prompt_tokens += seq.req.input_tokens
-                self.cached_tokens += cached
-            self.prefilling.append(seq)
+            seq = self.waiting[0]
+            adapter = seq.req.adapter
+            if adapter and not seq.pinned:
+                load = lora.acquire(adapter, self.now)
+                if load is None:
+                    kept.append(self.waiting.popleft())
+                    continue
+                seq.pinned = True
+                self._stall_s += load
+            if not self._admit_head():  # no KV room: stop, as vLLM does
+                break
+        self.waiting.extendleft(reversed(kept))
 
     def _start_mixed(self, now: float) -> float:
         n_dec = len(self.decoders)
@@ -199,7 +250,8 @@ class Replica:
             budget -= c
         cost_chunks = [(c, s.computed) for s, c in chunks]
         context = self._ctx_base + n_dec * self.G
-        dt = self.cost.iteration_s(cost_chunks, n_dec, context) * self.slowdown
+        dt = self.cost.iteration_s(cost_chunks, n_dec, context) * self.slowdown + self._stall_s
+        self._stall_s = 0.0
         self._run_chunks = chunks
         self._run_plan = []
         if budget == 0 and len(self.prefilling) == 1 and not self.waiting:
@@ -416,6 +468,10 @@ class Replica:
         self._release(seq)
 
     def _release(self, seq: Sequence) -> None:
+        if seq.pinned:
+            seq.pinned = False
+            assert self.lora is not None
+            self.lora.release(seq.req.adapter)
         self.cache.used -= seq.private_tokens
         seq.private_tokens = 0
         self.cache.release(seq.held)

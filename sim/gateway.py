@@ -31,6 +31,7 @@ class Gateway:
                 accelerator=s.accelerator.kind,
                 kv_capacity_tokens=s.kv_capacity_tokens,
                 weight=1.0 if weights is None else weights[i],
+                max_loras=s.max_loras,
             )
             for i, s in enumerate(specs)
         ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from placement.domain.requests import Request
@@ -18,6 +18,7 @@ class ReplicaView:
 
     __slots__ = (
         "accelerator",
+        "adapters",
         "block_tokens",
         "decoding",
         "healthy",
@@ -25,6 +26,7 @@ class ReplicaView:
         "index",
         "kv_capacity_tokens",
         "kv_usage",
+        "max_loras",
         "model",
         "num_running",
         "num_waiting",
@@ -45,6 +47,7 @@ class ReplicaView:
         kv_capacity_tokens: int,
         block_tokens: int = 16,
         weight: float = 1.0,
+        max_loras: int = 0,
     ) -> None:
         self.index = index
         self.id = id
@@ -53,6 +56,7 @@ class ReplicaView:
         self.kv_capacity_tokens = kv_capacity_tokens
         self.block_tokens = block_tokens
         self.weight = weight  # relative capacity (e.g. from the cost model); 1.0 when unknown
+        self.max_loras = max_loras  # LoRA adapter slots (vLLM --max-loras; 0: none)
         self.healthy = True
         # the router's own counters
         self.outstanding = 0  # requests sent and not yet finished
@@ -63,6 +67,9 @@ class ReplicaView:
         self.num_waiting = 0
         self.kv_usage = 0.0
         self.prefix_hit_rate = 0.0
+        # LoRA adapters with running or waiting requests (vLLM's lora_requests_info metric:
+        # running_lora_adapters, then waiting_lora_adapters)
+        self.adapters: tuple[str, ...] = ()
         self.scraped_at_s = 0.0
 
     def __repr__(self) -> str:
@@ -84,6 +91,25 @@ class RoutingPolicy(Protocol):
     def on_first_token(self, req: Request, replica: ReplicaView, now: float) -> None: ...
 
     def on_complete(self, req: Request, replica: ReplicaView, now: float) -> None: ...
+
+
+# routes one request now and sends it to its replica: False when the policy refuses it
+Place = Callable[[Request, float], bool]
+
+
+class Holding(Protocol):
+    """Where requests wait that the fleet cannot take yet (the gateway's flow control).
+
+    The simulator hands each arrival to :meth:`arrive` instead of routing it itself; the
+    holding places it at once or keeps it (and sets ``req.error`` when it refuses it for good).
+    :meth:`pump` is called after every engine step and at every scrape while :meth:`busy`.
+    """
+
+    def arrive(self, req: Request, now: float, place: Place) -> None: ...
+
+    def pump(self, now: float, place: Place) -> None: ...
+
+    def busy(self) -> bool: ...
 
 
 class Filter(Protocol):

@@ -27,6 +27,7 @@ class Sequence:
         "g_join",
         "generated",
         "held",
+        "pinned",
         "private_join",
         "private_tokens",
         "prompt_len",
@@ -45,6 +46,7 @@ class Sequence:
         self.prompt_len = req.input_tokens  # grows by the generated tokens after a preemption
         self.computed = 0  # prompt tokens whose KV exists (cached or prefilled)
         self.generated = 0
+        self.pinned = False  # holds a LoRA slot for its adapter (while admitted)
         self.held: tuple[int, ...] = ()  # block hashes this sequence references in the cache
         self.private_tokens = 0  # KV tokens charged to this sequence alone (while prefilling)
         self.private_join = 0

@@ -22,7 +22,8 @@ from sim.costmodel.base import IterationCostModel
 from sim.engine import Replica
 from sim.faults import Fault
 from sim.gateway import Gateway
-from sim.router import RoutingPolicy
+from sim.lora import AdapterSlots, ResidencyEvent, load_times
+from sim.router import Holding, RoutingPolicy
 from sim.workloads.base import Workload
 
 # event kinds, in the order they are handled when they fall on the same instant
@@ -92,6 +93,7 @@ class SimResult:
     retries: int
     routes_to_dead: list[float] = field(default_factory=list)
     samples: list[ReplicaSample] = field(default_factory=list)
+    adapter_events: list[ResidencyEvent] = field(default_factory=list)  # LoRA loads/evictions
 
 
 class Simulator:
@@ -106,8 +108,12 @@ class Simulator:
         cost_model: Callable[[ReplicaSpec], IterationCostModel],
         config: SimConfig | None = None,
         weights: Sequence[float] | None = None,
+        holding: Holding | None = None,
     ) -> None:
+        """``holding``: flow control between arrivals and the policy (None: every arrival is
+        routed at once, and refused when the policy refuses it)."""
         self.fleet = fleet
+        self.holding = holding
         self.workload = workload
         self.config = config or SimConfig()
         self.gateway = Gateway(fleet.replicas, policy, weights=weights)
@@ -115,6 +121,7 @@ class Simulator:
             Replica(i, spec, cost_model(spec), self.gateway)
             for i, spec in enumerate(fleet.replicas)
         ]
+        self._attach_adapter_slots()
         ids = {s.id: i for i, s in enumerate(fleet.replicas)}
         for f in self.config.faults:
             if f.replica not in ids:
@@ -129,6 +136,24 @@ class Simulator:
         self._retries: dict[int, int] = {}
         self.samples: list[ReplicaSample] = []
         self._next_sample_s: float | None = None if self.config.sample_interval_s is None else 0.0
+
+    def _attach_adapter_slots(self) -> None:
+        """LoRA slots on every replica with ``max_loras``; every requested adapter must be
+        declared by the workload."""
+        adapters = self.workload.adapters
+        asked = {r.adapter for r in self.workload.requests if r.adapter}
+        unknown = asked - set(adapters)
+        if unknown:
+            raise InputError(
+                f"request names undeclared LoRA adapter {sorted(unknown)[0]!r}",
+                field="adapter",
+                expected="an adapter of the workload's adapters",
+            )
+        if not asked:
+            return
+        for r in self.replicas:
+            if r.spec.max_loras > 0:
+                r.lora = AdapterSlots(r.index, r.spec.max_loras, load_times(r.spec, adapters))
 
     def _push(self, t: float, kind: int, payload: Any) -> None:
         self._seq += 1
@@ -152,6 +177,7 @@ class Simulator:
         heap = self._heap
         replicas = self.replicas
         gateway = self.gateway
+        holding = self.holding
         push = self._push
         last_arrival = reqs[-1].arrival_s if reqs else 0.0
         horizon = (
@@ -178,9 +204,13 @@ class Simulator:
                         end = r.step(now)
                         if end is not None:
                             push(end, _STEP, r.index)
+                        if holding is not None and holding.busy():
+                            holding.pump(now, self._place)
                 elif kind == _SCRAPE:
                     self._scrape(now)
-                    if i < n or heap:
+                    if holding is not None and holding.busy():
+                        holding.pump(now, self._place)
+                    if i < n or heap or (holding is not None and holding.busy()):
                         push(now + self.config.scrape_interval_s, _SCRAPE, None)
                 elif kind == _RETRY:
                     self._dispatch(payload, now)
@@ -195,7 +225,10 @@ class Simulator:
             req = reqs[i]
             i += 1
             events += 1
-            self._dispatch(req, now)
+            if holding is not None:
+                holding.arrive(req, now, self._place)
+            else:
+                self._dispatch(req, now)
             if progress is not None and i % 10_000 == 0:
                 progress(i)
         return SimResult(
@@ -223,21 +256,30 @@ class Simulator:
             retries=sum(self._retries.values()),
             routes_to_dead=gateway.routes_to_dead,
             samples=self.samples,
+            adapter_events=sorted(
+                (e for r in replicas if r.lora is not None for e in r.lora.events),
+                key=lambda e: e.time_s,
+            ),
         )
 
     def _dispatch(self, req: Request, now: float) -> None:
+        if not self._place(req, now):
+            req.error = "refused: no replica can serve"
+
+    def _place(self, req: Request, now: float) -> bool:
+        """Route ``req`` and send it to its replica; False when the policy refuses it."""
         idx = self.gateway.route(req, now)
         if idx < 0:
-            req.error = "refused: no replica can serve"
-            return
+            return False
         r = self.replicas[idx]
         if not r.alive:
             self.gateway.connection_failed(req, now)
             self._retry(req, now)
-            return
+            return True
         end = r.enqueue(req, now)
         if end is not None:
             self._push(end, _STEP, idx)
+        return True
 
     def _retry(self, req: Request, now: float) -> None:
         tries = self._retries.get(req.id, 0)
@@ -289,4 +331,6 @@ class Simulator:
             c = r.cache
             v.kv_usage = (c.used - c.evictable) / c.capacity
             v.prefix_hit_rate = r.cached_tokens / r.prompt_tokens if r.prompt_tokens else 0.0
+            if r.lora is not None:
+                v.adapters = r.lora.active() + r.waiting_adapters()
             v.scraped_at_s = now

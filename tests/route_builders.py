@@ -36,7 +36,12 @@ def route(
 
 
 def group(
-    chain: Sequence[int], r: Route, *, model: str = MODEL, tenant: str = "acme"
+    chain: Sequence[int],
+    r: Route,
+    *,
+    model: str = MODEL,
+    tenant: str = "acme",
+    warm: Sequence[str] = (),
 ) -> PrefixGroupRoute:
     return PrefixGroupRoute(
         key=chain[-1],
@@ -46,6 +51,7 @@ def group(
         rate_rps=1.0,
         prefix_tokens=len(chain) * 16,
         route=r,
+        warm=tuple(warm),
     )
 
 

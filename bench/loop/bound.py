@@ -15,22 +15,41 @@ replica) and *perfect* knowledge of the window's demand, slice by slice.
 4. Fluid LP, per slice. ``s[d, k] ≥ 0`` req/s of ``d`` served on kind ``k``;
    ``Σ_k s[d, k] ≤ rate[d]`` and ``Σ_d s[d, k] / cap[d, k] ≤ healthy replicas of k`` (time
    sharing: each unit of ``d`` uses ``1 / cap`` of a replica). Maximise ``Σ s``.
+5. LoRA adapters (``adapters`` given). Placement is free, but loads are not: in slice ``t`` the
+   ``A`` distinct adapters requested on base model ``m`` must be resident, and the pool's
+   ``S`` slots (Σ ``max_loras``) held at most ``S`` of them when the slice began — none in the
+   first slice, which starts cold as the simulator does. So at least ``A`` (first slice) or
+   ``A − S`` loads happen, each stalling one replica for its load time; the cheapest such
+   loads, at the fastest load bandwidth of the pool, are the least replica time they take.
+   ``l[t, k] ≥ 0`` seconds of loads on kind ``k``: ``Σ_k l[t, k] ≥ that time`` and each
+   kind's time row gains ``l[t, k] / slice length``. Slots do not cap concurrency in the fluid
+   model (a looser, still valid, bound), and weights enter through each kind's own engine
+   costs (its model, its TP) — KV capacity is not a limit here (perfect cache).
 
 All slices go into one block-diagonal LP (they share no variable), solved once with HiGHS.
+
+6. KV capacity (``kv_capacity=True``, the default): the cache is perfect but not unbounded. A
+   reused prefix must be held in a replica's KV memory for its requests to be served warm,
+   and a replica holds only so much (:mod:`bench.loop.bound_kv`); cells are then also keyed by
+   the prefix they reuse, and may be served cold at the whole prompt's capacity.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
+from bench.loop.bound_kv import load_columns, reuse_groups, solve_with_kv
 from models.capacity import Slo
+from placement.domain.adapters import LoraAdapter, lora_load_s
 from placement.domain.fleet import Fleet
+from placement.domain.llm import ModelArchitecture
 from placement.domain.requests import Request, RequestClass
 from placement.errors import InputError, PlacementError
 from placement.solver.capacity import CapacitySource
@@ -55,6 +74,15 @@ class FluidBound:
     slice_s: float
 
 
+@runtime_checkable
+class CachedCapacityLookup(Protocol):
+    """A capacity table that charges a prompt's cached part its attention cost."""
+
+    def lookup_cached(
+        self, uncached_tokens: float, cached_tokens: float, output_tokens: float, slo_index: int
+    ) -> float: ...
+
+
 @dataclass(frozen=True, slots=True)
 class _Kind:
     accelerator: str
@@ -64,7 +92,8 @@ class _Kind:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Cells:
-    """Demand per (slice, model, class, uncached bucket, output bucket)."""
+    """Demand per (slice, model, class, reused prefix, uncached bucket, prompt bucket, output
+    bucket); ``group`` is -1 for every cell when KV capacity is not modelled."""
 
     slice_index: IntArray
     model: list[str]
@@ -72,6 +101,8 @@ class _Cells:
     count: FloatArray
     mean_uncached: FloatArray
     mean_output: FloatArray
+    group: IntArray
+    mean_input: FloatArray
 
 
 def fluid_bound(
@@ -84,13 +115,16 @@ def fluid_bound(
     slice_s: float = DEFAULT_SLICE_S,
     window_s: float | None = None,
     unhealthy: Collection[str] = (),
+    adapters: Mapping[str, LoraAdapter] | None = None,
+    kv_capacity: bool = True,
 ) -> FluidBound:
     """The fluid upper bound on goodput at SLO of ``requests`` on the healthy part of ``fleet``.
 
     The window starts at the first arrival and lasts ``window_s`` (default: the span of the
     arrivals, at least one slice); arrivals after its end count in its last slice. A request
     with no model takes the fleet's model when the fleet serves exactly one; otherwise no kind
-    serves it and it is unreachable.
+    serves it and it is unreachable. ``kv_capacity=False`` gives every replica an unbounded
+    cache (step 5 off).
     """
     _validate(requests, fleet, classes, block_tokens, slice_s, window_s, unhealthy)
     if not requests:
@@ -107,13 +141,33 @@ def fluid_bound(
     slice_of = np.minimum(((arrival - start) // slice_s).astype(np.int64), n_slices - 1)
 
     only_model = next(iter(fleet.models)) if len(fleet.models) == 1 else ""
-    cells = _cells(ordered, _perfect_cache_uncached(ordered, block_tokens), slice_of, only_model)
+    uncached = _perfect_cache_uncached(ordered, block_tokens)
+    reuse = reuse_groups(ordered, block_tokens) if kv_capacity else None
+    group = reuse.group if reuse is not None else np.full(len(ordered), -1, dtype=np.int64)
+    cells = _cells(ordered, uncached, slice_of, only_model, group)
     kinds, replicas = _healthy_kinds(fleet, set(unhealthy))
-    cap = _capacity_matrix(cells, kinds, classes, capacity)
+    cached = np.maximum(cells.mean_input - cells.mean_uncached, 0.0)
+    cap = _capacity_matrix(cells, kinds, classes, capacity, cells.mean_uncached, cached)
 
     reachable_cells = cap.max(axis=1, initial=0.0) > 0
     reachable = int(cells.count[reachable_cells].sum())
-    served = _solve(cells, cap, replicas, slice_len, n_slices)
+    loads = _load_seconds(ordered, slice_of, n_slices, fleet, kinds, adapters or {}, only_model)
+    if reuse is None:
+        served = _solve(cells, cap, replicas, slice_len, n_slices, loads)
+    else:
+        served = solve_with_kv(
+            slice_index=cells.slice_index,
+            group=cells.group,
+            rate=cells.count / slice_len[cells.slice_index],
+            cap=cap,
+            cap_cold=_capacity_matrix(cells, kinds, classes, capacity, cells.mean_input),
+            kv_tokens=reuse.kv_tokens,
+            replicas=replicas,
+            kv_capacity=_kind_kv_tokens(fleet, kinds),
+            slice_len=slice_len,
+            n_slices=n_slices,
+            loads=list(zip(loads.slice_index, loads.seconds, loads.kinds, strict=True)),
+        )
     return FluidBound(
         goodput_rps=served / window,
         offered_rps=len(ordered) / window,
@@ -178,7 +232,11 @@ def _geometric_bucket(tokens: FloatArray) -> IntArray:
 
 
 def _cells(
-    ordered: Sequence[Request], uncached: FloatArray, slice_of: IntArray, only_model: str
+    ordered: Sequence[Request],
+    uncached: FloatArray,
+    slice_of: IntArray,
+    only_model: str,
+    group: IntArray,
 ) -> _Cells:
     models, model_index = np.unique(
         np.asarray([r.model or only_model for r in ordered], dtype=str),
@@ -188,12 +246,15 @@ def _cells(
         np.asarray([r.request_class for r in ordered], dtype=str), return_inverse=True
     )
     output = np.fromiter((r.output_tokens for r in ordered), np.float64, len(ordered))
+    prompt = np.fromiter((r.input_tokens for r in ordered), np.float64, len(ordered))
     keys = np.stack(
         [
             slice_of,
             model_index.ravel(),
             class_index.ravel(),
+            group,
             _geometric_bucket(uncached),
+            _geometric_bucket(prompt),
             _geometric_bucket(output),
         ],
         axis=1,
@@ -208,6 +269,8 @@ def _cells(
         count=count,
         mean_uncached=np.bincount(inverse, weights=uncached) / count,
         mean_output=np.bincount(inverse, weights=output) / count,
+        group=unique[:, 3],
+        mean_input=np.bincount(inverse, weights=prompt) / count,
     )
 
 
@@ -226,8 +289,12 @@ def _capacity_matrix(
     kinds: list[_Kind],
     classes: Mapping[str, RequestClass],
     capacity: CapacitySource,
+    prompt: FloatArray,
+    cached: FloatArray | None = None,
 ) -> FloatArray:
-    """``cap[d, k]``: req/s one replica of kind ``k`` serves of cell ``d`` alone at its SLO."""
+    """``cap[d, k]``: req/s one replica of kind ``k`` serves of cell ``d`` alone at its SLO, each
+    cell's prompt computing ``prompt[d]`` tokens after ``cached[d]`` found cached (a source
+    that can tell, like the engine's, charges attention over the cached part too)."""
     cap = np.zeros((len(cells.count), len(kinds)))
     for k, kind in enumerate(kinds):
         table = capacity.table(kind.accelerator, kind.model, kind.tp)
@@ -238,14 +305,81 @@ def _capacity_matrix(
             if name not in slo_index:
                 c = classes[name]
                 slo_index[name] = table.slo_index(Slo(c.ttft_slo_s, c.tpot_slo_s))
-            cap[d, k] = table.lookup(
-                float(cells.mean_uncached[d]), float(cells.mean_output[d]), slo_index[name]
-            )
+            out = float(cells.mean_output[d])
+            if isinstance(table, CachedCapacityLookup) and cached is not None:
+                cap[d, k] = table.lookup_cached(
+                    float(prompt[d]), float(cached[d]), out, slo_index[name]
+                )
+            else:
+                cap[d, k] = table.lookup(float(prompt[d]), out, slo_index[name])
     return cap
 
 
+def _kind_kv_tokens(fleet: Fleet, kinds: list[_Kind]) -> FloatArray:
+    """KV memory (tokens) of one replica of each kind."""
+    kv = {
+        _Kind(r.accelerator.kind, r.model.name, r.tp): float(r.kv_capacity_tokens)
+        for r in fleet.replicas
+    }
+    return np.asarray([kv[k] for k in kinds], dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class _Loads:
+    """Adapter load time each (slice, base model) needs at least, and the kinds that can
+    take it: ``seconds[i]`` in slice ``slice_index[i]`` on any of ``kinds[i]``."""
+
+    slice_index: list[int]
+    seconds: list[float]
+    kinds: list[list[int]]
+
+
+def _load_seconds(
+    ordered: Sequence[Request],
+    slice_of: IntArray,
+    n_slices: int,
+    fleet: Fleet,
+    kinds: list[_Kind],
+    adapters: Mapping[str, LoraAdapter],
+    only_model: str,
+) -> _Loads:
+    """The least adapter-load time of each slice and base model (module docstring, step 5)."""
+    out = _Loads([], [], [])
+    if not adapters:
+        return out
+    healthy = {(k.accelerator, k.model, k.tp) for k in kinds}
+    slots: dict[str, int] = {}
+    gbps: dict[str, float] = {}
+    arch: dict[str, ModelArchitecture] = {}
+    for spec in fleet.replicas:
+        if (spec.accelerator.kind, spec.model.name, spec.tp) in healthy and spec.max_loras > 0:
+            m = spec.model.name
+            slots[m] = slots.get(m, 0) + spec.max_loras
+            gbps[m] = max(gbps.get(m, 0.0), spec.lora_load_gbps)
+            arch[m] = spec.model
+    asked: dict[tuple[int, str], set[str]] = {}
+    for r, t in zip(ordered, slice_of.tolist(), strict=True):
+        model = r.model or only_model
+        if r.adapter and model in slots:
+            asked.setdefault((t, model), set()).add(r.adapter)
+    for (t, model), names in sorted(asked.items()):
+        need = len(names) if t == 0 else len(names) - slots[model]
+        if need <= 0:
+            continue
+        times = sorted(lora_load_s(arch[model], adapters[a].rank, gbps=gbps[model]) for a in names)
+        out.slice_index.append(t)
+        out.seconds.append(float(sum(times[:need])))
+        out.kinds.append([k for k, kind in enumerate(kinds) if kind.model == model])
+    return out
+
+
 def _solve(
-    cells: _Cells, cap: FloatArray, replicas: FloatArray, slice_len: FloatArray, n_slices: int
+    cells: _Cells,
+    cap: FloatArray,
+    replicas: FloatArray,
+    slice_len: FloatArray,
+    n_slices: int,
+    loads: _Loads | None = None,
 ) -> float:
     """Requests served over the window by the fluid LP of every slice (one block-diagonal LP)."""
     cell, kind = np.nonzero(cap > 0)
@@ -258,11 +392,29 @@ def _solve(
     rows = np.concatenate([cell, n_cells + cells.slice_index[cell] * n_kinds + kind])
     cols = np.concatenate([var, var])
     data = np.concatenate([np.ones(n_vars), 1.0 / cap[cell, kind]])
-    a_ub = csr_matrix((data, (rows, cols)), shape=(n_cells + n_slices * n_kinds, n_vars))
     rate = cells.count / slice_len[cells.slice_index]
     b_ub = np.concatenate([rate, np.tile(replicas, n_slices)])
     # weighting by slice length makes the objective requests served, not req/s
     weight = slice_len[cells.slice_index[cell]]
+    n_rows = n_cells + n_slices * n_kinds
+    if loads is not None and loads.seconds:
+        extra = load_columns(
+            list(zip(loads.slice_index, loads.seconds, loads.kinds, strict=True)),
+            time_row0=n_cells,
+            n_kinds=n_kinds,
+            first_row=n_rows,
+            first_col=n_vars,
+            replicas=replicas,
+            slice_len=slice_len,
+        )
+        rows = np.concatenate([rows, extra.rows])
+        cols = np.concatenate([cols, extra.cols])
+        data = np.concatenate([data, extra.data])
+        b_ub = np.concatenate([b_ub, extra.b_ub])
+        n_rows += len(extra.b_ub)
+        weight = np.concatenate([weight, np.zeros(extra.n_cols)])
+        n_vars += extra.n_cols
+    a_ub = csr_matrix((data, (rows, cols)), shape=(n_rows, n_vars))
     result = linprog(-weight, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     if result.status != 0:
         raise PlacementError(f"the fluid bound LP did not solve: {result.message}")

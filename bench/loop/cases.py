@@ -1,7 +1,8 @@
 """The benchmark's cases from CLI text: workloads × fleets, each trace cut to its default span.
 
 Default spans keep a full run within minutes on two cores: the whole Mooncake slice (2,100 s),
-30 minutes of the mixed populations (~28k requests) and 10 minutes of the synthetic tenants.
+30 minutes of the mixed populations (~28k requests), 10 minutes of the synthetic tenants and
+20 minutes of kv-bound (~6.5k requests).
 """
 
 from __future__ import annotations
@@ -9,14 +10,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.loop.run import Case
-from placement.domain.fleet import load_fleet
+from placement.domain.fleet import Fleet, load_fleet
 from placement.domain.tenancy import load_tenancy
 from placement.errors import InputError
 from sim.workloads.base import Workload
 from sim.workloads.registry import WORKLOADS, load_mixed, load_workload
+from sim.workloads.tenant_mix import tenant_mix
 from sim.workloads.trace_file import load_trace_file, with_tenancy
 
-DEFAULT_SPAN_S: dict[str, float | None] = {"mooncake": None, "mixed": 1800.0, "synthetic": 600.0}
+DEFAULT_SPAN_S: dict[str, float | None] = {
+    "mooncake": None,
+    "mixed": 1800.0,
+    "synthetic": 600.0,
+    "kv-bound": 1200.0,
+    "multi-model": 900.0,
+}
+# workloads that need a fleet of their own (other models, LoRA slots) run on it, whatever --fleets
+OWN_FLEET: dict[str, Path] = {
+    "multi-model": Path(__file__).resolve().parents[2] / "data" / "fleets" / "multimodel.yaml"
+}
 
 
 def _names(text: str, field: str) -> list[str]:
@@ -40,7 +52,8 @@ def build_cases(
     tenants: Path | None = None,
 ) -> list[Case]:
     """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
-    workloads the tenants and classes of a tenants file."""
+    workloads the tenants and classes of a tenants file — or, when its tenants name their
+    ``source``, is the one workload (:mod:`sim.workloads.tenant_mix`)."""
     if not peers:
         raise InputError("no peer policy to compare with", field="--peers")
     fleet_list = [load_fleet(Path(f)) for f in _names(fleets, "--fleets")]
@@ -49,6 +62,10 @@ def build_cases(
         loaded = [load_trace_file(trace)]
         if duration_s is not None:
             loaded = [loaded[0].window(0.0, duration_s)]
+    elif tenancy is not None and tenancy.sources and tenants is not None:
+        # a tenant mix: the tenants file is the workload (each tenant sends its source's)
+        mix = tenant_mix(tenancy, name=tenants.stem, seed=seed, duration_s=duration_s)
+        loaded, tenancy = [mix], None
     else:
         loaded = [
             _named_workload(name, seed=seed, duration_s=duration_s)
@@ -67,8 +84,13 @@ def build_cases(
             seed=seed,
         )
         for workload in loaded
-        for fleet in fleet_list
+        for fleet in _fleets_for(workload, fleet_list)
     ]
+
+
+def _fleets_for(workload: Workload, fleets: list[Fleet]) -> list[Fleet]:
+    own = OWN_FLEET.get(workload.name)
+    return [load_fleet(own)] if own is not None else fleets
 
 
 def _named_workload(name: str, *, seed: int, duration_s: float | None) -> Workload:

@@ -4,7 +4,8 @@ A tenant's entitlement is its credit-weighted max-min fair share of the goodput 
 delivered: water-filling the total over tenants in proportion to their credit shares, no tenant
 getting more than it offered. Normalising by the bare credit share would call a light tenant
 (offering less than its credit) starved; by entitlement it is served in full and counts as fair.
-Tenants without a credit share weigh as the smallest positive share.
+Tenants without a credit share weigh as the smallest positive share. Goodput and offered load
+are counted in the unit credits are charged in: GPU-seconds (:func:`request_gpu_seconds`).
 
 The index is taken over tenants with at least :data:`MIN_TENANT_REQUESTS` requests in the
 window (all of them still share in the water-filling). A tenant's ratio moves in steps of one
@@ -17,10 +18,13 @@ gives the index over every tenant.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from sim.metrics import jain_index
+from placement.domain.fleet import Fleet
+from serving.admission.cost import mean_rates
+from sim.metrics import RequestTable, jain_index
 
 MIN_TENANT_REQUESTS = 20  # a ratio in steps of ≤ 5% of the tenant's work
 
@@ -75,3 +79,11 @@ def jain_overload(
         if requests is None or requests.get(t, 0) >= min_requests
     ]
     return jain_index(ratios) if ratios else 1.0
+
+
+def request_gpu_seconds(fleet: Fleet, table: RequestTable) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """Each request's GPU-seconds on the fleet's average replica (:func:`serving.admission.
+    cost.mean_rates`), its cached prompt tokens (as served) discounted — one price for a request
+    wherever it ran, so a tenant is not charged more for being sent to a slower replica."""
+    rates = mean_rates((r.accelerator.kind, r.model.name, r.tp) for r in fleet.replicas)
+    return rates.requests(table.input_tokens, table.cached_tokens, table.output_tokens)

@@ -11,7 +11,7 @@ placement's. The peer keeps its choice: the gate's second look belongs to our ro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from placement.domain.requests import Request
 from serving.admission.slo_gate import SloGate
@@ -21,9 +21,18 @@ from sim.router import ReplicaView, RoutingPolicy
 
 
 class Gated:
-    def __init__(self, inner: RoutingPolicy, gate: SloGate) -> None:
+    def __init__(
+        self,
+        inner: RoutingPolicy,
+        gate: SloGate,
+        *,
+        budget: Callable[[Request, float], float | None] | None = None,
+    ) -> None:
+        """``budget``: the time a request still has for its first token (None: its class's
+        SLO), for requests that waited in a flow-control queue."""
         self.inner = inner
         self.gate = gate
+        self.budget = budget
         self.name = f"{inner.name}+gate"
         self.shed = 0
         self._states: dict[str, ReplicaState] = {}
@@ -54,6 +63,7 @@ class Gated:
             return i
         v = replicas[i]
         state = self._state(v)
+        budget = self.budget(req, now) if self.budget is not None else None
         query = RouteQuery(
             tenant=req.tenant,
             model=v.model,
@@ -61,16 +71,17 @@ class Gated:
             block_hashes=req.block_hashes,
             input_tokens=req.input_tokens,
             max_output_tokens=req.output_tokens,
+            ttft_budget_s=budget,
         )
         table = prefill_table(v.accelerator, v.model, 1)
         predicted = table.ttft(req.input_tokens, v.outstanding_prefill_tokens)
         seen = self.gate.forecast_on(state, v.id, predicted, query, now)
-        if not self.gate.judge(req.tenant, req.request_class, seen, now):
+        if not self.gate.judge(req.tenant, req.request_class, seen, now, budget):
             self.shed += 1
             # the peer counted the request as sent: settle its books as a refused connection
             self.inner.on_complete(req, v, now)
             return -1
-        self.gate.dispatched(v.id, query, now, seen)
+        self.gate.dispatched(v.id, query, now, seen, state=state)
         self._queries[req.id] = query
         return i
 
@@ -82,5 +93,5 @@ class Gated:
 
     def on_complete(self, req: Request, replica: ReplicaView, now: float) -> None:
         self.inner.on_complete(req, replica, now)
-        self._queries.pop(req.id, None)
-        self.gate.finished(req.tenant, 0 if req.error else req.output_tokens)
+        query = self._queries.pop(req.id, None)
+        self.gate.finished(req.tenant, 0 if req.error else req.output_tokens, query)

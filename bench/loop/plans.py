@@ -4,7 +4,8 @@ Everything the solve depends on besides the window is fixed per run in :class:`P
 fleet, tenants' credits, classes' SLOs, capacity at SLO (learned or the roofline prior), the
 prefix-group rule and the solver's weights; the ablations change one of them. Demand the fleet
 cannot serve at SLO even unloaded is shed as best effort (``shed_unreachable``), and an
-infeasible window keeps the previous plan, as the service's planner does.
+infeasible window keeps the previous plan, as the service's planner does; with no plan to keep
+(the first solve), it is solved again without the credit floors, and its record says so.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from placement.domain.fleet import Fleet
 from placement.domain.requests import Request, RequestClass, Tenant
 from placement.errors import InfeasiblePlan, PlacementError
 from placement.plan import Plan
+from placement.solver.adapters import place_adapters, with_residency
 from placement.solver.capacity import CapacitySource
-from placement.solver.instance import build_instance
+from placement.solver.instance import WARM_KV_SHARE, build_instance
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions, solve_plan
 
 log = logging.getLogger(__name__)
 
 NO_GROUPS = GroupRule(max_groups=0)
+CREDITS_DROPPED = " (credit floors dropped: infeasible with no plan to keep)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +39,8 @@ class SolveRecord:
     solve_s: float
     churn: float
     version: int | None
+    # (replica, group key, prefix tokens) for every prefix the plan keeps warm on a replica
+    residency: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -48,6 +53,7 @@ class Planning:
     rule: GroupRule = DEFAULT_RULE
     options: SolveOptions = field(default_factory=SolveOptions)
     time_limit_s: float = 10.0
+    warm_kv_share: float = WARM_KV_SHARE  # of each replica's KV memory, for warm prefixes
     records: list[SolveRecord] = field(default_factory=list)
 
     def solve(
@@ -63,10 +69,71 @@ class Planning:
         """The plan for ``requests`` seen over ``window_s`` (None if the solver finds the
         window infeasible; the record says so)."""
         started = time.perf_counter()
+        said = ""
+        try:
+            plan = self._solve(requests, self.tenants, window_s, at_s, unhealthy, previous)
+        except InfeasiblePlan as exc:
+            if previous is not None:
+                self._kept(exc, at_s, reason, started)
+                return None
+            # no plan to keep: one without the credit floors serves better than none (the
+            # record and a log line say so)
+            log.warning(
+                "solve at %.0f s (%s) is infeasible and there is no plan to keep: solved "
+                "without credit floors: %s",
+                at_s,
+                reason,
+                exc,
+            )
+            said = CREDITS_DROPPED
+            try:
+                plan = self._solve(requests, {}, window_s, at_s, unhealthy, previous)
+            except PlacementError as again:
+                self._kept(again, at_s, reason, started)
+                return None
+        except PlacementError as exc:  # the solver failed: keep the plan
+            self._kept(exc, at_s, reason, started)
+            return None
+        if any(r.adapter for r in requests):
+            held = {r.id: r.adapters for r in previous.replicas} if previous is not None else {}
+            residency = place_adapters(
+                requests,
+                self.fleet,
+                self.classes,
+                self.capacity,
+                window_s=window_s,
+                unhealthy=unhealthy,
+                previous=held,
+            )
+            plan = with_residency(plan, residency)
+        self.records.append(
+            SolveRecord(
+                at_s=at_s,
+                reason=reason,
+                status=plan.solver.status + said,
+                solve_s=time.perf_counter() - started,
+                churn=plan.solver.churn,
+                version=plan.version,
+                residency=tuple(
+                    (replica, g.key, g.prefix_tokens) for g in plan.groups for replica in g.warm
+                ),
+            )
+        )
+        return plan
+
+    def _solve(
+        self,
+        requests: Sequence[Request],
+        tenants: Mapping[str, Tenant],
+        window_s: float,
+        at_s: float,
+        unhealthy: Collection[str],
+        previous: Plan | None,
+    ) -> Plan:
         instance = build_instance(
             self.fleet,
             requests,
-            self.tenants,
+            tenants,
             self.classes,
             window_s=window_s,
             capacity=self.capacity,
@@ -74,39 +141,29 @@ class Planning:
             unhealthy=unhealthy,
             rule=self.rule,
             shed_unreachable=True,
+            warm_kv_share=self.warm_kv_share,
         )
-        try:
-            plan = solve_plan(
-                instance,
-                previous=previous,
-                time_limit_s=self.time_limit_s,
-                options=self.options,
-                created_at=at_s,
-            )
-        except PlacementError as exc:  # infeasible, or the solver failed: keep the plan
-            status = "infeasible" if isinstance(exc, InfeasiblePlan) else "failed"
-            log.warning(
-                "re-solve at %.0f s (%s) kept the previous plan: %s: %s", at_s, reason, status, exc
-            )
-            self.records.append(
-                SolveRecord(
-                    at_s=at_s,
-                    reason=reason,
-                    status=status,
-                    solve_s=time.perf_counter() - started,
-                    churn=0.0,
-                    version=None,
-                )
-            )
-            return None
+        return solve_plan(
+            instance,
+            previous=previous,
+            time_limit_s=self.time_limit_s,
+            options=self.options,
+            created_at=at_s,
+        )
+
+    def _kept(self, exc: PlacementError, at_s: float, reason: str, started: float) -> None:
+        """Record a solve that gave no plan (infeasible, or the solver failed)."""
+        status = "infeasible" if isinstance(exc, InfeasiblePlan) else "failed"
+        log.warning(
+            "re-solve at %.0f s (%s) kept the previous plan: %s: %s", at_s, reason, status, exc
+        )
         self.records.append(
             SolveRecord(
                 at_s=at_s,
                 reason=reason,
-                status=plan.solver.status,
+                status=status,
                 solve_s=time.perf_counter() - started,
-                churn=plan.solver.churn,
-                version=plan.version,
+                churn=0.0,
+                version=None,
             )
         )
-        return plan

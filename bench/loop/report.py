@@ -9,6 +9,8 @@ from typing import Any
 from rich.progress import Progress
 
 from bench.loop.diagnose import plot_diagnostics
+from bench.loop.prefix_residency import plot_prefix_residency
+from bench.loop.residency import plot_residency, residency_figures
 from bench.loop.run import Case, run_case
 from bench.plots import plot_goodput_curves
 from placement.report import print_table, write_json
@@ -22,6 +24,7 @@ SUMMARY_COLUMNS = (
     "ratio_ceiling",
     "share_of_bound",
     "jain_overload",
+    "jain_token_charge",
     "fairness_cost",
     "lost_requests",
     "gate_headroom",
@@ -102,6 +105,25 @@ def run_loop_bench(cases: Sequence[Case], *, out: Path, store: Path) -> dict[str
                 mark_s=summary["failures"]["at_s"],
             )
             plots += [str(diagnosis), str(failure)]
+            if any(r.adapter_events for _, r in result["diagnostics"]):
+                residency = out.with_name(f"{out.stem}-{key}-residency.png")
+                plot_residency(
+                    result["diagnostics"],
+                    residency,
+                    title=f"{key}: LoRA adapter residency per replica at the ratio load",
+                )
+                plots.append(str(residency))
+                summary["adapter_residency"] = {
+                    label: residency_figures(r) for label, r in result["diagnostics"]
+                }
+            at = summary["ratio_load"] if summary["ratio_load"] is not None else max(case.loads)
+            prefixes = out.with_name(f"{out.stem}-{key}-prefix-residency.png")
+            if plot_prefix_residency(
+                [s for s in result["solves"] if s["load"] == at],
+                prefixes,
+                title=f"{key}: prefixes the plan keeps warm, per replica, at load {at:g}",
+            ):
+                plots.append(str(prefixes))
             print_table(
                 f"{key}: reported tail",
                 swept + [r for r in result["runs"] if r not in swept],

@@ -24,13 +24,25 @@ import numpy as np
 
 from bench.loop.bound import fluid_bound
 from bench.loop.engine_capacity import EngineCapacity
-from bench.loop.fairness import MIN_TENANT_REQUESTS, entitled_ratios, jain_overload
+from bench.loop.fairness import (
+    MIN_TENANT_REQUESTS,
+    entitled_ratios,
+    jain_overload,
+    request_gpu_seconds,
+)
 from bench.loop.gate_quality import gate_quality
 from bench.loop.gated import Gated
 from bench.loop.learn import learn_capacity, roofline_capacity
 from bench.loop.plans import NO_GROUPS, Planning
 from bench.loop.replan import Replanning
-from bench.loop.tuning import BASE_PROFILE, TUNE_LOADS, Setting, grid, write_profile
+from bench.loop.tuning import (
+    BASE_PROFILE,
+    TUNE_LOADS,
+    WARM_KV_SHARES,
+    Setting,
+    grid,
+    write_profile,
+)
 from bench.policies import (
     OURS,
     GateSettings,
@@ -42,10 +54,11 @@ from bench.policies import (
 from placement.domain.fleet import Fleet
 from placement.plan import Plan
 from placement.solver.capacity import CapacitySource
+from placement.solver.instance import WARM_KV_SHARE
 from placement.solver.model import Weights
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
-from serving.admission.slo_gate import SloGate
+from serving.admission.slo_gate import GPU_SECONDS, TOKENS, SloGate
 from serving.admission.vtc import TokenWeights
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
@@ -76,6 +89,7 @@ class Variant:
     credits: bool = True
     scored: bool = True  # data/profiles/scored.yaml (False: the default weighted lookup)
     shadow: bool = False  # the gate judges but admits all (its precision and recall)
+    charge: str = GPU_SECONDS  # credits charged in GPU-seconds (TOKENS: per weighted token)
 
 
 FULL = Variant(name=OURS)
@@ -90,6 +104,7 @@ ABLATIONS = (
 NO_ADMISSION = next(v for v in ABLATIONS if not v.gate)
 LOCALITY_ONLY = Variant(name="ours:locality_only", credits=False)
 SHADOW_GATE = Variant(name="ours:shadow_gate", shadow=True)
+TOKEN_CREDITS = Variant(name="ours:token_credits", charge=TOKENS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +135,7 @@ class CaseContext:
     model_uri: str
     headroom: float = 1.0
     profile: Path = BASE_PROFILE  # the route profile (tuned on the head by :func:`prepare`)
+    warm_kv_share: float = WARM_KV_SHARE  # the plan's warm-prefix budget (tuned on the head)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -175,6 +191,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 headroom=headroom,
                 credit_cut=ctx.case.credit_cut if v.credits else 0.0,
                 shadow=v.shadow,
+                charge=v.charge,
             )
             if v.gate
             else None
@@ -227,6 +244,7 @@ def ours_with_policy(
         block_tokens=ctx.tune.block_tokens,
         rule=planning_rule(v),
         options=SolveOptions(weights=Weights(churn=0.0)) if not v.churn else SolveOptions(),
+        warm_kv_share=ctx.warm_kv_share,
     )
     policy = make_policy(OURS, _policy_ctx(ctx, v, headroom or ctx.headroom))
     assert isinstance(policy, PlacementPolicy)
@@ -278,8 +296,11 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     )
     best: tuple[float, Setting] = (-1.0, Setting(1.0, 2.0, 1.0))
     profiles = store / "profiles"
-    for setting in case.settings or grid():
+    # the warm-prefix budget matters only to traffic with shared prefixes
+    shares = WARM_KV_SHARES if any(r.block_hashes for r in tune.requests) else (WARM_KV_SHARE,)
+    for setting in case.settings or grid(shares):
         ctx.profile = write_profile(setting, profiles)
+        ctx.warm_kv_share = setting.warm_kv_share
         score = 0.0
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
@@ -289,11 +310,13 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             best = (score, setting)
     chosen = best[1]
     ctx.headroom = chosen.headroom
+    ctx.warm_kv_share = chosen.warm_kv_share
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
         f"{chosen.headroom}, prefix-match weight {chosen.prefix_weight}, predicted-TTFT weight "
-        f"{chosen.ttft_weight} ({ctx.profile.name})"
+        f"{chosen.ttft_weight} ({ctx.profile.name}), warm-prefix KV share "
+        f"{chosen.warm_kv_share}"
     )
     return ctx
 
@@ -361,15 +384,19 @@ def goodput_at(rows: Sequence[dict[str, Any]], load: float) -> float:
 
 
 def tenant_service(
-    result: SimResult, wl: Workload
+    result: SimResult, wl: Workload, *, unit: str = "gpu_s"
 ) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
-    """(served within SLO, offered, requests) per tenant, the first two in the units credits
-    are counted in: weighted tokens per second (the Virtual Token Counter's prefill and decode
-    weights), so a tenant of long prompts is not called starved for being served fewer,
-    heavier requests."""
+    """(served within SLO, offered, requests) per tenant, the first two in the unit credits
+    are charged in (per second): GPU-seconds on the fleet's average replica, cache hits
+    discounted (:mod:`serving.admission.cost`), so a tenant of long prompts or long outputs is
+    not called starved for being served fewer, heavier requests; ``unit="tokens"``: the
+    Virtual Token Counter's weighted tokens (prefill 1, decode 2), the unit before."""
     t = request_table(result.requests, wl.classes)
-    weights = TokenWeights()
-    work = weights.prefill * t.input_tokens + weights.decode * t.output_tokens
+    if unit == "tokens":
+        weights = TokenWeights()
+        work = weights.prefill * t.input_tokens + weights.decode * t.output_tokens
+    else:
+        work = request_gpu_seconds(result.fleet, t)
     window = max(float(t.arrival.max() - t.arrival.min()), 1e-9) if len(t.arrival) else 1.0
     tenants = np.unique(t.tenant)
     good = {str(k): float(work[(t.tenant == k) & t.met].sum()) / window for k in tenants}
@@ -405,6 +432,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
             block_tokens=wl.block_tokens,
             window_s=span,
             slice_s=min(BOUND_SLICE_S, span / 4),
+            adapters=wl.adapters,
         )
         kept[(OURS, load)] = result
         row = _row(result, wl, policy=OURS, load=load, **tag)
@@ -441,6 +469,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "capacity_source": ctx.model_uri,
         "gate_headroom": ctx.headroom,
         "route_profile": ctx.profile.name,
+        "warm_kv_share": ctx.warm_kv_share,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
         "our_knee_load": knee(our_rows),
@@ -521,26 +550,31 @@ def fairness(
     against our locality-only variant (no credits in the plan or the gate)."""
     out: dict[str, Any] = {"overload": load}
     credits = _credits(ctx.report)
-    for v in (FULL, LOCALITY_ONLY):
+    for v in (FULL, LOCALITY_ONLY, TOKEN_CREDITS):
         say(f"fairness: {v.name} @ load {load}")
         result, wl, _ = ours(ctx, load, v)
         good, offered, requests = tenant_service(result, wl)
         row = _row(result, wl, policy=v.name + "@overload", load=load, **tag)
         row["jain_entitled"] = jain_overload(good, offered, credits, requests)
         rows.append(row)
+        good_tokens, offered_tokens, _ = tenant_service(result, wl, unit="tokens")
         out[v.name] = {
             "goodput_rps": row["goodput_rps"],
             "jain": row["jain_entitled"],
+            "jain_in_tokens": jain_overload(good_tokens, offered_tokens, credits, requests),
             "jain_all_tenants": jain_overload(good, offered, credits),
             "ratio_to_entitlement": entitled_ratios(good, offered, credits),
             "requests": requests,
         }
     fair, local = out[FULL.name], out[LOCALITY_ONLY.name]
     out["jain_overload"] = fair["jain"]
+    # the same gate charging per weighted token instead (how credits were charged before)
+    out["jain_token_charge"] = out[TOKEN_CREDITS.name]["jain"]
     out["min_tenant_requests"] = MIN_TENANT_REQUESTS
     out["fairness_cost"] = max(0.0, 1.0 - fair["goodput_rps"] / max(local["goodput_rps"], 1e-9))
     return {
         "jain_overload": out["jain_overload"],
+        "jain_token_charge": out["jain_token_charge"],
         "fairness_cost": out["fairness_cost"],
         "fairness": out,
     }

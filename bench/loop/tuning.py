@@ -1,5 +1,6 @@
-"""What the loop tunes on the head of a trace: the route profile's scorer weights, picked from
-a small grid by goodput summed over a few loads.
+"""What the loop tunes on the head of a trace: the route profile's scorer weights and, on traffic
+with shared prefixes, the share of each replica's KV memory the plan may fill with warm
+prefixes, picked from a small grid by goodput summed over a few loads.
 
 The admission gate's headroom is not tuned (:data:`HEADROOMS` holds 1.0 alone): the gate
 refuses by the chance that a request misses its SLO (:mod:`serving.admission.slo_gate`),
@@ -20,12 +21,16 @@ from pathlib import Path
 import yaml
 
 from placement.paths import repo_root
+from placement.solver.instance import WARM_KV_SHARE
 
 BASE_PROFILE = repo_root() / "data" / "profiles" / "scored.yaml"
 PREFIX_WEIGHTS = (1.0, 4.0, 12.0)
 TTFT_WEIGHTS = (0.5, 2.0)
 HEADROOMS = (1.0,)
 TUNE_LOADS = (1.0, 2.0, 3.0)
+# the plan's warm-prefix budget, × a replica's KV memory: the rest holds running sequences'
+# own tokens, which a trace of short private text after long shared prefixes hardly needs
+WARM_KV_SHARES = (WARM_KV_SHARE, 0.8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +38,14 @@ class Setting:
     prefix_weight: float
     ttft_weight: float
     headroom: float
+    warm_kv_share: float = WARM_KV_SHARE
 
 
-def grid() -> list[Setting]:
-    return [Setting(*s) for s in itertools.product(PREFIX_WEIGHTS, TTFT_WEIGHTS, HEADROOMS)]
+def grid(warm_kv_shares: tuple[float, ...] = (WARM_KV_SHARE,)) -> list[Setting]:
+    return [
+        Setting(*s)
+        for s in itertools.product(PREFIX_WEIGHTS, TTFT_WEIGHTS, HEADROOMS, warm_kv_shares)
+    ]
 
 
 def write_profile(setting: Setting, directory: Path, base: Path = BASE_PROFILE) -> Path:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from placement.domain.requests import DEFAULT_CLASSES, Request, RequestClass
 from placement.plan import Plan
-from serving.admission.slo_gate import Judgement, SloGate
+from serving.admission.slo_gate import GPU_SECONDS, Judgement, SloGate
 from serving.route import NoReplica, PlacementRoutePath, ReplicaState, RouteQuery, load_profile
 from sim.peers.context import PolicyContext
 from sim.router import ReplicaView
@@ -46,6 +46,7 @@ class GateSettings:
     # shadow: judge every request but admit them all, recording which the gate would have
     # refused (``PlacementPolicy.would_refuse``) — what the gate's precision is measured on
     shadow: bool = False
+    charge: str = GPU_SECONDS  # what credits are charged in (TOKENS: per weighted token)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,6 +100,7 @@ class PlacementPolicy:
                 tp=1,
                 kv_capacity_tokens=v.kv_capacity_tokens,
                 scraped_at=-1.0,
+                max_loras=v.max_loras,
             )
             for v in replicas
         ]
@@ -126,6 +128,7 @@ class PlacementPolicy:
             block_hashes=req.block_hashes,
             input_tokens=req.input_tokens,
             max_output_tokens=req.output_tokens,
+            adapter=req.adapter,
         )
         try:
             decision = self.path.decide(query, now)
@@ -139,7 +142,14 @@ class PlacementPolicy:
                 self.judgements[req.id] = gate.last
                 # admitted after all, where the route path sent it
                 seen = gate.forecast(self.path, query, decision, now)
-                gate.dispatched(decision.replica_id, query, now, seen)
+                gate.dispatched(
+                    decision.replica_id,
+                    query,
+                    now,
+                    seen,
+                    state=self.path.replica(decision.replica_id),
+                    cached_tokens=decision.cached_tokens,
+                )
             elif admitted is None:
                 self.shed += 1
                 return -1
@@ -163,7 +173,7 @@ class PlacementPolicy:
                 replica.id, query, now, ok=not req.error, output_tokens=req.output_tokens
             )
             if self.gate is not None:
-                self.gate.finished(req.tenant, 0 if req.error else req.output_tokens)
+                self.gate.finished(req.tenant, 0 if req.error else req.output_tokens, query)
 
 
 def build(ctx: PolicyContext) -> PlacementPolicy:
@@ -179,6 +189,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             headroom=cfg.slo_gate.headroom,
             credit_cut=cfg.slo_gate.credit_cut,
             shed_factor=cfg.slo_gate.shed_factor,
+            charge=cfg.slo_gate.charge,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

@@ -251,7 +251,11 @@ def loop(
         typer.Option(help="a trace file instead of --workloads (.jsonl Mooncake keys, .csv Azure)"),
     ] = None,
     tenants: Annotated[
-        Path | None, typer.Option(help="tenants file (YAML): credits, classes, traffic shares")
+        Path | None,
+        typer.Option(
+            help="tenants file (YAML): credits, classes, traffic shares; with a source per "
+            "tenant it is the workload (a tenant mix, e.g. data/tenants/reason-code.yaml)"
+        ),
     ] = None,
     fleet: Annotated[Path | None, typer.Option(help="one fleet YAML (instead of --fleets)")] = None,
     loads: Annotated[str, typer.Option(help="offered load, × nominal capacity")] = (
@@ -307,6 +311,10 @@ def gate(
     ] = None,
     prefix_weight: Annotated[float, typer.Option(help="route profile: prefix match")] = 1.0,
     ttft_weight: Annotated[float, typer.Option(help="route profile: predicted TTFT")] = 2.0,
+    tenants: Annotated[
+        Path | None,
+        typer.Option(help="tenants file (YAML); with a source per tenant, the workload"),
+    ] = None,
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     """The admission gate per load on the reported tail: shadow refusal precision and recall
@@ -325,6 +333,7 @@ def gate(
         period_s=120.0,
         learn=False,
         seed=seed,
+        tenants=tenants,
     )
     setting = Setting(prefix_weight, ttft_weight, 1.0)
     cases = [dataclasses.replace(c, settings=(setting,)) for c in cases]
@@ -391,3 +400,85 @@ def gateway(
     run_gateway_bench(
         fleet, rate=rate, duration_s=duration, stream=stream, max_tokens=max_tokens, out=out
     )
+
+
+@app.command("flow")
+@user_errors
+def flow(
+    out: Annotated[Path, typer.Option(help="JSON output (a PNG is written beside it)")],
+    load: Annotated[float, typer.Option(help="interactive load, × nominal capacity")] = 1.5,
+    replicas: Annotated[int, typer.Option(help="H100s of the overload fleet")] = 4,
+    day_peak: Annotated[float, typer.Option(help="the diurnal day's peak load")] = 1.5,
+    day_replicas: Annotated[int, typer.Option(help="H100s of the day's fleet")] = 2,
+    seed: Annotated[int, typer.Option(help="seed of tenants, bands and the day's arrivals")] = 1,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="a smoke run: a slice, three settings, a 1 h day")
+    ] = False,
+    emulated: Annotated[
+        bool,
+        typer.Option(
+            "--emulated/--no-emulated",
+            help="also crash a real gateway mid-batch on the emulated fleet",
+        ),
+    ] = True,
+) -> None:
+    """Flow control against refusing at once, batch work on a diurnal day's idle capacity,
+    batch requests lost across a gateway crash."""
+    from bench.flow.run import run_flow_bench
+
+    if load <= 0 or day_peak <= 0:
+        raise typer.BadParameter("must be > 0", param_hint="--load/--day-peak")
+    if replicas < 1 or day_replicas < 1:
+        raise typer.BadParameter("must be ≥ 1", param_hint="--replicas/--day-replicas")
+    run_flow_bench(
+        out=out,
+        replicas=replicas,
+        load=load,
+        day_peak=day_peak,
+        day_replicas=day_replicas,
+        day_s=3600.0 if quick else 24 * 3600.0,
+        seed=seed,
+        quick=quick,
+        emulated=emulated,
+        say=typer.echo,
+    )
+
+
+@app.command("e2e")
+@user_errors
+def e2e(
+    out: Annotated[Path, typer.Option(help="JSON output (a PNG of goodput beside it)")],
+    fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
+    loads: Annotated[str, typer.Option(help="comma-separated fleet loads")] = "0.5,1.0,1.5,2.0",
+    duration: Annotated[float, typer.Option(help="seconds of the scaled trace per load")] = 60.0,
+    start_fraction: Annotated[
+        float, typer.Option(help="where in the scaled trace the slice starts (0..1)")
+    ] = 0.6,
+    routers: Annotated[
+        str, typer.Option(help="comma-separated: gateway,epp,sglang-router,vllm-router,round-robin")
+    ] = "gateway,epp,sglang-router,vllm-router,round-robin",
+    probe_rate: Annotated[float, typer.Option(help="added-latency probe, req/s (0: none)")] = 500.0,
+    probe_duration: Annotated[float, typer.Option(help="seconds per probe phase")] = 10.0,
+    workdir: Annotated[
+        Path | None, typer.Option(help="keep logs and aiperf artifacts here")
+    ] = None,
+) -> None:
+    """The routers side by side on the emulated fleet, the Mooncake slice replayed by aiperf."""
+    from bench.e2e import E2EOptions, run_e2e_bench
+    from placement.errors import InputError
+
+    try:
+        load_values = tuple(float(x) for x in loads.split(",") if x.strip())
+    except ValueError:
+        raise InputError("expected numbers separated by commas", field="--loads") from None
+    options = E2EOptions(
+        fleet=fleet,
+        loads=load_values,
+        duration_s=duration,
+        start_fraction=start_fraction,
+        routers=tuple(r.strip() for r in routers.split(",") if r.strip()),
+        probe_rate=probe_rate,
+        probe_duration_s=probe_duration,
+        workdir=workdir,
+    )
+    run_e2e_bench(options, out=out)

@@ -47,6 +47,13 @@ def solve(
         str, typer.Option(help="mathopt-highs, mathopt-glop, mathopt-pdlp, cp-sat")
     ] = "mathopt-highs",
     seed: Annotated[int, typer.Option()] = 0,
+    tenants: Annotated[
+        Path | None,
+        typer.Option(
+            help="tenants YAML (credits, classes; traffic_share splits the workload's sessions "
+            "between them)"
+        ),
+    ] = None,
     profiles: ProfilesOption = None,
 ) -> None:
     """Solve a plan for a window of a workload on a fleet and publish it to --out."""
@@ -65,6 +72,12 @@ def solve(
         )
     spec = load_fleet(fleet)
     wl = load_workload(workload, seed=seed, duration_s=window_s)
+    if tenants is not None:
+        from placement.domain.tenancy import load_tenancy
+        from sim.workloads.trace_file import with_tenancy
+
+        gpus = float(sum(r.tp for r in spec.replicas))
+        wl = with_tenancy(wl, load_tenancy(tenants, fleet_gpus=gpus), seed=seed)
     prev = _previous(previous)
     assert prev is None or isinstance(prev, Plan)
     store = DirectoryPlanStore(out)
@@ -123,6 +136,27 @@ def _print_plan(plan: object) -> None:
             f"{r.warm_prefix_tokens:,}",
         )
     _console.print(folding(reps))
+    ten = Table(
+        "tenant",
+        "credit share",
+        "burst cap",
+        "demand req/s",
+        "admitted req/s",
+        "predicted attainment",
+        title="tenants",
+    )
+    for tp in plan.tenants:
+        attainment = tp.predicted_attainment
+        ten.add_row(
+            tp.tenant,
+            f"{tp.guaranteed_share:.1%}",
+            f"{tp.cap_share:.1%}",
+            f"{tp.demand_rps:.2f}",
+            f"{tp.admitted_rps:.2f}",
+            "no demand" if attainment is None else f"{attainment:.1%}",
+        )
+    if plan.tenants:
+        _console.print(folding(ten))
     out = Table(
         "tenant", "class", "demand req/s", "served req/s", "shed", "attainment", title="outcomes"
     )

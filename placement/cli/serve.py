@@ -126,6 +126,13 @@ def serve(
     telemetry: Annotated[
         Path | None, typer.Option(help="gateway mode: append request outcomes to this store")
     ] = None,
+    batch_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="gateway mode: serve the Batch API (/v1/files, /v1/batches), its files and "
+            "jobs kept in this folder across restarts"
+        ),
+    ] = None,
 ) -> None:
     """Serve the placement API (OpenAPI docs at /docs). Settings also from PLACEMENT_* vars."""
     from serving.api.security import hash_key as digest
@@ -186,7 +193,7 @@ def serve(
     if proxy:
         from serving.gateway import load_gateway_settings
 
-        overrides = {"enabled": True, "telemetry_dir": telemetry}
+        overrides = {"enabled": True, "telemetry_dir": telemetry, "batch_dir": batch_dir}
         gateway = load_gateway_settings(**{k: v for k, v in overrides.items() if v is not None})
     given = _read_addresses(addresses) if addresses is not None else None
     emulated = _start_emulator(settings.fleet) if demo and given is None else None

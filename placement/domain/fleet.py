@@ -9,6 +9,9 @@ replicas:
     model: llama-3-8b
     tp: 1
     cost_per_hour: 4.0    # optional, per accelerator; the catalogue's figure otherwise
+    max_loras: 8          # optional: LoRA adapter GPU slots (vLLM --max-loras; 0: none)
+    max_lora_rank: 64     # optional: the largest adapter rank a slot holds
+    lora_load_gbps: 2.0   # optional: GB/s an adapter loads at (placement.domain.adapters)
 ```
 """
 
@@ -22,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from placement.domain.accelerators import Accelerator, get_accelerator
+from placement.domain.adapters import DEFAULT_LORA_LOAD_GBPS, DEFAULT_MAX_LORA_RANK, lora_bytes
 from placement.domain.llm import ModelArchitecture, get_model
 from placement.errors import InputError, read_text
 
@@ -48,6 +52,10 @@ class ReplicaSpec:
     max_num_seqs: int
     kv_capacity_tokens: int
     labels: dict[str, str] = field(default_factory=dict)
+    # LoRA (vLLM --max-loras / --max-lora-rank): adapter GPU slots (0: no adapters served)
+    max_loras: int = 0
+    max_lora_rank: int = DEFAULT_MAX_LORA_RANK
+    lora_load_gbps: float = DEFAULT_LORA_LOAD_GBPS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,11 +73,16 @@ class Fleet:
 
 
 def kv_capacity_tokens(
-    accelerator: Accelerator, model: ModelArchitecture, tp: int, gpu_memory_utilization: float
+    accelerator: Accelerator,
+    model: ModelArchitecture,
+    tp: int,
+    gpu_memory_utilization: float,
+    *,
+    lora_slot_bytes: float = 0.0,
 ) -> int:
-    """Tokens of KV cache a replica holds once weights and a reserve are loaded."""
+    """Tokens of KV cache a replica holds once weights, LoRA slots and a reserve are loaded."""
     usable = accelerator.hbm_gb * 1e9 * gpu_memory_utilization * tp
-    free = usable - model.weight_bytes() - ACTIVATION_RESERVE_GB * 1e9 * tp
+    free = usable - model.weight_bytes() - lora_slot_bytes - ACTIVATION_RESERVE_GB * 1e9 * tp
     return max(0, int(free // model.kv_bytes_per_token()))
 
 
@@ -86,6 +99,9 @@ class _GroupSpec(BaseModel):
     max_num_seqs: int = Field(default=DEFAULT_MAX_NUM_SEQS, ge=1)
     gpu_memory_utilization: float = Field(default=DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
     labels: dict[str, str] = Field(default_factory=dict)
+    max_loras: int = Field(default=0, ge=0, le=1024)
+    max_lora_rank: int = Field(default=DEFAULT_MAX_LORA_RANK, ge=1, le=1024)
+    lora_load_gbps: float = Field(default=DEFAULT_LORA_LOAD_GBPS, gt=0)
 
 
 class _FleetSpec(BaseModel):
@@ -121,7 +137,9 @@ def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
         where = f"replicas.{gi}"
         acc = get_accelerator(g.accelerator, source=source, field=f"{where}.accelerator")
         model = get_model(g.model, source=source, field=f"{where}.model")
-        kv = kv_capacity_tokens(acc, model, g.tp, g.gpu_memory_utilization)
+        # vLLM reserves every LoRA slot at the largest rank up front
+        slots = g.max_loras * lora_bytes(model, g.max_lora_rank)
+        kv = kv_capacity_tokens(acc, model, g.tp, g.gpu_memory_utilization, lora_slot_bytes=slots)
         if kv < 16 * 1024:
             raise InputError(
                 f"{model.name} on {g.tp}×{acc.kind} leaves {kv} tokens of KV cache",
@@ -143,6 +161,9 @@ def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
                     max_num_seqs=g.max_num_seqs,
                     kv_capacity_tokens=kv,
                     labels=dict(g.labels),
+                    max_loras=g.max_loras,
+                    max_lora_rank=g.max_lora_rank,
+                    lora_load_gbps=g.lora_load_gbps,
                 )
             )
     ids = [r.id for r in replicas]

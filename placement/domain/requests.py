@@ -41,6 +41,7 @@ class Request:
     """
 
     __slots__ = (
+        "adapter",
         "arrival_s",
         "backlog_prefill_tokens",
         "backlog_requests",
@@ -72,6 +73,7 @@ class Request:
         model: str = "",
         block_hashes: tuple[int, ...] = (),
         block_tokens: int = 512,
+        adapter: str = "",
     ) -> None:
         self.id = id
         self.arrival_s = arrival_s
@@ -82,6 +84,7 @@ class Request:
         self.model = model
         self.block_hashes = block_hashes
         self.block_tokens = block_tokens
+        self.adapter = adapter  # a LoRA adapter on ``model`` ("": the base model itself)
         # outcome
         self.replica = -1
         self.first_token_s = -1.0
@@ -108,6 +111,7 @@ class Request:
             model=self.model,
             block_hashes=self.block_hashes if block_hashes is None else block_hashes,
             block_tokens=self.block_tokens,
+            adapter=self.adapter,
         )
 
     def __repr__(self) -> str:

@@ -2,6 +2,7 @@
 
 from placement.plan.schema import (
     PLAN_SCHEMA,
+    AdapterRoute,
     ClassOutcome,
     DefaultRoute,
     Plan,
@@ -14,6 +15,7 @@ from placement.plan.schema import (
 
 __all__ = [
     "PLAN_SCHEMA",
+    "AdapterRoute",
     "ClassOutcome",
     "DefaultRoute",
     "Plan",

@@ -73,6 +73,17 @@ class DefaultRoute(_Frozen):
     route: Route
 
 
+class AdapterRoute(_Frozen):
+    """Where a tenant's requests for a LoRA ``adapter`` on base ``model`` go: only replicas
+    the plan keeps the adapter resident on (:attr:`ReplicaPlan.adapters`)."""
+
+    tenant: str
+    model: str
+    adapter: str
+    rate_rps: float = Field(ge=0)
+    route: Route
+
+
 class ReplicaPlan(_Frozen):
     id: str
     kind: str
@@ -82,6 +93,7 @@ class ReplicaPlan(_Frozen):
     planned_rps: float = Field(ge=0)
     kv_budget_tokens: int = Field(ge=0)
     warm_prefix_tokens: int = Field(ge=0)  # KV the plan's warm prefixes take
+    adapters: tuple[str, ...] = ()  # LoRA adapters the plan keeps resident in its slots
 
 
 class TenantPlan(_Frozen):
@@ -94,6 +106,8 @@ class TenantPlan(_Frozen):
     # its cap on all traffic); optional so plans written before them still parse
     guaranteed_rps: float | None = Field(default=None, ge=0)
     cap_rps: float | None = Field(default=None, ge=0)
+    # the share of its demand predicted to meet its SLOs (None: no demand in the window)
+    predicted_attainment: float | None = Field(default=None, ge=0, le=1)
 
 
 class ClassOutcome(_Frozen):
@@ -145,6 +159,7 @@ class Plan(_Frozen):
     replicas: tuple[ReplicaPlan, ...]
     groups: tuple[PrefixGroupRoute, ...] = ()
     defaults: tuple[DefaultRoute, ...] = ()
+    adapter_routes: tuple[AdapterRoute, ...] = ()
     tenants: tuple[TenantPlan, ...] = ()
     outcomes: tuple[ClassOutcome, ...] = ()
     # per replica kind, where the timings behind capacity_source come from (plans written

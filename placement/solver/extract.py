@@ -185,8 +185,10 @@ def extract_plan(
     n_t = len(inst.tenants)
     demand_t = np.bincount(inst.unit_tenant, inst.unit_rate, n_t)
     served_t = np.bincount(inst.unit_tenant, inst.unit_rate * served, n_t)
+    attained_t = np.bincount(inst.unit_tenant, inst.unit_rate * attain, n_t)
     for t in range(n_t):
-        if demand_t[t] <= 0 and inst.credit_share[t] <= 0:
+        declared = inst.tenants[t] in inst.declared_tenants
+        if demand_t[t] <= 0 and inst.credit_share[t] <= 0 and not declared:
             continue
         tenants.append(
             TenantPlan(
@@ -197,6 +199,9 @@ def extract_plan(
                 cap_share=float(np.clip(inst.burst_cap[t], 0, 1)),
                 guaranteed_rps=float(floors[t]),
                 cap_rps=float(caps[t]),
+                predicted_attainment=float(np.clip(attained_t[t] / demand_t[t], 0, 1))
+                if demand_t[t] > 0
+                else None,
             )
         )
         for c in range(len(inst.classes)):

@@ -86,6 +86,8 @@ class Instance:
     # as shed in the plan's outcomes and in no tenant's floor) — a closed loop must always
     # get a plan, and no capacity of the fleet's kinds would fix such demand
     shed_unreachable: bool = False
+    # tenants the caller declared (a plan lists each, demand or not); empty: none known
+    declared_tenants: frozenset[str] = frozenset()
 
     @property
     def n_replicas(self) -> int:
@@ -269,4 +271,5 @@ def build_instance(
         capacity=cap,
         capacity_cold=cold,
         shed_unreachable=shed_unreachable,
+        declared_tenants=frozenset(tenants),
     )

@@ -11,9 +11,9 @@ the default backend (an LP solver through MathOpt):
    Infeasible: retry once with 4× the candidates (pruning can cut a feasible instance), then
    explain and raise :class:`InfeasiblePlan`. No solution in the time limit: the greedy plan,
    status ``greedy``. Model invalid: :class:`SolverFailed`.
-2. **Rounding.** Pairs with a share ≥ :data:`MIN_ROUTE_SHARE` keep a warm prefix (``y = 1``),
-   the rest get ``y = 0``; a replica whose warm prefixes overflow its KV budget drops its
-   smallest ones.
+2. **Rounding.** Pairs with a share ≥ :data:`MIN_ROUTE_SHARE` keep a warm prefix (``y = 1``)
+   while their replica's KV budget has room, the pairs carrying the most traffic first
+   (:func:`_round_warm`); the rest get ``y = 0``.
 3. **Repair.** The program again with ``y`` fixed: every value is then feasible for the
    integer model, and its objective against the bound of step 1 is the gap.
 
@@ -113,20 +113,36 @@ def _trivial_bound(inst: Instance, pm: PoolModel) -> float:
 
 def _round_warm(inst: Instance, pm: PoolModel, x_warm: FloatArray) -> BoolArray:
     """``y`` from a relaxed warm share: kept where the share is worth a route, within KV
-    budgets (a replica over budget drops the warm prefixes carrying the least traffic)."""
+    budgets. The relaxation charges a group's prefix to a replica in proportion to the share
+    it sends there, so it may split a group over replicas that cannot each hold it. Budgets are
+    filled greedily over the whole pool, the groups carrying the most warm traffic first, each
+    on its pairs with the most traffic while they fit (first-fit knapsack); a group that fits
+    on none of them is moved warm to its candidate replica with the most room left (the
+    repair then routes its traffic there)."""
     pu, pr = pm.pair_unit, pm.pair_replica
     is_group = inst.unit_key[pu] >= 0
-    warm = (x_warm >= MIN_ROUTE_SHARE) & is_group
-    used = np.bincount(pr, np.where(warm, inst.unit_prefix[pu], 0.0), inst.n_replicas)
-    for r in np.flatnonzero(used > inst.replica_kv_budget + 1e-6).tolist():
-        pairs = np.flatnonzero((pr == r) & warm)
-        order = pairs[np.argsort(x_warm[pairs] * inst.unit_rate[pu[pairs]])]
-        over = used[r] - inst.replica_kv_budget[r]
-        for p in order.tolist():
-            if over <= 1e-6:
-                break
-            warm[p] = False
-            over -= inst.unit_prefix[pu[p]]
+    traffic = np.where(is_group & (x_warm >= MIN_ROUTE_SHARE), x_warm, 0.0) * inst.unit_rate[pu]
+    warm = np.zeros(len(pu), dtype=bool)
+    left = inst.replica_kv_budget.astype(np.float64).copy()
+    pairs_of: dict[int, list[int]] = {}
+    for p in np.flatnonzero(is_group).tolist():
+        pairs_of.setdefault(int(pu[p]), []).append(p)
+    unit_traffic = {u: float(traffic[ps].sum()) for u, ps in pairs_of.items()}
+    for u in sorted(pairs_of, key=lambda u: (-unit_traffic[u], u)):
+        if unit_traffic[u] <= 0:
+            break
+        need = float(inst.unit_prefix[u])
+        placed = False
+        for p in sorted(pairs_of[u], key=lambda p: -traffic[p]):
+            if traffic[p] > 0 and need <= left[pr[p]] + 1e-6:
+                warm[p] = True
+                left[pr[p]] -= need
+                placed = True
+        if not placed:
+            roomiest = max(pairs_of[u], key=lambda p: left[pr[p]])
+            if need <= left[pr[roomiest]] + 1e-6:
+                warm[roomiest] = True
+                left[pr[roomiest]] -= need
     return warm
 
 
@@ -170,10 +186,10 @@ def _repair(
     res = solve(fixed.lp, backend=opts.backend, time_limit_s=budget_s)
     if res.status in ("optimal", "feasible"):
         return res.x[: _n_main(pm)], warm, res.status
-    # the repair lost feasibility (floors) or time: keep the relaxed solution, all of its
-    # warm pairs warm (over some KV budget)
+    # the repair lost feasibility (floors) or time: keep the relaxed shares, warm only where
+    # the rounding kept the prefix within the replica's KV budget (the rest is served cold)
     sol = relaxed.x[: _n_main(pm)]
-    return sol, (sol[: pm.n_pairs] > 1e-9) & (inst.unit_key[pm.pair_unit] >= 0), "feasible"
+    return sol, warm & (sol[: pm.n_pairs] > 1e-9), "feasible"
 
 
 def _solve_pool(
@@ -227,7 +243,7 @@ def _solve_pool(
         sol = np.zeros(n_main)
         sol[: pm.n_pairs] = x
         sol[pm.n_pairs + len(pm.cold_pair) :] = np.minimum(x, prev)[pm.stay_pair]
-        warm = (x > 0) & (inst.unit_key[pm.pair_unit] >= 0)
+        warm = _round_warm(inst, pm, x)  # within the KV budgets
         status = "greedy"
         bound = relaxed.bound if math.isfinite(relaxed.bound) else _trivial_bound(inst, pm)
     elif integer:

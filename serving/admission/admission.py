@@ -22,6 +22,10 @@ at or past its entitlement *borrows*, and may only borrow what the other credite
 not claim: the unused part of the entitlement of each one active in the last ``active_s``
 seconds stays free (``over_credit`` refusals), so a tenant that floods the service, or whose
 requests are never reported complete, holds at most the capacity nobody else is owed.
+
+**Several service processes** share one fleet budget: each one counts what it admitted, and
+:meth:`AdmissionController.set_elsewhere` tells it what the others hold (their counts as last
+shared, :mod:`serving.shared`), which every check adds to its own.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 
 from placement.domain.requests import DEFAULT_CLASSES, RequestClass
 from placement.errors import InputError
+from serving.admission.cost import GpuRates
 from serving.admission.vtc import VirtualTokenCounter
 
 DEFAULT_SOFT_FRACTION = 0.8
@@ -111,6 +116,7 @@ class AdmissionController:
         self.classes = dict(classes)
         self.fleet_in_flight = max(1, fleet_in_flight)
         self.vtc = vtc if vtc is not None else VirtualTokenCounter()
+        self.rates: GpuRates | None = None  # see :meth:`set_rates`
         self.soft_fraction = soft_fraction
         self.retry_after_s = retry_after_s
         self.in_flight_by_class: dict[str, int] = dict.fromkeys(self.classes, 0)
@@ -127,9 +133,43 @@ class AdmissionController:
         self._floor = 1
         self._entitled: dict[str, int] = {}  # credited tenant → its entitlement
         self.set_credit_shares(credit_shares or {})
+        # held by the other service processes (as last shared): in total, sheddable, per tenant
+        self.elsewhere = 0
+        self.sheddable_elsewhere = 0
+        self.elsewhere_by_tenant: dict[str, int] = {}
+        self._retired: dict[str, ClassBudget] = {}  # removed classes with requests in flight
+        self._shed_level: dict[str, int] = {}
+        self._level_classes()
+
+    def _level_classes(self) -> None:
         # level of each sheddable class: 0 for the highest priority, n-1 for the lowest
         shed = sorted((c for c in self.classes.values() if c.sheddable), key=lambda c: c.priority)
         self._shed_level = {c.name: i for i, c in enumerate(shed)}
+
+    def set_classes(self, classes: Mapping[str, ClassBudget]) -> None:
+        """Serve these request classes from now on; requests in flight of a removed class
+        still release their place."""
+        if not classes:
+            raise InputError("no request classes", field="classes")
+        for name, budget in self.classes.items():
+            if name not in classes and self.in_flight_by_class.get(name, 0) > 0:
+                self._retired[name] = budget
+        self.classes = dict(classes)
+        for name in self.classes:
+            self.in_flight_by_class.setdefault(name, 0)
+            self._retired.pop(name, None)
+        self._level_classes()
+
+    def set_elsewhere(
+        self, *, in_flight: int, sheddable: int, by_tenant: Mapping[str, int]
+    ) -> None:
+        """What the other service processes sharing this fleet hold in flight."""
+        self.elsewhere = max(0, in_flight)
+        self.sheddable_elsewhere = max(0, sheddable)
+        self.elsewhere_by_tenant = {t: n for t, n in by_tenant.items() if n > 0}
+
+    def _held(self, tenant: str) -> int:
+        return self.in_flight_by_tenant.get(tenant, 0) + self.elsewhere_by_tenant.get(tenant, 0)
 
     def class_of(self, name: str) -> ClassBudget:
         budget = self.classes.get(name)
@@ -187,27 +227,28 @@ class AdmissionController:
         """The unused entitlement of the credited tenants other than ``tenant`` that are active
         (requests in flight, or a request in the last ``active_s`` seconds)."""
         horizon = now - self.active_s
-        held = self.in_flight_by_tenant
+        held, away = self.in_flight_by_tenant, self.elsewhere_by_tenant
         claimed = 0
         for other, seen in self._last_seen.items():
-            if other != tenant and (seen >= horizon or other in held):
-                claimed += max(0, self._entitled[other] - held.get(other, 0))
+            if other != tenant and (seen >= horizon or other in held or other in away):
+                claimed += max(0, self._entitled[other] - self._held(other))
         return claimed
 
     def check(self, tenant: str, request_class: str, now: float = 0.0) -> Verdict:
         """Would a request be admitted at ``now``? (Counts nothing.)"""
         budget = self.class_of(request_class)
+        in_flight = self.in_flight + self.elsewhere
         if self.bound_tenants:
-            if self.in_flight_by_tenant.get(tenant, 0) < self._entitled.get(tenant, self._floor):
+            if self._held(tenant) < self._entitled.get(tenant, self._floor):
                 return self._check_owed(budget)
             claimed = self.claimed_by_others(tenant, now)
-            if claimed and self.in_flight + 1 + claimed > self.fleet_in_flight:
+            if claimed and in_flight + 1 + claimed > self.fleet_in_flight:
                 return self._refuse("over_credit", budget)
         if budget.sheddable:
             return self._check_sheddable(tenant, budget)
-        if self.sheddable_in_flight > 0:
+        if self.sheddable_in_flight + self.sheddable_elsewhere > 0:
             return ADMITTED
-        if self.in_flight >= self.fleet_in_flight:
+        if in_flight >= self.fleet_in_flight:
             return self._refuse("saturated", budget)
         if self.in_flight_by_class[budget.name] >= budget.max_in_flight:
             return self._refuse("class_full", budget)
@@ -216,7 +257,7 @@ class AdmissionController:
     def _check_sheddable(self, tenant: str, budget: ClassBudget) -> Verdict:
         if self.in_flight_by_class[budget.name] >= budget.max_in_flight:
             return self._refuse("class_full", budget)
-        utilisation = self.in_flight / self.fleet_in_flight
+        utilisation = (self.in_flight + self.elsewhere) / self.fleet_in_flight
         if utilisation < self.soft_fraction:
             return ADMITTED
         if utilisation >= 1.0:
@@ -231,7 +272,7 @@ class AdmissionController:
     def _check_owed(self, budget: ClassBudget) -> Verdict:
         # within its entitlement: borrowers left room for it, or it is a newcomer let in past
         # a fleet others filled, by at most the floor
-        if self.in_flight >= self.fleet_in_flight + self._floor:
+        if self.in_flight + self.elsewhere >= self.fleet_in_flight + self._floor:
             return self._refuse("saturated", budget)
         return ADMITTED
 
@@ -239,6 +280,12 @@ class AdmissionController:
         # lower priorities wait longer, so the higher ones come back first
         level = self._shed_level.get(budget.name, 0)
         return Verdict(False, reason, math.ceil(self.retry_after_s * (1 + level)))
+
+    def set_rates(self, rates: GpuRates | None) -> None:
+        """Charge credits in GPU-seconds at ``rates`` (the fleet's average replica: admission
+        runs before the route path picks one; :mod:`serving.admission.cost`); None: weighted
+        tokens."""
+        self.rates = rates
 
     def admit(
         self, tenant: str, request_class: str, input_tokens: int, now: float = 0.0
@@ -250,13 +297,22 @@ class AdmissionController:
             self._last_seen[tenant] = now
         if verdict.admitted:
             self._count(tenant, request_class, +1)
-            self.vtc.start(tenant, input_tokens)
+            if self.rates is None:
+                self.vtc.start(tenant, input_tokens)
+            else:
+                self.vtc.start_cost(tenant, self.rates.prefill(input_tokens))
         return verdict
 
-    def release(self, tenant: str, request_class: str, output_tokens: int) -> None:
-        """An admitted request completed (or its lease expired) after ``output_tokens``."""
+    def release(
+        self, tenant: str, request_class: str, output_tokens: int, input_tokens: int = 0
+    ) -> None:
+        """An admitted request (of ``input_tokens``) completed, or its lease expired, after
+        ``output_tokens``."""
         self._count(tenant, request_class, -1)
-        self.vtc.finish(tenant, output_tokens)
+        if self.rates is None:
+            self.vtc.finish(tenant, output_tokens)
+        else:
+            self.vtc.finish_cost(tenant, self.rates.decode(input_tokens, output_tokens))
 
     def _count(self, tenant: str, request_class: str, delta: int) -> None:
         held = self.in_flight_by_tenant.get(tenant, 0) + delta
@@ -264,10 +320,12 @@ class AdmissionController:
             self.in_flight_by_tenant[tenant] = held
         else:
             self.in_flight_by_tenant.pop(tenant, None)
-        budget = self.classes[request_class]
-        self.in_flight_by_class[request_class] = max(
-            0, self.in_flight_by_class[request_class] + delta
-        )
+        budget = self.classes.get(request_class) or self._retired[request_class]
+        left = max(0, self.in_flight_by_class.get(request_class, 0) + delta)
+        self.in_flight_by_class[request_class] = left
+        if left == 0 and request_class in self._retired:
+            del self._retired[request_class]
+            del self.in_flight_by_class[request_class]
         self.in_flight = max(0, self.in_flight + delta)
         if budget.sheddable:
             self.sheddable_in_flight = max(0, self.sheddable_in_flight + delta)

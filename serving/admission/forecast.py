@@ -35,6 +35,7 @@ A request with one output token has no TPOT.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -66,6 +67,17 @@ class Forecast:
     request_rate: float = 0.0
     observed_tpot_s: float = 0.0  # the replica's recent TPOT (router's moving average)
     queued_tokens: float = 0.0  # prompt tokens queued ahead of it (the router's count)
+    # the TTFT's parts: its own prefill (uncached prompt alone on the replica, the prior's) and
+    # the wait for what is queued ahead (None: not split, the caller gave only a TTFT)
+    own_s: float | None = None
+    wait_s: float | None = None
+
+    def alone_miss(self, limit_s: float) -> float:
+        """Chance that the TTFT exceeds ``limit_s`` even with nothing queued ahead (0 when
+        the forecast is not split: nothing says it would)."""
+        if self.own_s is None:
+            return 0.0
+        return dataclasses.replace(self, ttft_s=self.own_s).ttft_miss(limit_s)
 
     def ttft_miss(self, limit_s: float) -> float:
         """Chance that the TTFT exceeds ``limit_s``."""
@@ -124,21 +136,39 @@ def forecast(
     request_rate: float,
     input_tokens: int,
     output_tokens: int,
+    own_prefill_s: float | None = None,
 ) -> Forecast:
     """The forecast for a request on the replica whose live state is ``state`` and decode
     table is ``table`` (None: an unknown replica, judged by its calibrated TTFT alone).
     ``ratio`` and ``spread`` calibrate the route path's ``predicted_ttft_s`` once stretched
-    by :func:`interleave` (see :mod:`serving.admission.ttft_calibration`)."""
+    by :func:`interleave` (see :mod:`serving.admission.ttft_calibration`). ``own_prefill_s``
+    (the part of the prediction that is the request's own prefill) splits the TTFT into its
+    own part, alone on the replica (the prior's, neither stretched nor calibrated), and the
+    wait for the queue (the rest)."""
+    own = wait = None
+    if own_prefill_s is not None:
+        # not calibrated: the ratio also learns queueing the prediction misses, which would
+        # call a request that only waits too long one that cannot be served in time
+        own = min(own_prefill_s, predicted_ttft_s)
     if state is None or table is None:
+        ttft = predicted_ttft_s * ratio
+        if own is not None:
+            wait = max(ttft - own, 0.0)
         return Forecast(
-            ttft_s=predicted_ttft_s * ratio, ttft_spread=spread, prior_ttft_s=predicted_ttft_s
+            ttft_s=ttft,
+            ttft_spread=spread,
+            prior_ttft_s=predicted_ttft_s,
+            own_s=own,
+            wait_s=wait,
         )
     running = max(float(state.in_flight), state.num_requests_running) + 1.0
     others = state.kv_cache_usage_perc * state.kv_capacity_tokens
     prior = predicted_ttft_s * interleave(table, running, others)
     ttft = prior * ratio
+    if own is not None:
+        wait = max(ttft - own, 0.0)
     if output_tokens <= 1:
-        return Forecast(ttft_s=ttft, ttft_spread=spread, prior_ttft_s=prior)
+        return Forecast(ttft_s=ttft, ttft_spread=spread, prior_ttft_s=prior, own_s=own, wait_s=wait)
     step = table.decode_step(running, others + input_tokens)
     budget = table.prompt_budget(running)
     per_token = table.prefill_s_per_token * ratio
@@ -163,4 +193,6 @@ def forecast(
         request_rate=request_rate,
         observed_tpot_s=state.tpot_s,
         queued_tokens=queued_prefill_tokens(state),
+        own_s=own,
+        wait_s=wait,
     )

@@ -31,15 +31,31 @@ refuse what is more likely to miss than to meet — the capacity a refusal frees
 request more likely to meet. Lower values hold the queues lower still (more goodput past
 capacity, more refusals of requests that would have met at moderate load).
 
-**Fairness.** Under that pressure tenants owed credit keep part of the way back to
-``refuse_at`` (``credit_cut`` × how far down the active tenants' Virtual Token Counters they
-stand): the doubtful requests refused are those of the tenants furthest over their share.
-Without pressure nobody is refused for credit: there is room for all.
+**Fairness.** Tenants are charged what their requests cost: GPU-seconds on the replica it goes
+to (:mod:`serving.admission.cost`) of the prompt (its cached prefix discounted) and of the
+output it asks for at dispatch, settled for the output generated at completion, into the
+Virtual Token Counters. Under that pressure
+tenants owed credit keep part of the way back to ``refuse_at`` (``credit_cut`` × how far down
+the active tenants' counters they stand): the doubtful requests refused are those of the
+tenants furthest over their share. Without pressure nobody is refused for credit: there is
+room for all. With a finite ``credit_slack``, under pressure a tenant whose counter leads the
+lowest active one by more than the slack is refused outright (rule :data:`CREDIT`), even what
+would meet; off by default: on the head of the reasoning-vs-code mix at 2× overload it raised
+Jain's index 0.82 → 0.91 but cost 13% of the goodput (the capacity the reasoning tenant yields
+is not what the code tenant lacks: its short decodes miss their TPOT on the slower replicas).
+
+**Unreachable.** A request whose own prefill misses its TTFT SLO even with nothing queued ahead
+(a very long uncached prompt on the fastest replica it may use) is refused for a miss no retry
+can avoid: rule :data:`UNREACHABLE` (the service answers 429 ``slo_unreachable``: resend it in
+a class with a longer TTFT SLO). With ``best_effort`` such a request is instead admitted while
+the fleet keeps up (pressure below the floor), to be served late (:attr:`Judgement.best_effort`);
+off by default: on Mooncake over the heterogeneous fleet serving them late cost 12–17% of the
+goodput at loads 1.5–2.
 
 Each judgement is kept in :attr:`SloGate.last` (the rule, the chance of a miss, the threshold,
 the forecast), and a refusal sets :attr:`SloGate.retry_after_s`: the seconds until what is
-queued ahead of the request on that replica has been prefilled, at least one — after that the
-same request is judged against an empty queue.
+queued ahead of the request on that replica has been prefilled (the forecast's ``wait_s``),
+at least one — after that the same request is judged against an empty queue.
 
 A pure object (no clock, no I/O): the service and the simulator run the same gate. The
 service learns the calibration when it reports first tokens (:meth:`SloGate.first_token`);
@@ -57,6 +73,7 @@ from typing import TYPE_CHECKING
 
 from placement.domain.requests import RequestClass
 from placement.errors import InputError
+from serving.admission.cost import GpuRates, gpu_rates
 from serving.admission.forecast import Forecast, forecast
 from serving.admission.prompt_rate import PromptRates
 from serving.admission.ttft_calibration import TtftCalibration
@@ -86,13 +103,23 @@ DEFAULT_REFUSE_AT = 0.9
 # past capacity, refuse what is more likely to miss than to meet: the capacity a refusal
 # frees goes to a request more likely to meet
 DEFAULT_OVERLOAD_REFUSE_AT = 0.5
+# past capacity, a tenant whose counter leads the lowest active one by more than this yields
+# (GPU-seconds per unit of credit weight)
+DEFAULT_CREDIT_SLACK = math.inf
 SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
+
+# what tenants' credits are charged in: GPU-seconds (:mod:`serving.admission.cost`), or the
+# Virtual Token Counter's weighted tokens (what the gate charged before; an ablation)
+GPU_SECONDS = "gpu_s"
+TOKENS = "tokens"
+CHARGES = (GPU_SECONDS, TOKENS)
 
 # the rule behind a judgement (:attr:`Judgement.rule`)
 ADMITTED = ""
 TTFT = "ttft"  # likely to miss, mostly for its TTFT
 TPOT = "tpot"  # likely to miss, mostly for its TPOT
 CREDIT = "credit"  # doubtful, and its tenant is over credit under pressure
+UNREACHABLE = "unreachable"  # misses its TTFT even alone on the replica: no retry helps
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +135,9 @@ class Judgement:
     threshold: float = 1.0  # the miss probability it would have been refused at
     forecast: Forecast | None = None
     replica_id: str = ""
+    # admitted although it will miss its TTFT SLO wherever it goes, even alone on a replica
+    # (its own prefill is too long): served late while the fleet keeps up
+    best_effort: bool = False
 
 
 class SloGate:
@@ -122,7 +152,12 @@ class SloGate:
         refuse_at: float = DEFAULT_REFUSE_AT,
         overload_refuse_at: float = DEFAULT_OVERLOAD_REFUSE_AT,
         vtc: VirtualTokenCounter | None = None,
+        charge: str = GPU_SECONDS,
+        best_effort: bool = False,
+        credit_slack: float | None = None,
     ) -> None:
+        if charge not in CHARGES:
+            raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
         if not headroom > 0:
             raise InputError(f"{headroom}", field="headroom", expected="> 0")
         if not 0 <= credit_cut < 1:
@@ -152,6 +187,13 @@ class SloGate:
         self.calibration = TtftCalibration()
         self.prompt_rates = PromptRates()
         self.refused: Counter[tuple[str, str]] = Counter()  # (tenant, class) → refusals
+        # credits are charged in GPU-seconds (:mod:`serving.admission.cost`): a request's on
+        # the kind it was dispatched to (kept until it finishes), else these
+        self.default_rates = gpu_rates("", "", 1)
+        self.charge = charge
+        self.best_effort = best_effort
+        self.credit_slack = DEFAULT_CREDIT_SLACK if credit_slack is None else credit_slack
+        self._rates: dict[int, GpuRates] = {}
         self.pressure = 0.0
         self._pressure_at: float | None = None  # time of the last pressure update
         self.last = Judgement(rule=ADMITTED, ttft_limit_s=math.inf, tpot_limit_s=math.inf)
@@ -167,10 +209,11 @@ class SloGate:
             )
         return cls
 
-    def limit_s(self, request_class: str) -> float:
-        """The TTFT above which a request of this class misses its SLO (× ``headroom``)."""
+    def limit_s(self, request_class: str, budget_s: float | None = None) -> float:
+        """The TTFT above which a request of this class misses its SLO (× ``headroom``); with
+        ``budget_s``, the time its first token still has (after waiting in a queue) instead."""
         cls = self._class(request_class)
-        limit = cls.ttft_slo_s * self.headroom
+        limit = (cls.ttft_slo_s if budget_s is None else max(0.0, budget_s)) * self.headroom
         return limit * self.shed_factor if cls.sheddable else limit
 
     def refuse_threshold(self, tenant: str | None = None) -> float:
@@ -226,11 +269,17 @@ class SloGate:
         )
 
     def judge(
-        self, tenant: str, request_class: str, seen: Forecast, now: float | None = None
+        self,
+        tenant: str,
+        request_class: str,
+        seen: Forecast,
+        now: float | None = None,
+        budget_s: float | None = None,
     ) -> bool:
         """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
-        moves per decision only); :attr:`last` keeps the rule."""
-        ttft_limit = self.limit_s(request_class)
+        moves per decision only) with ``budget_s`` left for its first token (None: its class's
+        SLO); :attr:`last` keeps the rule."""
+        ttft_limit = self.limit_s(request_class, budget_s)
         tpot_limit = self.tpot_limit_s(request_class)
         ttft_miss = seen.ttft_miss(ttft_limit)
         tpot_miss = seen.tpot_miss(tpot_limit)
@@ -239,15 +288,26 @@ class SloGate:
         base = self.refuse_threshold()
         owed_at = base + self.credit_cut * (self.refuse_at - base)  # the most owed tenant's
         rule = ADMITTED
+        best_effort = False
         if miss >= refuse_at:
             rule = TTFT if ttft_miss >= tpot_miss else TPOT
             if miss < owed_at:
                 rule = CREDIT  # a tenant owed credit would have been admitted
+            if rule == TTFT and seen.alone_miss(ttft_limit) >= self.refuse_at:
+                # its own prefill misses even with nothing ahead: no retry would ever meet
+                rule = UNREACHABLE
+                if self.best_effort and self.pressure < PRESSURE_FLOOR:
+                    # while the fleet keeps up, it is served late
+                    rule, best_effort = ADMITTED, True
+        elif self.pressure >= PRESSURE_FLOOR and self.vtc.lead(tenant) > self.credit_slack:
+            # past capacity, a tenant served past its share by more than the slack yields
+            # what it asks for to the tenants owed (see ``credit_slack``)
+            rule = CREDIT
         if not self.classes[request_class].sheddable:
             # only SLO refusals measure overload (refusals for credit would feed themselves);
             # past capacity their share is set by how far past (1 − 1/ρ at ρ× capacity), not
             # by the threshold: a lower threshold empties the queues and refuses fewer later
-            slo_refusal = 1.0 if rule in (TTFT, TPOT) else 0.0
+            slo_refusal = 1.0 if rule in (TTFT, TPOT, UNREACHABLE) else 0.0
             self.pressure += self._pressure_weight(now) * (slo_refusal - self.pressure)
         self.last = Judgement(
             rule=rule,
@@ -256,10 +316,14 @@ class SloGate:
             miss_probability=miss,
             threshold=refuse_at,
             forecast=seen,
+            best_effort=best_effort,
         )
         if rule != ADMITTED:
             self.refused[(tenant, request_class)] += 1
-            self.retry_after_s = max(MIN_RETRY_AFTER_S, math.ceil(seen.ttft_s))
+            wait = seen.wait_s if seen.wait_s is not None else seen.ttft_s
+            if rule == UNREACHABLE:
+                wait = 0.0  # no wait helps
+            self.retry_after_s = max(MIN_RETRY_AFTER_S, math.ceil(wait))
         return rule == ADMITTED
 
     def forecast(
@@ -267,7 +331,14 @@ class SloGate:
     ) -> Forecast:
         """What ``query`` would see on ``decision``'s replica if admitted now."""
         state = path.replica(decision.replica_id)
-        return self.forecast_on(state, decision.replica_id, decision.predicted_ttft_s, query, now)
+        return self.forecast_on(
+            state,
+            decision.replica_id,
+            decision.predicted_ttft_s,
+            query,
+            now,
+            cached_tokens=decision.cached_tokens,
+        )
 
     def forecast_on(
         self,
@@ -276,10 +347,18 @@ class SloGate:
         predicted_ttft_s: float,
         query: RouteQuery,
         now: float,
+        *,
+        cached_tokens: int = 0,
     ) -> Forecast:
         """What ``query`` would see on the replica ``replica_id`` (live state ``state``, None
-        when unknown) whose route-path TTFT prediction is ``predicted_ttft_s``."""
+        when unknown) whose route-path TTFT prediction is ``predicted_ttft_s``, with
+        ``cached_tokens`` of its prompt already cached there."""
         rates = self.prompt_rates
+        own = None
+        if state is not None:
+            own = prefill_table(state.accelerator, state.model, state.tp).prefill(
+                query.input_tokens - cached_tokens
+            )
         return forecast(
             predicted_ttft_s=predicted_ttft_s,
             state=state,
@@ -292,6 +371,7 @@ class SloGate:
             request_rate=rates.request_rate(replica_id, now),
             input_tokens=query.input_tokens,
             output_tokens=query.max_output_tokens,
+            own_prefill_s=own,
         )
 
     def _decodes_in_time(
@@ -313,7 +393,8 @@ class SloGate:
         there (or, leaving a replica decoding late, likely to meet) — record its dispatch and
         charge the prompt; None when refused (:attr:`last` says why)."""
         tenant, cls = query.tenant, query.request_class
-        ttft_limit, tpot_limit = self.limit_s(cls), self.tpot_limit_s(cls)
+        ttft_limit = self.limit_s(cls, query.ttft_budget_s)
+        tpot_limit = self.tpot_limit_s(cls)
         seen = self.forecast(path, query, decision, now)
         miss = seen.miss(ttft_limit, tpot_limit)
         late = seen.observed_tpot_s > tpot_limit
@@ -328,30 +409,82 @@ class SloGate:
                 other_miss = other.miss(ttft_limit, tpot_limit)
                 if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
                     decision, seen = other_choice, other
-        admitted = self.judge(tenant, cls, seen, now)
+        admitted = self.judge(tenant, cls, seen, now, query.ttft_budget_s)
         self.last = dataclasses.replace(self.last, replica_id=decision.replica_id)
         if not admitted:
             return None
-        self.dispatched(decision.replica_id, query, now, seen)
+        self.dispatched(
+            decision.replica_id,
+            query,
+            now,
+            seen,
+            state=path.replica(decision.replica_id),
+            cached_tokens=decision.cached_tokens,
+        )
         return decision
 
-    def dispatched(self, replica_id: str, query: RouteQuery, now: float, seen: Forecast) -> None:
+    def dispatched(
+        self,
+        replica_id: str,
+        query: RouteQuery,
+        now: float,
+        seen: Forecast,
+        *,
+        state: ReplicaState | None = None,
+        cached_tokens: int = 0,
+    ) -> None:
         """``query`` goes to ``replica_id`` (admitted here, or sent by a caller that overrides
         the gate) as forecast ``seen``: its prompt counts in the replica's prompt rate, its
-        forecast awaits its first token (:meth:`first_token`), the tenant is charged."""
+        forecast awaits its first token (:meth:`first_token`), the tenant is charged its
+        prompt's GPU-seconds on the replica's kind (``state``; None: :attr:`default_rates`),
+        the ``cached_tokens`` the route path expects there discounted."""
         self.prompt_rates.add(replica_id, query.input_tokens, now)
         self.calibration.dispatched(id(query), replica_id, seen.prior_ttft_s, now)
-        self.started(query.tenant, query.input_tokens)
+        rates = (
+            self.default_rates
+            if state is None
+            else gpu_rates(state.accelerator, state.model, state.tp)
+        )
+        self._rates[id(query)] = rates
+        self.started(query.tenant, query.input_tokens, cached_tokens, rates)
+        if self.charge == GPU_SECONDS:
+            # its decode as asked for, now: a long answer would otherwise be charged only
+            # when it ends, and its tenant look owed for the minutes it decodes
+            self.vtc.add(query.tenant, rates.decode(query.input_tokens, query.max_output_tokens))
 
     def first_token(self, query: RouteQuery, now: float) -> None:
         """The first token of a dispatched query arrived: calibrate its replica's TTFT."""
         self.calibration.first_token(id(query), now)
 
-    def started(self, tenant: str, input_tokens: int) -> None:
-        self.vtc.start(tenant, input_tokens)
+    def started(
+        self,
+        tenant: str,
+        input_tokens: int,
+        cached_tokens: int = 0,
+        rates: GpuRates | None = None,
+    ) -> None:
+        """Charge ``tenant`` a prompt's GPU-seconds (on ``rates``' kind, else the default;
+        its weighted tokens when the gate charges :data:`TOKENS`)."""
+        if self.charge == TOKENS:
+            self.vtc.start(tenant, input_tokens)
+            return
+        use = rates if rates is not None else self.default_rates
+        self.vtc.start_cost(tenant, use.prefill(input_tokens, cached_tokens))
 
-    def finished(self, tenant: str, output_tokens: int) -> None:
-        self.vtc.finish(tenant, output_tokens)
+    def finished(self, tenant: str, output_tokens: int, query: RouteQuery | None = None) -> None:
+        """A request of ``tenant`` completed after ``output_tokens``: its decode's GPU-seconds
+        on the kind it was dispatched to (``query`` as dispatched), charged at dispatch for the
+        tokens it asked for, are settled for those it generated (unknown query: the default
+        rates, without its prompt's context)."""
+        rates = self._rates.pop(id(query), None) if query is not None else None
+        if self.charge == TOKENS:
+            self.vtc.finish(tenant, output_tokens)
+            return
+        if rates is None or query is None:
+            self.vtc.finish_cost(tenant, self.default_rates.decode(0, output_tokens))
+            return
+        asked = rates.decode(query.input_tokens, query.max_output_tokens)
+        self.vtc.finish_cost(tenant, rates.decode(query.input_tokens, output_tokens) - asked)
 
     def set_credits(self, shares: Mapping[str, float]) -> None:
         """Tenants' credit shares (a plan's guaranteed shares) weigh their counters."""

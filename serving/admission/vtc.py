@@ -1,11 +1,14 @@
 """Per-tenant credit accounting in the style of the Virtual Token Counter (Sheng et al., 2024,
 "Fairness in Serving Large Language Models").
 
-Each tenant has a counter of the service it received: prefill tokens times ``prefill_weight``
-plus decode tokens times ``decode_weight`` (decode costs more per token), divided by the
-tenant's credit weight, so a tenant with twice the weight may receive twice the tokens for the
-same counter. Fairness is ordering by counter: the tenant with the lowest counter is furthest
-*under* its share, the highest furthest *over*.
+Each tenant has a counter of the service it received, divided by the tenant's credit weight:
+either prefill tokens times ``prefill_weight`` plus decode tokens times ``decode_weight``
+(:meth:`VirtualTokenCounter.start` / :meth:`~VirtualTokenCounter.finish`), or what its requests
+cost in GPU-seconds on the replicas that served them (:meth:`~VirtualTokenCounter.start_cost` /
+:meth:`~VirtualTokenCounter.finish_cost`, priced by :mod:`serving.admission.cost`) — the
+admission gate charges the latter. A tenant with twice the weight may receive twice the
+service for the same counter. Fairness is ordering by counter: the tenant with the lowest
+counter is furthest *under* its share, the highest furthest *over*.
 
 A tenant that goes idle must not bank credit: when it becomes active again its counter is
 lifted to the minimum over the active tenants (or, when none is active, to the counter of the
@@ -66,28 +69,50 @@ class VirtualTokenCounter:
 
     def start(self, tenant: str, prefill_tokens: int) -> None:
         """A request of ``tenant`` was admitted: lift an idle tenant, count it active, charge
-        its prompt."""
+        its prompt (weighted tokens)."""
+        self.start_cost(tenant, self._token_weights.prefill * prefill_tokens)
+
+    def start_cost(self, tenant: str, cost: float) -> None:
+        """A request of ``tenant`` was admitted: lift an idle tenant, count it active, charge
+        ``cost`` (its prompt's, in the counter's unit)."""
         if not self.is_active(tenant):
             self.counters[tenant] = self.counter(tenant)
         self._active[tenant] = self._active.get(tenant, 0) + 1
-        self.charge(tenant, prefill_tokens=prefill_tokens, decode_tokens=0)
+        self.add(tenant, cost)
 
     def charge(self, tenant: str, *, prefill_tokens: int, decode_tokens: int) -> None:
-        cost = (
+        self.add(
+            tenant,
             self._token_weights.prefill * prefill_tokens
-            + self._token_weights.decode * decode_tokens
+            + self._token_weights.decode * decode_tokens,
         )
+
+    def add(self, tenant: str, cost: float) -> None:
+        """Charge ``cost`` to ``tenant``'s counter (divided by its credit weight)."""
         self.counters[tenant] = self.counters.get(tenant, 0.0) + cost / self.credit_weight(tenant)
 
     def finish(self, tenant: str, decode_tokens: int) -> None:
         """A request of ``tenant`` completed having generated ``decode_tokens``."""
-        self.charge(tenant, prefill_tokens=0, decode_tokens=decode_tokens)
+        self.finish_cost(tenant, self._token_weights.decode * decode_tokens)
+
+    def finish_cost(self, tenant: str, cost: float) -> None:
+        """A request of ``tenant`` completed; charge ``cost`` (its decode's)."""
+        self.add(tenant, cost)
         left = self._active.get(tenant, 0) - 1
         if left > 0:
             self._active[tenant] = left
         elif tenant in self._active:
             del self._active[tenant]
             self._last_left = self.counters[tenant]
+
+    def lead(self, tenant: str) -> float:
+        """How far the tenant's counter stands above the lowest active counter (0 when it is
+        the lowest, alone, or nobody is active): service received past its share, in the
+        counters' unit per credit weight."""
+        if not self._active:
+            return 0.0
+        lowest = min(self.counters[t] for t in self._active)
+        return max(self.counter(tenant) - lowest, 0.0)
 
     def over_credit(self, tenant: str) -> float:
         """Where the tenant stands among the active tenants: 0 at the lowest counter (most

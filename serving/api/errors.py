@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from placement.errors import InputError, PlacementError
 from serving.plan_store.base import PlanStoreError
 from serving.route.types import NoReplica, UnservedModel
-from serving.service import Refused, UnknownDecision
+from serving.service import ModelNotAllowed, Refused, UnknownDecision
 
 log = logging.getLogger(__name__)
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -116,6 +116,10 @@ async def _unknown(_: Request, exc: Exception) -> JSONResponse:
     return problem(404, str(exc))
 
 
+async def _not_allowed(_: Request, exc: Exception) -> JSONResponse:
+    return problem(403, str(exc))
+
+
 async def _input(_: Request, exc: Exception) -> JSONResponse:
     return problem(422, str(exc))
 
@@ -164,6 +168,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(UnservedModel, _unserved)
     app.add_exception_handler(NoReplica, _no_replica)
     app.add_exception_handler(UnknownDecision, _unknown)
+    app.add_exception_handler(ModelNotAllowed, _not_allowed)
     app.add_exception_handler(InputError, _input)
     app.add_exception_handler(PlanStoreError, _store)
     app.add_exception_handler(PlacementError, _placement)

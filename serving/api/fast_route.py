@@ -30,7 +30,7 @@ from serving.api.runtime import ServiceRuntime
 from serving.api.schemas import RouteRequest
 from serving.api.security import refusal_of, token_from_headers
 from serving.route.types import NoReplica, UnservedModel
-from serving.service import Refused
+from serving.service import ModelNotAllowed, Refused
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +121,8 @@ def _route(
         raise _Refusal(503, str(exc) or "no replica can serve") from None
     except InputError as exc:
         raise _Refusal(422, str(exc)) from None
+    except ModelNotAllowed as exc:
+        raise _Refusal(403, str(exc)) from None
     except PlacementError as exc:
         raise _Refusal(400, str(exc)) from None
     return 200, _answer(service, routed), _headers(routed)

@@ -14,6 +14,7 @@ from serving.api.limits import BodyLimit
 from serving.api.media_type import JsonBodies
 from serving.api.openapi import openapi_document
 from serving.api.routers import (
+    admin,
     dashboard,
     health,
     metrics,
@@ -21,6 +22,7 @@ from serving.api.routers import (
     plans,
     replicas,
     route,
+    usage,
     whatif,
 )
 from serving.api.runtime import ServiceRuntime
@@ -49,16 +51,27 @@ def create_app(runtime: ServiceRuntime) -> FastAPI:
                 planner = runtime.planner
                 runtime.service.on_fleet_change.append(planner.trigger)
                 tasks.append(asyncio.create_task(planner.run(solve=runtime.settings.planner)))
-                tasks.append(asyncio.create_task(_save_credits(runtime)))
+                if runtime.shared is None:  # shared counters are kept by the exchange
+                    tasks.append(asyncio.create_task(_save_credits(runtime)))
+            if runtime.shared is not None:
+                tasks.append(asyncio.create_task(runtime.shared.run()))
+            if runtime.telemetry is not None:
+                tasks.append(asyncio.create_task(runtime.telemetry.run()))
         try:
             yield
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            if runtime.planner is not None:
+            if runtime.telemetry is not None:
+                await runtime.telemetry.flush()
+            if runtime.shared is not None:
+                await runtime.shared.tick()  # the last counts, then withdraw
+                await asyncio.to_thread(runtime.shared.leave)
+            elif runtime.planner is not None:
                 with contextlib.suppress(Exception):
                     runtime.planner.store.save_credits(runtime.service.credit_counters())
+            if runtime.planner is not None:
                 runtime.planner.close()
             if runtime.service.tracer is not None:
                 runtime.service.tracer.close()  # the last spans go out
@@ -70,7 +83,18 @@ def create_app(runtime: ServiceRuntime) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.runtime = runtime
-    for module in (route, outcomes, plans, replicas, whatif, health, metrics, dashboard):
+    for module in (
+        route,
+        outcomes,
+        plans,
+        replicas,
+        admin,
+        usage,
+        whatif,
+        health,
+        metrics,
+        dashboard,
+    ):
         app.include_router(module.router)
     app.openapi = openapi_document(app, runtime.service)  # type: ignore[method-assign]
     install_error_handlers(app)

@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from placement.domain.tenancy import TenantKey
 from serving.api.settings import SCOPES, ApiKey
 
 DEV_KEY_NAME = "development"
@@ -48,15 +49,30 @@ def generate_key() -> str:
     return "plc_" + secrets.token_urlsafe(32)
 
 
+KNOWN_KEYS = 1024
+
+
 class KeyRing:
-    """Configured keys, looked up by digest."""
+    """Configured keys, looked up by digest, and the tenants' own keys (declared with the
+    tenants: the tenants file or the admin API), which :meth:`set_tenant_keys` replaces."""
 
     def __init__(self, keys: Iterable[ApiKey], *, dev_key: str | None = None) -> None:
-        self._by_digest: dict[str, Principal] = {
+        self._configured: dict[str, Principal] = {
             k.digest: Principal(k.name, frozenset(k.scopes), k.tenant) for k in keys
         }
         if dev_key is not None:
-            self._by_digest[hash_key(dev_key)] = Principal(DEV_KEY_NAME, frozenset(SCOPES))
+            self._configured[hash_key(dev_key)] = Principal(DEV_KEY_NAME, frozenset(SCOPES))
+        self._by_digest = dict(self._configured)
+        # keys already seen to be valid, so a busy client's key is hashed once, not on every
+        # request; bounded, and unknown keys are never kept (a flood of them cannot grow it)
+        self._known: dict[str, Principal] = {}
+
+    def set_tenant_keys(self, keys: Iterable[TenantKey]) -> None:
+        """The tenants' keys as declared now (a configured key with the same digest wins)."""
+        merged = {k.digest: Principal(k.name, frozenset(k.scopes), k.tenant) for k in keys}
+        merged.update(self._configured)
+        self._by_digest = merged  # one reference swap: lookups never see half a ring
+        self._known = {}  # a removed key must stop working at once
 
     def __len__(self) -> int:
         return len(self._by_digest)
@@ -65,7 +81,14 @@ class KeyRing:
         """The principal holding ``token``, or None for a missing or unknown key."""
         if not token:
             return None
-        return self._by_digest.get(hash_key(token))
+        principal = self._known.get(token)
+        if principal is None:
+            principal = self._by_digest.get(hash_key(token))
+            if principal is not None:
+                if len(self._known) >= KNOWN_KEYS:
+                    self._known.clear()
+                self._known[token] = principal
+        return principal
 
 
 def token_from_headers(authorization: str | None, x_api_key: str | None) -> str | None:

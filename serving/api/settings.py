@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     profile: Path | None = None
     plan_dir: Path = Path("plans")
     redis_url: str | None = None
+    # with Redis: how often each process exchanges its state with the others, and how long
+    # another process's state counts after its last exchange (serving/shared/sync.py)
+    shared_interval_s: float = Field(default=0.25, gt=0, le=60)
+    shared_ttl_s: float = Field(default=3.0, gt=0, le=600)
+    # request outcomes reported to POST /v1/outcomes appended to this Parquet telemetry store
+    telemetry_dir: Path | None = None
     no_plan_fallback: bool = False  # ready without a plan, routing greedily
 
     scrape_interval_s: float = Field(default=DEFAULT_SCRAPE_INTERVAL_S, gt=0)

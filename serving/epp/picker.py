@@ -26,6 +26,7 @@ Extension's picker does.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,8 +41,10 @@ from serving.epp.body import InferenceBody
 from serving.epp.metrics import PickerMetrics
 from serving.epp.protocol import FAIRNESS_ID, FULL_DUPLEX_STREAMED, NONE, OBJECTIVE
 from serving.epp.refusals import Refusal
+from serving.leases import Lease
 from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery
 from serving.service import PlacementService, Refused, Routed, UnknownDecision
+from serving.telemetry_sink import TelemetrySink, lease_row, wall_of
 
 DEFAULT_TEXT_BLOCK_CHARS = 2048  # the service's default (serving/api/settings.py)
 DEFAULT_BLOCK_TOKENS = 512  # the default profile's block_tokens
@@ -76,6 +79,7 @@ class Pick:
     decision_id: str | None = None
     max_output_tokens: int = 0
     headers: dict[str, str] = field(default_factory=dict)
+    first_token_at: float | None = None  # the service clock when the first byte came back
 
 
 def endpoint_of(address: str) -> str:
@@ -90,10 +94,13 @@ class EndpointPicker:
         config: PickerConfig | None = None,
         *,
         metrics: PickerMetrics | None = None,
+        telemetry: TelemetrySink | None = None,
     ) -> None:
         self.service = service
         self.config = config or PickerConfig()
         self.metrics = metrics or PickerMetrics(service.metrics.registry)
+        self.telemetry = telemetry  # where outcomes are recorded (None: not recorded)
+        self._request_ids = itertools.count(1)
 
     # --- picking ---------------------------------------------------------------------------
 
@@ -307,16 +314,53 @@ class EndpointPicker:
     def first_token(self, pick: Pick) -> None:
         if pick.decision_id is None:
             return
+        pick.first_token_at = self.service.clock()
         with contextlib.suppress(UnknownDecision):  # the lease expired: nothing to update
             self.service.first_token(pick.decision_id)
 
     def finish(self, pick: Pick, *, ok: bool, output_tokens: int) -> None:
-        """The response ended (or the stream did): release the lease."""
+        """The response ended (or the stream did): release the lease, count it in its
+        tenant's usage and record it in the telemetry store."""
         if pick.decision_id is None:
             return
+        service = self.service
         with contextlib.suppress(UnknownDecision):
-            self.service.complete(pick.decision_id, output_tokens=output_tokens, ok=ok)
+            lease = service.lease(pick.decision_id)
+            ttft = None if pick.first_token_at is None else pick.first_token_at - lease.routed_at
+            service.complete(pick.decision_id, output_tokens=output_tokens, ok=ok, ttft_s=ttft)
+            if self.telemetry is not None:
+                self._record(self.telemetry, lease, ok=ok, ttft_s=ttft, output_tokens=output_tokens)
         pick.decision_id = None
+
+    def _record(
+        self,
+        sink: TelemetrySink,
+        lease: Lease,
+        *,
+        ok: bool,
+        ttft_s: float | None,
+        output_tokens: int,
+    ) -> None:
+        state = self.service.replicas.get(lease.replica_id)
+        if state is None and ok:
+            return  # deregistered since: a served row needs its details
+        now = self.service.clock()
+        tpot = None
+        if ok and ttft_s is not None and output_tokens > 1:
+            tpot = max(0.0, now - lease.routed_at - ttft_s) / (output_tokens - 1)
+        sink.add(
+            lease_row(
+                lease,
+                state,
+                request_id=next(self._request_ids),
+                routed_wall=wall_of(lease.routed_at, now),
+                finished_wall=time.time(),
+                ttft_s=ttft_s,
+                tpot_s=tpot,
+                output_tokens=output_tokens,
+                error="" if ok else "upstream error",
+            )
+        )
 
 
 class _BadField(InputError):

@@ -182,7 +182,7 @@ async def _serve(
     # the service's background work (scraper, planner, credit saves) as the HTTP API runs it
     async with app.router.lifespan_context(app):
         server = EppServer(
-            EndpointPicker(service, config),
+            EndpointPicker(service, config, telemetry=runtime.telemetry),
             host=settings.host,
             port=port,
             health_port=health_port,

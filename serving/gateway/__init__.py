@@ -7,21 +7,38 @@ relay), :mod:`.result_cache`, :mod:`.outcome` (accounting and telemetry), :mod:`
 request path), :mod:`.asgi` (the middleware).
 """
 
-from fastapi import FastAPI
+from collections.abc import Callable, Sequence
 
-from serving.gateway.asgi import GatewayMiddleware
+from fastapi import FastAPI
+from starlette.types import ASGIApp
+
+from serving.gateway.asgi import Companion, GatewayMiddleware
 from serving.gateway.proxy import Gateway
 from serving.gateway.settings import GatewaySettings, load_gateway_settings
 
 
-def install_gateway(app: FastAPI, settings: GatewaySettings) -> Gateway:
-    """Put the gateway in front of an assembled placement app (before it starts serving)."""
+def install_gateway(
+    app: FastAPI,
+    settings: GatewaySettings,
+    companions: Callable[[Gateway], Sequence[Companion]] | None = None,
+) -> Gateway:
+    """Put the gateway in front of an assembled placement app (before it starts serving);
+    ``companions`` makes the apps served beside it (given the gateway)."""
     gateway = Gateway(app.state.runtime, settings)
-    app.add_middleware(GatewayMiddleware, gateway=gateway)
+    extra = companions(gateway) if companions is not None else ()
+    build_stack = app.build_middleware_stack
+
+    def outermost() -> ASGIApp:
+        # ahead of the framework's own layers (error pages, telemetry, body limit): the
+        # gateway answers its paths itself, and every layer is a coroutine call per request
+        return GatewayMiddleware(build_stack(), gateway=gateway, companions=extra)
+
+    app.build_middleware_stack = outermost  # type: ignore[method-assign]
     return gateway
 
 
 __all__ = [
+    "Companion",
     "Gateway",
     "GatewayMiddleware",
     "GatewaySettings",

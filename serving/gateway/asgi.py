@@ -9,6 +9,9 @@ app and its connections close and its telemetry is flushed when the app stops.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serving.gateway.proxy import Gateway
@@ -18,10 +21,26 @@ GENERATE = frozenset((COMPLETIONS, CHAT))
 MODELS = "/v1/models"
 
 
+class Companion(Protocol):
+    """An app served beside the gateway under its own path prefixes (the Batch API), started
+    and stopped with it."""
+
+    prefixes: tuple[str, ...]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
+    def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 class GatewayMiddleware:
-    def __init__(self, app: ASGIApp, *, gateway: Gateway) -> None:
+    def __init__(
+        self, app: ASGIApp, *, gateway: Gateway, companions: Sequence[Companion] = ()
+    ) -> None:
         self.app = app
         self.gateway = gateway
+        self.companions = tuple(companions)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -33,6 +52,10 @@ class GatewayMiddleware:
             if method == "GET" and path == MODELS:
                 await self.gateway.models(scope, send)
                 return
+            for companion in self.companions:
+                if path.startswith(companion.prefixes):
+                    await companion(scope, receive, send)
+                    return
         elif kind == "lifespan":
             await self.app(scope, self._lifespan(receive), send)
             return
@@ -40,12 +63,17 @@ class GatewayMiddleware:
 
     def _lifespan(self, receive: Receive) -> Receive:
         gateway = self.gateway
+        companions = self.companions
 
         async def wrapped() -> Message:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 gateway.start()
+                for companion in companions:
+                    companion.start()
             elif message["type"] == "lifespan.shutdown":
+                for companion in companions:
+                    await companion.close()
                 await gateway.close()
             return message
 

@@ -56,12 +56,15 @@ class Upstream:
                 ),
                 auto_decompress=False,
                 trust_env=False,
+                # the session's own headers: merging per-request ones into them took an eighth
+                # of the gateway's event-loop time at 300 req/s (py-spy)
+                headers=_HEADERS,
             )
         return self._session
 
     async def open(self, base: str, path: str, body: bytes) -> Response:
         """Send the request; the answer's status and headers are in, its body not yet read."""
-        return await self.session().post(base + path, data=body, headers=_HEADERS)
+        return await self.session().post(base + path, data=body)
 
     async def close(self) -> None:
         if self._session is not None:

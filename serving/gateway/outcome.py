@@ -13,27 +13,19 @@ error, cache hit) and, when it ends, :class:`OutcomeRecorder` settles it in one 
   and its first-token time is its finish time. Answers from the result cache reach no replica
   and are counted in ``/metrics`` only.
 
-Rows are buffered and appended as Parquet files (``training.telemetry.write_telemetry``) every
-``flush_s`` seconds or ``flush_rows`` rows, off the event loop.
+Rows are buffered and appended as Parquet files by :class:`serving.telemetry_sink.TelemetrySink`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from placement.errors import PlacementError
 from serving.gateway.metrics import GatewayMetrics
 from serving.service import PlacementService, UnknownDecision
-from training.telemetry.schema import REQUEST_COLUMNS, frame_from_rows
-from training.telemetry.store import write_telemetry
-
-log = logging.getLogger(__name__)
+from serving.telemetry_sink import TelemetrySink
 
 
 @dataclass(slots=True, kw_only=True)
@@ -72,40 +64,6 @@ class Outcome:
         return (self.finish - self.first_byte) / (self.output_tokens - 1)
 
 
-class TelemetrySink:
-    """Buffered ``requests`` rows, appended to a Parquet store."""
-
-    def __init__(self, store: Path, *, flush_s: float, flush_rows: int) -> None:
-        self.store = store
-        self.flush_s = flush_s
-        self.flush_rows = flush_rows
-        self.rows: list[dict[str, Any]] = []
-        self.written = 0
-        self._writing: asyncio.Task[None] | None = None
-
-    def add(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= self.flush_rows and self._writing is None:
-            self._writing = asyncio.get_running_loop().create_task(self.flush())
-
-    async def flush(self) -> None:
-        rows, self.rows = self.rows, []
-        try:
-            if rows:
-                frame = frame_from_rows(rows, REQUEST_COLUMNS)
-                await asyncio.to_thread(write_telemetry, self.store, frame, None)
-                self.written += len(rows)
-        except (PlacementError, OSError) as exc:
-            log.error("gateway telemetry: %d rows not written: %s", len(rows), exc)
-        finally:
-            self._writing = None
-
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.flush_s)
-            await self.flush()
-
-
 class OutcomeRecorder:
     def __init__(
         self,
@@ -142,7 +100,11 @@ class OutcomeRecorder:
             if outcome.first_byte is not None:
                 self.service.first_token(outcome.decision_id)
             self.service.complete(
-                outcome.decision_id, output_tokens=outcome.output_tokens, ok=not outcome.error
+                outcome.decision_id,
+                output_tokens=outcome.output_tokens,
+                ok=not outcome.error,
+                ttft_s=outcome.ttft_s,
+                tpot_s=outcome.tpot_s,
             )
 
     def _row(self, o: Outcome) -> dict[str, Any] | None:

@@ -16,13 +16,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from placement.domain.llm import get_model
+from placement.domain.llm import get_model, text_token_estimate
 from placement.domain.prefix import hash_text
 from placement.errors import InputError
 from serving.gateway.errors import GatewayError
 from sim.emulator import openai_api as api
 
-CHARS_PER_TOKEN = 4  # the route path's estimate for English text
 MAX_CHARS_PER_TOKEN = 8  # no real text averages more; a prompt longer than this bound is refused
 
 
@@ -49,7 +48,7 @@ def parse_request(path: str, raw: bytes, *, block_chars: int) -> ProxyRequest:
         raise GatewayError(exc.status, exc.message, param=exc.param, code=exc.code) from None
     if gen.prompt is not None:
         text = gen.prompt
-        estimate = len(text) // CHARS_PER_TOKEN
+        estimate = text_token_estimate(len(text), gen.model, gen.max_tokens)
         least = len(text) // MAX_CHARS_PER_TOKEN
     else:
         assert gen.prompt_tokens is not None
@@ -62,9 +61,7 @@ def parse_request(path: str, raw: bytes, *, block_chars: int) -> ProxyRequest:
     ) and temperature == 0
     upstream = raw
     if gen.stream and not gen.include_usage:
-        options = dict(body.get("stream_options") or {})
-        options["include_usage"] = True
-        upstream = json.dumps({**body, "stream_options": options}).encode()
+        upstream = _asking_for_usage(raw, body)
     return ProxyRequest(
         kind=kind,
         path=path,
@@ -76,6 +73,22 @@ def parse_request(path: str, raw: bytes, *, block_chars: int) -> ProxyRequest:
         upstream_body=upstream,
         client_wants_usage=gen.include_usage,
     )
+
+
+_USAGE_OPTION = b'"stream_options":{"include_usage":true}'
+
+
+def _asking_for_usage(raw: bytes, body: dict[str, Any]) -> bytes:
+    """The body with ``stream_options.include_usage`` set. Without ``stream_options`` the
+    member is put in the client's bytes as they are (encoding a long prompt again cost a fifth
+    of the gateway's time on the Mooncake slice); otherwise the body is encoded anew."""
+    if "stream_options" not in body:
+        start = raw.index(b"{") + 1  # parsed as a JSON object: it opens with a brace
+        empty = raw[start:].lstrip().startswith(b"}")
+        return raw[:start] + _USAGE_OPTION + (b"" if empty else b",") + raw[start:]
+    options = dict(body.get("stream_options") or {})
+    options["include_usage"] = True
+    return json.dumps({**body, "stream_options": options}).encode()
 
 
 def _check_context(gen: api.Generation, least_tokens: int) -> None:

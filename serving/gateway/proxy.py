@@ -26,22 +26,25 @@ import json
 import time
 from collections.abc import AsyncIterator
 
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from placement.errors import InputError, PlacementError
 from serving.api.runtime import ServiceRuntime
+from serving.flow import FlowPolicy
 from serving.gateway.errors import GatewayError
 from serving.gateway.forward import UPSTREAM_ERRORS, Response, Upstream, base_url, refused
 from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_meta
 from serving.gateway.metrics import GatewayMetrics
-from serving.gateway.outcome import Outcome, OutcomeRecorder, TelemetrySink
+from serving.gateway.outcome import Outcome, OutcomeRecorder
 from serving.gateway.prompt import ProxyRequest, cache_key, parse_request
 from serving.gateway.result_cache import CachedAnswer, ResultCache
 from serving.gateway.retry import RetryBudget
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.stream import EventRelay, read_usage
+from serving.gateway.waiting import ClientGone, WaitingRoom
 from serving.route.types import NoReplica, RouteQuery
-from serving.service import Refused
+from serving.service import Refused, Routed
+from serving.telemetry_sink import TelemetrySink
 from sim.emulator.openai_api import error_event
 
 JSON = b"application/json"
@@ -71,16 +74,28 @@ class Gateway:
                 flush_rows=settings.telemetry_flush_rows,
             )
             if settings.telemetry_dir is not None
-            else None
+            else runtime.telemetry  # the service's own store (PLACEMENT_TELEMETRY_DIR), if any
         )
         self.recorder = OutcomeRecorder(self.service, self.metrics, self.sink)
+        self.waiting = WaitingRoom(
+            self.service,
+            FlowPolicy(
+                order=settings.queue_order,
+                max_queued=settings.queue_max,
+                deadline_slack=settings.queue_deadline_slack,
+                tenant_floor=settings.queue_tenant_floor,
+                band_headroom=settings.queue_band_headroom,
+            ),
+            prefill_tokens_per_s=settings.queue_prefill_tokens_per_s,
+        )
         self._ids = itertools.count(1)
         self._bases: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
-        if self.sink is not None:
+        self.waiting.start()
+        if self.sink is not None and self.sink is not self.runtime.telemetry:  # else the app's
             self._tasks.append(asyncio.get_running_loop().create_task(self.sink.run()))
 
     async def close(self) -> None:
@@ -88,7 +103,8 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        if self.sink is not None:
+        await self.waiting.close()
+        if self.sink is not None and self.sink is not self.runtime.telemetry:
             await self.sink.flush()
         await self.upstream.close()
 
@@ -114,6 +130,11 @@ class Gateway:
             tenant_header=s.tenant_header,
             default_class=s.default_request_class,
         )
+
+    def authenticate(self, headers: dict[str, str]) -> str:
+        """The tenant a request with these (lower-case) headers acts for; a
+        :class:`GatewayError` (401, 403) otherwise."""
+        return self._meta(headers).tenant
 
     # ---- POST /v1/completions, /v1/chat/completions --------------------------------------
     async def generate(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -153,6 +174,53 @@ class Gateway:
             await self._forward(scope, receive, send, request, outcome, key)
         finally:
             self.recorder.finish(outcome)
+            self.waiting.pump()  # what it held is free: what waits may go
+
+    async def execute(
+        self, tenant: str, path: str, body: bytes, *, request_class: str = "batch"
+    ) -> tuple[int, bytes] | None:
+        """Run one request for ``tenant`` with no client connection (the Batch API's work):
+        its answer's (status, body), or None when the fleet has no room for it now (admission
+        refused it, or nothing could serve it): the caller tries again later."""
+        arrival, arrival_wall = time.monotonic(), time.time()
+        try:
+            request = parse_request(path, body, block_chars=self.runtime.settings.text_block_chars)
+            self._check_model(request.gen.model)
+        except GatewayError as exc:
+            return exc.status, exc.body()
+        outcome = Outcome(
+            request_id=next(self._ids),
+            arrival=arrival,
+            arrival_wall=arrival_wall,
+            tenant=tenant,
+            request_class=request_class,
+            model=request.gen.model,
+            streamed=False,
+            input_tokens=request.input_tokens,
+        )
+        query = RouteQuery(
+            tenant=tenant,
+            model=request.gen.model,
+            request_class=request_class,
+            block_hashes=request.block_hashes,
+            input_tokens=request.input_tokens,
+            max_output_tokens=request.gen.max_tokens,
+        )
+        try:
+            routed = self.service.route(query)
+        except (Refused, NoReplica):
+            return None
+        except PlacementError as exc:
+            return 400, GatewayError(400, str(exc)).body()
+        answer = _Captured()
+        try:
+            await self._send_routed(_never, answer, request, outcome, routed, None)
+        finally:
+            self.recorder.finish(outcome)
+            self.waiting.pump()
+        if answer.status in (429, 503):  # no room after all: not an answer, try again later
+            return None
+        return answer.status, answer.body
 
     def _check_model(self, model: str) -> None:
         for state in self.service.replicas.values():
@@ -183,17 +251,21 @@ class Gateway:
         outcome: Outcome,
         key: bytes | None,
     ) -> None:
+        query = RouteQuery(
+            tenant=outcome.tenant,
+            model=outcome.model,
+            request_class=outcome.request_class,
+            block_hashes=request.block_hashes,
+            input_tokens=request.input_tokens,
+            max_output_tokens=request.gen.max_tokens,
+        )
         try:
-            routed = self.service.route(
-                RouteQuery(
-                    tenant=outcome.tenant,
-                    model=outcome.model,
-                    request_class=outcome.request_class,
-                    block_hashes=request.block_hashes,
-                    input_tokens=request.input_tokens,
-                    max_output_tokens=request.gen.max_tokens,
-                )
+            routed = await self.waiting.route(
+                query, arrival=outcome.arrival, ttft_slo_s=outcome.ttft_slo_s, receive=receive
             )
+        except ClientGone:
+            self._refused(outcome, "client disconnected while queued", "client_gone", 499)
+            return
         except Refused as exc:
             self._refused(outcome, f"refused: {exc.reason}", "refused", 429)
             await _send_error(
@@ -218,6 +290,17 @@ class Gateway:
             self._refused(outcome, "", "bad_request", 400)
             await _send_error(send, GatewayError(400, str(exc)))
             return
+        await self._send_routed(receive, send, request, outcome, routed, key)
+
+    async def _send_routed(
+        self,
+        receive: Receive,
+        send: Send,
+        request: ProxyRequest,
+        outcome: Outcome,
+        routed: Routed,
+        key: bytes | None,
+    ) -> None:
         outcome.decision_id = routed.decision_id
         state = self.service.replicas.get(routed.decision.replica_id)
         if state is not None:  # the router's own counters, before this request
@@ -467,6 +550,26 @@ class Gateway:
             )
             self.cache.put(key, answer)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class _Captured:
+    """An ASGI ``send`` that keeps a whole answer (for requests without a client)."""
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.body = b""
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+        else:
+            self.body += message.get("body", b"")
+
+
+async def _never() -> Message:
+    """An ASGI ``receive`` for a request with no client: it never disconnects."""
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
 
 
 def _served_by(replica_id: str, outcome: Outcome) -> list[tuple[bytes, bytes]]:

@@ -7,6 +7,7 @@ gateway on changes nothing else; ``placement serve --proxy`` sets ``enabled``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -40,6 +41,26 @@ class GatewaySettings(BaseSettings):
     telemetry_dir: Path | None = None
     telemetry_flush_s: float = Field(default=5.0, gt=0)
     telemetry_flush_rows: int = Field(default=5000, ge=1)
+    # flow control: a request admission cannot place now waits in a queue, up to this many
+    # requests (0: refused at once, as without a queue), until its TTFT deadline
+    # (arrival + SLO × deadline slack) can no longer be met
+    queue_max: int = Field(default=4096, ge=0)
+    queue_order: Literal["fair", "edf", "fifo"] = "fair"
+    queue_deadline_slack: float = Field(default=1.0, gt=0, le=100)
+    queue_tenant_floor: float = Field(default=0.05, ge=0, le=1)
+    # below the top band, dispatch only when forecast to take this share of the time left
+    queue_band_headroom: float = Field(default=1.0, gt=0, le=1)
+    # the prefill rate the queue assumes to tell when a waiting request's first token is due
+    queue_prefill_tokens_per_s: float = Field(default=20000.0, gt=0)
+    # the Batch API (/v1/files, /v1/batches): its files and jobs kept in this folder (None: off)
+    batch_dir: Path | None = None
+    batch_max_file_bytes: int = Field(default=200 << 20, ge=1)
+    # batch work starts only while the fleet's in-flight requests are under this share of its
+    # budget and batch holds under batch_share of it (and nothing waits in the queue)
+    batch_busy_fraction: float = Field(default=0.6, gt=0, le=1)
+    batch_share: float = Field(default=0.5, gt=0, le=1)
+    # … and only once no request has had to wait or been refused for this long
+    batch_calm_s: float = Field(default=10.0, ge=0)
 
 
 def load_gateway_settings(**overrides: object) -> GatewaySettings:

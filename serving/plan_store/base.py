@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from placement.errors import InputError, PlacementError
 from placement.plan import Plan
@@ -48,6 +49,38 @@ class PlanStore(Protocol):
 
     def load_credits(self) -> dict[str, float]:
         """The persisted counters ({} when none)."""
+
+    def save_tenancy(self, doc: Mapping[str, Any], *, version: int | None = None) -> int:
+        """Persist the tenants document (tenants, classes, allowed models, key digests) as a
+        new version (above every stored one), or exactly as ``version`` when given and not
+        below the stored one (re-seeding an emptied store); returns the version stored."""
+
+    def load_tenancy(self) -> StoredTenancy | None:
+        """The persisted tenants document and its version (None when none was saved)."""
+
+    def tenancy_version(self) -> int:
+        """The stored tenants document's version (0: none; cheap: followers poll it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTenancy:
+    version: int
+    doc: dict[str, Any]
+
+
+def tenancy_doc(raw: object, *, source: str) -> StoredTenancy:
+    """A persisted tenants document as read back: ``{"version": n, "doc": {...}}``."""
+    if (
+        not isinstance(raw, Mapping)
+        or not isinstance(raw.get("version"), int)
+        or not isinstance(raw.get("doc"), Mapping)
+    ):
+        raise InputError(
+            "is not a stored tenants document",
+            source=source,
+            expected='{"version": N, "doc": {"tenants": {...}, "classes": {...}}}',
+        )
+    return StoredTenancy(int(raw["version"]), dict(raw["doc"]))
 
 
 def credit_counters(raw: object, *, source: str) -> dict[str, float]:

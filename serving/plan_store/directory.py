@@ -21,13 +21,21 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from placement.errors import InputError
 from placement.plan import Plan
-from serving.plan_store.base import CorruptPlan, PlanStoreError, credit_counters
+from serving.plan_store.base import (
+    CorruptPlan,
+    PlanStoreError,
+    StoredTenancy,
+    credit_counters,
+    tenancy_doc,
+)
 
 LATEST = "LATEST"
 CREDITS = "credits.json"
+TENANCY = "tenants.json"
 LOCK = ".lock"
 RESERVED = ".reserved-"
 
@@ -163,3 +171,27 @@ class DirectoryPlanStore:
             line = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
             raise InputError("the credit state is not JSON", source=str(path), line=line) from None
         return credit_counters(raw, source=str(path))
+
+    def save_tenancy(self, doc: Mapping[str, Any], *, version: int | None = None) -> int:
+        with self._locked():
+            stored = self.tenancy_version()
+            new = stored + 1 if version is None else max(version, stored)
+            text = json.dumps({"version": new, "doc": dict(doc)})
+            os.replace(self._write_temp(text), self.root / TENANCY)
+        return new
+
+    def load_tenancy(self) -> StoredTenancy | None:
+        path = self.root / TENANCY
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise PlanStoreError(f"cannot read {path}: {exc.strerror}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise InputError("the stored tenants are not JSON", source=str(path)) from None
+        return tenancy_doc(raw, source=str(path))
+
+    def tenancy_version(self) -> int:
+        stored = self.load_tenancy()
+        return 0 if stored is None else stored.version

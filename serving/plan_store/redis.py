@@ -3,11 +3,13 @@
 Keys under one prefix: ``<prefix>:plan:<version>`` (the plan's JSON, written with ``NX`` so
 a version is never overwritten), ``<prefix>:latest`` (moved forward only, by a Lua script, so
 two writers cannot move it back), ``<prefix>:seq`` (``INCR`` hands out versions) and
-``<prefix>:credits`` (a hash of tenant → counter).
+``<prefix>:credits`` (a hash of tenant → counter) and ``<prefix>:tenancy`` (the tenants
+document with its version, replaced by a Lua script that only moves the version forward).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,7 +17,13 @@ import redis
 
 from placement.errors import InputError
 from placement.plan import Plan
-from serving.plan_store.base import CorruptPlan, PlanStoreError, credit_counters
+from serving.plan_store.base import (
+    CorruptPlan,
+    PlanStoreError,
+    StoredTenancy,
+    credit_counters,
+    tenancy_doc,
+)
 
 DEFAULT_PREFIX = "placement"
 _MOVE_FORWARD = """
@@ -25,6 +33,18 @@ if tonumber(ARGV[1]) > current then
   return 1
 end
 return 0
+"""
+
+
+_SAVE_TENANCY = """
+local raw = redis.call('GET', KEYS[1])
+local current = 0
+if raw then current = cjson.decode(raw)['version'] or 0 end
+local version = tonumber(ARGV[2])
+if version < 0 then version = current + 1 end
+if version < current then version = current end
+redis.call('SET', KEYS[1], '{"version":' .. version .. ',"doc":' .. ARGV[1] .. '}')
+return version
 """
 
 
@@ -38,6 +58,16 @@ class RedisPlanStore:
             raise InputError(str(exc), field="redis_url", expected="redis://host:port/db") from None
         self._prefix = prefix
         self._move_forward = self._redis.register_script(_MOVE_FORWARD)
+        self._save_tenancy = self._redis.register_script(_SAVE_TENANCY)
+
+    @property
+    def client(self) -> Any:
+        """The Redis client (shared state of the service processes uses the same server)."""
+        return self._redis
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
 
     def _key(self, *parts: object) -> str:
         return ":".join((self._prefix, *map(str, parts)))
@@ -112,3 +142,28 @@ class RedisPlanStore:
         key = self._key("credits")
         raw = self._call("read the credit state", self._redis.hgetall, key)
         return credit_counters(raw, source=f"redis key {key}")
+
+    def save_tenancy(self, doc: Mapping[str, Any], *, version: int | None = None) -> int:
+        return int(
+            self._call(
+                "save the tenants",
+                self._save_tenancy,
+                keys=[self._key("tenancy")],
+                args=[json.dumps(dict(doc)), -1 if version is None else version],
+            )
+        )
+
+    def load_tenancy(self) -> StoredTenancy | None:
+        key = self._key("tenancy")
+        raw = self._call("read the tenants", self._redis.get, key)
+        if raw is None:
+            return None
+        try:
+            parsed = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise InputError("the stored tenants are not JSON", source=f"redis key {key}") from None
+        return tenancy_doc(parsed, source=f"redis key {key}")
+
+    def tenancy_version(self) -> int:
+        stored = self.load_tenancy()
+        return 0 if stored is None else stored.version

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from placement.plan import Plan, ReplicaPlan, Route
 from serving.route.fleet import FleetView
@@ -27,7 +27,8 @@ class PlanEntry:
     ``alternates[j]`` are the replica ids a proxy should try after primary ``j`` (the other
     primaries, then the secondaries); ``spill_alternates[k]`` likewise after secondary ``k``.
     ``turn`` is written on the hot path without a lock: a lost increment under a race only
-    repeats one position of the sequence.
+    repeats one position of the sequence. ``warm``: the replicas the plan keeps the group's
+    prefix warm on (within their KV budgets); the others serve it cold.
     """
 
     __slots__ = (
@@ -39,6 +40,7 @@ class PlanEntry:
         "secondary",
         "spill_alternates",
         "turn",
+        "warm",
     )
 
     def __init__(
@@ -52,8 +54,10 @@ class PlanEntry:
         ids: Sequence[str],
         max_alternates: int,
         turn: int,
+        warm: tuple[int, ...] = (),
     ) -> None:
         self.model = model
+        self.warm = warm
         self.replicas = replicas
         self.cumulative = cumulative
         self.secondary = secondary
@@ -79,6 +83,9 @@ class CompiledPlan:
     max_depth: int
     defaults: dict[tuple[str, str], PlanEntry]
     cap_in_flight: list[float]
+    # LoRA: (tenant, adapter) → its entry; adapter → replicas the plan keeps it resident on
+    adapters: dict[tuple[str, str], PlanEntry] = field(default_factory=dict)
+    holders: dict[str, frozenset[int]] = field(default_factory=dict)
 
 
 def _entry(
@@ -89,6 +96,7 @@ def _entry(
     fleet: FleetView,
     max_alternates: int,
     turn: int,
+    warm: tuple[str, ...] = (),
 ) -> PlanEntry:
     pairs = [
         (fleet.index_of[r], w)
@@ -118,6 +126,7 @@ def _entry(
         ids=[s.id for s in fleet.states],
         max_alternates=max_alternates,
         turn=turn,
+        warm=tuple(fleet.index_of[r] for r in warm if r in fleet.index_of),
     )
 
 
@@ -143,6 +152,7 @@ def compile_plan(
             fleet=fleet,
             max_alternates=max_alternates,
             turn=g.key & _TURN_SEED_MASK,
+            warm=g.warm,
         )
         for g in plan.groups
     }
@@ -157,10 +167,29 @@ def compile_plan(
         )
         for n, d in enumerate(plan.defaults)
     }
+    adapters = {
+        (a.tenant, a.adapter): _entry(
+            a.route,
+            model=a.model,
+            prefix_tokens=0,
+            fleet=fleet,
+            max_alternates=max_alternates,
+            turn=n,
+        )
+        for n, a in enumerate(plan.adapter_routes)
+    }
+    holders: dict[str, set[int]] = {}
+    for rp in plan.replicas:
+        i = fleet.index_of.get(rp.id)
+        if i is not None:
+            for name in rp.adapters:
+                holders.setdefault(name, set()).add(i)
     return CompiledPlan(
         version=plan.version,
         groups=groups,
         max_depth=max((g.depth_blocks for g in plan.groups), default=0),
         defaults=defaults,
         cap_in_flight=caps,
+        adapters=adapters,
+        holders={name: frozenset(s) for name, s in holders.items()},
     )

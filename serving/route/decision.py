@@ -2,7 +2,7 @@
 
 A frozen dataclass's ``__init__`` stores each field through ``object.__setattr__`` and parses
 keyword arguments; building one that way costs more than the rest of a plan lookup. When the
-contract's fields are exactly the six this module knows, :func:`make_decision` writes the slots
+contract's fields are exactly the seven this module knows, :func:`make_decision` writes the slots
 directly through their descriptors (same object, same equality, no frozen check skipped after
 construction). If the contract grows a field, it falls back to the ordinary constructor so a
 new field always gets its default.
@@ -15,7 +15,15 @@ from dataclasses import fields
 
 from serving.route.types import Decision
 
-_KNOWN = ("replica_id", "address", "reason", "plan_version", "predicted_ttft_s", "fallbacks")
+_KNOWN = (
+    "replica_id",
+    "address",
+    "reason",
+    "plan_version",
+    "predicted_ttft_s",
+    "fallbacks",
+    "cached_tokens",
+)
 
 
 def _slow(
@@ -25,6 +33,7 @@ def _slow(
     plan_version: int | None,
     predicted_ttft_s: float,
     fallbacks: tuple[str, ...],
+    cached_tokens: int = 0,
 ) -> Decision:
     return Decision(
         replica_id=replica_id,
@@ -33,13 +42,14 @@ def _slow(
         plan_version=plan_version,
         predicted_ttft_s=predicted_ttft_s,
         fallbacks=fallbacks,
+        cached_tokens=cached_tokens,
     )
 
 
-def _fast_builder() -> Callable[[str, str, str, int | None, float, tuple[str, ...]], Decision]:
+def _fast_builder() -> Callable[[str, str, str, int | None, float, tuple[str, ...], int], Decision]:
     new = object.__new__
     slots = [getattr(Decision, name).__set__ for name in _KNOWN]
-    set_id, set_address, set_reason, set_version, set_ttft, set_fallbacks = slots
+    set_id, set_address, set_reason, set_version, set_ttft, set_fallbacks, set_cached = slots
 
     def build(
         replica_id: str,
@@ -48,6 +58,7 @@ def _fast_builder() -> Callable[[str, str, str, int | None, float, tuple[str, ..
         plan_version: int | None,
         predicted_ttft_s: float,
         fallbacks: tuple[str, ...],
+        cached_tokens: int = 0,
     ) -> Decision:
         d: Decision = new(Decision)
         set_id(d, replica_id)
@@ -56,6 +67,7 @@ def _fast_builder() -> Callable[[str, str, str, int | None, float, tuple[str, ..
         set_version(d, plan_version)
         set_ttft(d, predicted_ttft_s)
         set_fallbacks(d, fallbacks)
+        set_cached(d, cached_tokens)
         return d
 
     return build

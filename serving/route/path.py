@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ NO_PLAN = "fallback:no-plan"
 FASTEST = "fallback:fastest"
 TPOT_ALPHA = 0.2  # weight of one completion in a replica's observed TPOT
 _INF = float("inf")
+_NO_ADAPTERS: dict[str, object] = {}
 PREFIX_SIGNAL = "router prefix index"  # pickers reading it get the prefix holders first
 
 
@@ -80,13 +82,19 @@ class PlacementRoutePath:
             load_cap.cap_of if load_cap is not None else (lambda _: _INF)
         )
         self._spill = p.spill_to_secondary
-        self._scored = p.plan_picker == "scored"
+        self._scored = p.plan_picker in ("scored", "warm")
+        self._warm_only = p.plan_picker == "warm"
         self._reasons = {f.cause: f"fallback:{f.cause}" for f in p.filters}
         self._reasons.setdefault("unhealthy", "fallback:unhealthy")
         self._prefixes = RouterPrefixIndex(p.block_tokens) if p.uses_prefix_index else None
         self._fastest = LeastPredictedTtftPicker()
         # id(query) -> (replica id, prefill tokens not yet past first token, first-token time)
         self._open: dict[int, tuple[str, int, float]] = {}
+        # replica id -> the LoRA adapters last sent there, least recent first (at most its
+        # max_loras: the router's estimate of what its slots hold)
+        self._adapters_seen: dict[str, OrderedDict[str, None]] = {}
+        # replica id -> adapter -> requests for it in flight there (the router's own count)
+        self._adapters_in_flight: dict[str, dict[str, int]] = {}
         self._writer = threading.Lock()  # serialises installs; never taken by decide()
         self._plan: Plan | None = None
         self._routing = self._snapshot(FleetView(replicas, virtual_nodes=p.virtual_nodes), None)
@@ -138,7 +146,8 @@ class PlacementRoutePath:
         entry: PlanEntry | None = None
         hashes = query.block_hashes
         groups = plan.groups
-        depth = min(len(hashes), plan.max_depth)
+        # an adapter's KV differs from the base model's: its requests match no prefix group
+        depth = 0 if query.adapter else min(len(hashes), plan.max_depth)
         while depth:
             depth -= 1
             found = groups.get(hashes[depth])
@@ -146,12 +155,26 @@ class PlacementRoutePath:
                 entry = found
                 break
         if entry is None:
-            entry = plan.defaults.get((query.tenant, model))
+            if query.adapter:
+                entry = plan.adapters.get((query.tenant, query.adapter))
+            else:
+                entry = plan.defaults.get((query.tenant, model))
             if entry is None:
                 return self._fallback(
                     routing, query, now, UNSEEN_PREFIX, self.profile.unseen_prefix, None
                 )
         if self._scored:
+            if self._warm_only and entry.warm:
+                # among the replicas the plan keeps the group's prefix warm on: the others'
+                # caches hold the groups the plan packed there (the gate's second look still
+                # takes a faster replica when these would miss)
+                warm = entry.warm
+                try:
+                    return self._fallback(
+                        routing, query, now, PLAN, self.profile.no_plan, entry, warm.__contains__
+                    )
+                except NoReplica:
+                    pass
             return self._fallback(routing, query, now, PLAN, self.profile.no_plan, entry)
         states = fleet.states
         caps = routing.cap_in_flight
@@ -183,6 +206,7 @@ class PlacementRoutePath:
                         plan.version,
                         fleet.tables[r].ttft(query.input_tokens - entry.prefix_tokens, queued),
                         entry.alternates[pos],
+                        entry.prefix_tokens,
                     )
                 if not first_cause:
                     first_cause = refused
@@ -275,6 +299,7 @@ class PlacementRoutePath:
             None if plan is None else plan.version,
             ttft,
             alternates,
+            cached_tokens,
         )
 
     def _fallback(
@@ -295,7 +320,10 @@ class PlacementRoutePath:
         if entry is not None:
             preferred = entry.replicas + entry.secondary
             if entry.prefix_tokens:
-                cached = dict.fromkeys(preferred, entry.prefix_tokens)
+                # only where the plan keeps the prefix warm: crediting every planned or spare
+                # replica would draw the group's traffic to replicas whose KV budget the plan
+                # gave to other groups, and evict them
+                cached = dict.fromkeys(entry.warm, entry.prefix_tokens)
         if self._prefixes is not None and query.block_hashes and PREFIX_SIGNAL in picker.signals:
             matches = self._prefixes.match_all(query.block_hashes)
             if matches:
@@ -333,6 +361,8 @@ class PlacementRoutePath:
         ranked = picker.rank(ctx)
         if accept is not None:
             ranked = [i for i in ranked if accept(i)]
+        if query.adapter:
+            ranked = self._warm_first(routing, query.adapter, ranked, entry)
         if not ranked:
             health = self._health
 
@@ -347,6 +377,8 @@ class PlacementRoutePath:
             ranked = picker.rank(ctx)
             if accept is not None:
                 ranked = [i for i in ranked if accept(i)]
+            if query.adapter:
+                ranked = self._warm_first(routing, query.adapter, ranked, entry)
             if not ranked:
                 raise NoReplica(f"no healthy replica serves model {query.model!r}")
         chosen = ranked[0]
@@ -355,6 +387,37 @@ class PlacementRoutePath:
             fleet, routing.plan, chosen, query, reason, cached.get(chosen, 0), alternates
         )
 
+    def _warm_first(
+        self, routing: _Routing, adapter: str, ranked: list[int], entry: PlanEntry | None
+    ) -> list[int]:
+        """The ranked candidates, in rank order, of the first tier that has any: those the
+        plan routes ``adapter`` to (``entry``); those that hold it (requests for it in flight
+        there, the plan keeps it resident there, or the router sent it there among the
+        replica's last ``max_loras`` adapters); those with a free LoRA slot (fewer adapters
+        in flight than ``max_loras``: the adapter loads without waiting); all of them."""
+        if entry is not None:
+            planned = set(entry.replicas)
+            routed = [i for i in ranked if i in planned]
+            if routed:
+                return routed
+        held = routing.plan.holders.get(adapter, frozenset()) if routing.plan else frozenset()
+        states = routing.fleet.states
+        seen = self._adapters_seen
+        busy = self._adapters_in_flight
+        warm = [
+            i
+            for i in ranked
+            if i in held
+            or adapter in busy.get(states[i].id, _NO_ADAPTERS)
+            or adapter in seen.get(states[i].id, _NO_ADAPTERS)
+        ]
+        if warm:
+            return warm
+        free = [
+            i for i in ranked if len(busy.get(states[i].id, _NO_ADAPTERS)) < states[i].max_loras
+        ]
+        return free or ranked
+
     # ---- outcome hooks ------------------------------------------------------------------
     def on_dispatch(self, decision: Decision, query: RouteQuery, now: float) -> None:
         fleet = self._routing.fleet
@@ -362,6 +425,14 @@ class PlacementRoutePath:
         if i is None:
             return
         state = fleet.states[i]
+        if query.adapter:
+            seen = self._adapters_seen.setdefault(decision.replica_id, OrderedDict())
+            seen[query.adapter] = None
+            seen.move_to_end(query.adapter)
+            while len(seen) > max(state.max_loras, 1):
+                seen.popitem(last=False)
+            busy = self._adapters_in_flight.setdefault(decision.replica_id, {})
+            busy[query.adapter] = busy.get(query.adapter, 0) + 1
         state.in_flight += 1
         state.in_flight_prefill_tokens += query.input_tokens
         fleet.pool_in_flight[fleet.pool_of[i]] += 1
@@ -393,6 +464,13 @@ class PlacementRoutePath:
         record = self._open.pop(id(query), None)
         if record is None:
             return
+        if query.adapter:
+            busy = self._adapters_in_flight.get(record[0], {})
+            left = busy.get(query.adapter, 0) - 1
+            if left > 0:
+                busy[query.adapter] = left
+            else:
+                busy.pop(query.adapter, None)
         fleet = self._routing.fleet
         i = fleet.index_of.get(record[0])
         if i is None:

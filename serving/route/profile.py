@@ -48,7 +48,7 @@ from serving.route.plugins.filters.load_cap_filter import LoadCapFilter
 from serving.route.plugins.pickers.max_score_picker import MaxScorePicker
 
 FALLBACK_SITUATIONS = ("unseen_prefix", "planned_unavailable", "no_plan")
-PLAN_PICKERS = ("weighted", "scored")
+PLAN_PICKERS = ("weighted", "scored", "warm")
 
 DEFAULTS: dict[str, Any] = {
     "name": "unnamed",
@@ -92,7 +92,8 @@ class RouteProfile:
     spill_to_secondary: bool
     # how a request the plan covers picks among the fleet: "weighted" (the plan's weights, a
     # lookup) or "scored" (the no-plan scorers, the planned replicas credited with the group's
-    # prefix: the plan steers, live load decides)
+    # prefix: the plan steers, live load decides) or "warm" (scored among the replicas the plan
+    # keeps the group's prefix warm on; over the fleet for a group it keeps warm nowhere)
     plan_picker: str
     unseen_prefix: FallbackPicker
     planned_unavailable: FallbackPicker

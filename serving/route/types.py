@@ -34,6 +34,10 @@ class RouteQuery:
     block_hashes: tuple[int, ...]
     input_tokens: int
     max_output_tokens: int
+    # the time left for its first token, when it is not its class's TTFT SLO: a request that
+    # waited in the gateway's flow-control queue has only what remains before its deadline
+    ttft_budget_s: float | None = None
+    adapter: str = ""  # a LoRA adapter on ``model`` ("": the base model)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +51,8 @@ class Decision:
     plan_version: int | None
     predicted_ttft_s: float
     fallbacks: tuple[str, ...] = ()
+    # prompt tokens the route path expects cached on the replica (what the TTFT discounts)
+    cached_tokens: int = 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -72,6 +78,7 @@ class ReplicaState:
     kv_cache_usage_perc: float = 0.0
     scraped_at: float = -1.0
     labels: dict[str, str] = field(default_factory=dict)
+    max_loras: int = 0  # LoRA adapter slots (vLLM --max-loras)
 
 
 class RoutePath(Protocol):

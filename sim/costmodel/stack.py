@@ -48,7 +48,6 @@ from dataclasses import dataclass, fields, replace
 from typing import Protocol
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from placement.domain.llm import ModelArchitecture
 from placement.errors import InputError
@@ -316,6 +315,8 @@ def fit_stack_calibration(
         if shrink > 0.0:
             residuals = np.concatenate([residuals, shrink * offsets / scale])
         return np.asarray(residuals, dtype=np.float64)
+
+    from scipy.optimize import least_squares  # heavy: imported only when fitting
 
     result = least_squares(
         log_ratio,

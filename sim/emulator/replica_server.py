@@ -2,9 +2,10 @@
 
 ``POST /v1/completions`` and ``/v1/chat/completions`` (whole answers, or Server-Sent Events
 with ``stream``; the usage in a last event when ``stream_options.include_usage``),
-``GET /v1/models``, ``/health`` and ``/metrics``. The prompt is tokenized with a real BPE
-vocabulary, hashed into prefix blocks and served by a :class:`RealtimeEngine`; the answer has
-exactly ``max_tokens`` tokens. Faults (:class:`ReplicaFaults`) apply per request.
+``GET /v1/models``, ``/health`` and ``/metrics`` (with an ETag: a conditional GET is answered
+304 when nothing changed). The prompt is tokenized with a real BPE vocabulary, hashed into
+prefix blocks and served by a :class:`RealtimeEngine`; the answer has exactly ``max_tokens``
+tokens. Faults (:class:`ReplicaFaults`) apply per request.
 """
 
 from __future__ import annotations
@@ -96,7 +97,11 @@ class EmulatedReplica:
     async def metrics_page(self, request: web.Request) -> web.StreamResponse:
         if self.faults.stopped:
             return _cut(request)
-        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+        etag = self.metrics.etag()
+        if request.headers.get("If-None-Match") == etag:  # nothing changed since that scrape
+            return web.Response(status=304, headers={"ETag": etag})
+        headers = {"Content-Type": CONTENT_TYPE, "ETag": etag}
+        return web.Response(body=self.metrics.render(), headers=headers)
 
     async def models(self, request: web.Request) -> web.StreamResponse:
         if self.faults.stopped:

@@ -8,10 +8,15 @@ are observed as requests finish, with vLLM's buckets: ``vllm:time_to_first_token
 ``vllm:time_per_output_token_seconds`` and its newer name ``vllm:inter_token_latency_seconds``,
 ``vllm:e2e_request_latency_seconds``. Every series carries vLLM's ``model_name`` and
 ``engine`` labels. Times are engine seconds (wall seconds ÷ the emulator's time scale).
+
+:meth:`VllmMetrics.etag` names the page's content without rendering it (every value the page
+shows is a function of the engine's counters and the requests observed), so ``/metrics`` can
+answer a conditional GET whose ``If-None-Match`` still holds with an empty 304.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -84,6 +89,8 @@ class VllmMetrics:
     """The registry behind one replica's ``/metrics``."""
 
     def __init__(self, engine: RealtimeEngine, model_name: str) -> None:
+        self.engine = engine
+        self.observed = 0  # requests that left the engine (every histogram change is one)
         self.registry = CollectorRegistry()
         labels = (model_name, "0")
         self.registry.register(_EngineState(engine, labels))
@@ -117,6 +124,7 @@ class VllmMetrics:
 
     def observe(self, job: Job) -> None:
         """A request left the engine."""
+        self.observed += 1
         if job.error:
             self.failed.inc()
             return
@@ -131,3 +139,13 @@ class VllmMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def etag(self) -> str:
+        """An entity tag that changes whenever :meth:`render` would answer other text."""
+        e = self.engine
+        r = e.replica
+        state = (
+            r.num_running, r.num_waiting, r.kv_usage, r.prompt_tokens, r.generated_tokens,
+            r.cached_tokens, r.preemptions, self.observed, e.lag_count, e.lag_total_s, e.lag_max_s,
+        )  # fmt: skip
+        return '"' + hashlib.blake2b(repr(state).encode(), digest_size=12).hexdigest() + '"'

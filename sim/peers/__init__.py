@@ -15,6 +15,7 @@ from placement.errors import InputError
 from sim.peers import (
     chbl,
     dynamo,
+    gie_lora,
     least_outstanding,
     llm_d,
     power_of_two,
@@ -43,6 +44,7 @@ PEER_POLICIES: dict[str, PolicyFactory] = {
     "llm_d": llm_d.build,
     "dynamo": dynamo.build,
     "preble_e2": preble_e2.build,
+    "gie_lora": gie_lora.build,
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from placement.domain.adapters import LoraAdapter
 from placement.domain.requests import DEFAULT_CLASSES, Request, RequestClass, Tenant
 
 
@@ -19,6 +20,7 @@ class Workload:
     tenants: dict[str, Tenant]
     classes: dict[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
     block_tokens: int = 512
+    adapters: dict[str, LoraAdapter] = field(default_factory=dict)  # LoRA adapters by name
 
     @property
     def duration_s(self) -> float:
@@ -40,6 +42,7 @@ class Workload:
             tenants=self.tenants,
             classes=self.classes,
             block_tokens=self.block_tokens,
+            adapters=self.adapters,
         )
 
     def window(self, start_s: float, end_s: float) -> Workload:
@@ -55,6 +58,7 @@ class Workload:
             tenants=self.tenants,
             classes=self.classes,
             block_tokens=self.block_tokens,
+            adapters=self.adapters,
         )
 
     def split(self, fraction: float) -> tuple[Workload, Workload]:

@@ -10,6 +10,8 @@ servegen           ServeGen language/m-small clients, default 3,600 s from t = 0
 servegen-reason    ServeGen reason/deepseek-r1 clients, default 3,600 s from t = 0
 synthetic          :func:`synthetic_tenants` at 20 requests/s, default 600 s
 mixed              three tenant populations merged by arrival (see :func:`load_mixed`)
+kv-bound           hot shared documents over Azure chat arrivals (:mod:`sim.workloads.kv_bound`)
+multi-model        Llama-3-8B + a few dozen LoRA adapters and Llama-3-70B (:mod:`.multi_model`)
 =================  =========================================================================
 
 ``duration_s`` cuts a trace to its first ``duration_s`` seconds (or sets the generated span);
@@ -25,13 +27,16 @@ from placement.errors import InputError
 from sim.workloads.assemble import merge
 from sim.workloads.azure import load_azure
 from sim.workloads.base import Workload
+from sim.workloads.kv_bound import kv_bound
 from sim.workloads.mooncake import load_mooncake
+from sim.workloads.multi_model import load_multi_model
 from sim.workloads.servegen import load_servegen, servegen_client_rates
 from sim.workloads.synthetic import synthetic_tenants
 
 SERVEGEN_DEFAULT_S = 3600.0
 SYNTHETIC_DEFAULT_S = 600.0
 SYNTHETIC_RATE_RPS = 20.0
+KV_BOUND_DEFAULT_S = 1200.0
 # Credit split of the "mixed" populations and the share of its requests that come from ServeGen.
 MIXED_CREDITS = {"servegen": 0.5, "azure-conv": 0.3, "azure-code": 0.2}
 MIXED_SERVEGEN_REQUEST_SHARE = 0.5
@@ -102,6 +107,10 @@ def load_mixed(
     return merge("mixed", [servegen, conv, code], tenants)
 
 
+def _kv_bound(seed: int, duration_s: float | None) -> Workload:
+    return kv_bound(duration_s=KV_BOUND_DEFAULT_S if duration_s is None else duration_s, seed=seed)
+
+
 _BUILDERS: dict[str, Callable[[int, float | None], Workload]] = {
     "mooncake": _trace(load_mooncake),
     "azure-conv": _trace(lambda: load_azure("conv")),
@@ -110,6 +119,8 @@ _BUILDERS: dict[str, Callable[[int, float | None], Workload]] = {
     "servegen-reason": _servegen("reason", "deepseek-r1"),
     "synthetic": _synthetic,
     "mixed": lambda seed, duration_s: load_mixed(seed=seed, duration_s=duration_s),
+    "kv-bound": _kv_bound,
+    "multi-model": lambda seed, duration_s: load_multi_model(seed=seed, duration_s=duration_s),
 }
 WORKLOADS: tuple[str, ...] = tuple(_BUILDERS)
 
@@ -137,5 +148,6 @@ def load_workload(
             tenants=workload.tenants,
             classes=workload.classes,
             block_tokens=workload.block_tokens,
+            adapters=workload.adapters,
         )
     return workload

@@ -24,6 +24,7 @@ are ``interactive``; no prefix information exists.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,10 +156,7 @@ def _client_rates(
             field="duration_s",
             expected=f"a period within [0, {covered:g}) s",
         )
-    return {
-        c: sum(w.rate_rps * _overlap(w, start_s, end_s) for w in stats.windows(c)) / duration_s
-        for c in ids
-    }
+    return {c: _requests(stats.windows(c), start_s, end_s) / duration_s for c in ids}
 
 
 def _concat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
@@ -223,12 +221,23 @@ class _Directory:
         return self._pooled[start]
 
     def _requests_in(self, client: int, start: float) -> float:
-        end = start + LENGTH_WINDOW_S
-        return sum(w.rate_rps * _overlap(w, start, end) for w in self.windows(client))
+        return _requests(self.windows(client), start, start + LENGTH_WINDOW_S)
 
 
 def _overlap(window: RateWindow, start_s: float, end_s: float) -> float:
     return max(0.0, min(window.end_s, end_s) - max(window.start_s, start_s))
+
+
+def _requests(windows: tuple[RateWindow, ...], start_s: float, end_s: float) -> float:
+    """Expected requests in ``[start_s, end_s)``: the windows (in time order, not overlapping)
+    that meet the period, found by bisection, each by its rate × overlap."""
+    first = bisect_right(windows, start_s, key=lambda w: w.end_s)
+    total = 0.0
+    for w in windows[first:]:
+        if w.start_s >= end_s:
+            break
+        total += w.rate_rps * _overlap(w, start_s, end_s)
+    return total
 
 
 def _sample_client(

@@ -11,14 +11,18 @@ from bench.usability import _wait_ready, free_port, measure_help, measure_servic
 
 
 def test_help_is_timed_from_the_real_command() -> None:
-    help_s = measure_help(1)
+    help_s, cpu_s = measure_help(1)
     assert 0.0 < help_s < 60.0
+    assert 0.0 < cpu_s < 60.0  # the command's own CPU, not this process's
 
 
 def test_the_demo_service_gets_ready_and_its_idle_cost_is_measured() -> None:
-    ready_s, idle = measure_service(idle_s=1.0)
-    assert 0.0 < ready_s < 180.0
-    assert 0.0 <= idle < 2.5  # a share of one core on a two-core machine
+    figures = measure_service(idle_s=1.0)
+    assert 0.0 < figures.ready_s < 180.0
+    # the demo's worker solves its first plan after ready: idle is measured once it is in
+    assert figures.first_plan_s is not None and figures.first_plan_s >= figures.ready_s
+    for share in (figures.settling_cpu_share, figures.idle_cpu_share):
+        assert 0.0 <= share < 2.5  # a share of one core on a two-core machine
 
 
 def test_a_service_that_exits_is_reported_not_waited_for() -> None:

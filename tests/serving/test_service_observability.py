@@ -89,13 +89,14 @@ def test_refusals_are_recorded_newest_first() -> None:
 def test_attainment_over_time_by_bucket() -> None:
     now = [1_000.0]
     activity = Activity(clock=lambda: now[0])
-    assert activity.outcome("acme", "interactive", 1.0, ok=True)
-    assert not activity.outcome("acme", "interactive", 1.0, ok=False)  # failed: a miss
+    activity.outcome("acme", met=True)
+    activity.outcome("acme", met=False)
     now[0] += BUCKET_S
-    assert not activity.outcome("acme", "interactive", 3.0, ok=True)  # past 2 s
-    assert activity.outcome("acme", "batch", 3.0, ok=True)  # within 30 s
-    assert not activity.outcome("acme", "unknown-class", 0.1, ok=True)
+    activity.outcome("acme", met=False)
+    activity.outcome("globex", met=True)
+    activity.outcome("globex", met=True)
     history = activity.history()
+    assert [h["at"] for h in history] == [1_000.0, 1_000.0 + BUCKET_S]
     assert [h["outcomes"] for h in history] == [2, 3]
-    assert [h["attainment"] for h in history] == [0.5, pytest.approx(1 / 3)]
-    assert activity.attainment() == {"acme": 0.4}
+    assert [h["attainment"] for h in history] == [0.5, pytest.approx(2 / 3)]
+    assert activity.attainment() == {"acme": pytest.approx(1 / 3), "globex": 1.0}

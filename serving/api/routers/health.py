@@ -5,15 +5,23 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from serving.api.deps import ServiceDep
+from serving.api.deps import RuntimeDep, ServiceDep
 from serving.api.schemas import Health
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", response_model=Health, summary="The process is up")
-async def healthz() -> Health:
-    return Health(status="ok")
+@router.get(
+    "/healthz",
+    response_model=Health,
+    summary="The process is up (status `degraded` while the shared state is unreachable and "
+    "it routes on local state)",
+)
+async def healthz(runtime: RuntimeDep) -> Health:
+    if runtime.shared is None:
+        return Health(status="ok")
+    ok, detail = runtime.shared.health()
+    return Health(status="ok" if ok else "degraded", detail=detail)
 
 
 @router.get(

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import ValidationError
 
+from placement.domain.llm import text_token_estimate
 from placement.domain.prefix import hash_text
 from placement.errors import InputError
 from serving.api.deps import RouteCaller, RuntimeDep
@@ -29,16 +30,18 @@ from serving.api.schemas import (
 )
 from serving.api.security import Principal
 from serving.route.types import NoReplica, RouteQuery, UnservedModel
-from serving.service import PlacementService, Refused, Routed
+from serving.service import ModelNotAllowed, PlacementService, Refused, Routed
 
 router = APIRouter(prefix="/v1", tags=["route"])
 
-CHARS_PER_TOKEN = 4  # when only the text is given: a rough English average
 DESTINATION = "x-gateway-destination-endpoint"
 BATCH_REFUSALS = problems(
     *AUTH,
     *JSON_BODY,
-    described={403: "the key lacks the scope, or routes for another tenant"},
+    described={
+        403: "the key lacks the scope, routes for another tenant, or the tenant may not use "
+        "the model"
+    },
 )
 REFUSALS = {
     **BATCH_REFUSALS,
@@ -57,7 +60,7 @@ def to_query(body: RouteRequest, block_chars: int) -> RouteQuery:
         hashes = hash_text(body.prompt, block_chars)
         tokens = body.input_tokens
         if tokens is None:
-            tokens = len(body.prompt) // CHARS_PER_TOKEN
+            tokens = text_token_estimate(len(body.prompt), body.model, body.max_output_tokens)
     else:
         hashes = tuple(body.block_hashes or ())
         tokens = body.input_tokens or 0
@@ -189,6 +192,9 @@ async def route_batch(
             continue
         except InputError as exc:
             results.append(BatchItem(status=422, detail=str(exc)))
+            continue
+        except ModelNotAllowed as exc:
+            results.append(BatchItem(status=403, detail=str(exc)))
             continue
         results.append(
             BatchItem(status=200, decision=RouteResponse.model_validate(_answer(service, routed)))

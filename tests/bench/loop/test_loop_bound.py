@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from bench.loop.bound import FluidBound, fluid_bound
+from bench.loop.bound_kv import reuse_groups
 from models.capacity import Slo
 from placement.domain.fleet import Fleet, fleet_from_dict
 from placement.domain.prefix import chain_block_ids
@@ -230,3 +231,122 @@ def test_an_unknown_request_class_is_an_input_error() -> None:
         _bound(_requests(1, 10, cls="premium"), _fleet())
     assert info.value.field == "request_class"
     assert "premium" in str(info.value)
+
+
+def _documents(docs: int, blocks: int, n: int, window: float) -> list[Request]:
+    """``n`` requests spread evenly over ``window``, round-robin over ``docs`` documents of
+    ``blocks`` blocks each; every request adds one block of its own."""
+    chains = [chain_block_ids(range(d * 1000, d * 1000 + blocks)) for d in range(docs)]
+    return [
+        Request(
+            i,
+            window * i / n,
+            (blocks + 1) * BLOCK,
+            10,
+            model=MODEL,
+            block_hashes=chains[i % docs] + chain_block_ids([10**7 + i], root=chains[i % docs][-1]),
+        )
+        for i in range(n)
+    ]
+
+
+def test_reuse_groups_charge_nested_prefixes_once() -> None:
+    doc = chain_block_ids(range(4))
+    turn2 = doc + chain_block_ids([50, 51], root=doc[-1])
+    turn3 = turn2 + chain_block_ids([60], root=turn2[-1])
+    reqs = [
+        Request(0, 0.0, 5 * BLOCK, 10, block_hashes=doc + chain_block_ids([70], root=doc[-1])),
+        Request(1, 1.0, 7 * BLOCK, 10, block_hashes=turn2),  # reuses the 4 document blocks
+        Request(2, 2.0, 8 * BLOCK, 10, block_hashes=turn3),  # reuses turn 2's 6 blocks
+        Request(3, 3.0, 8 * BLOCK, 10, block_hashes=chain_block_ids([99])),  # nothing
+    ]
+    groups = reuse_groups(reqs, BLOCK)
+    assert groups.group.tolist() == [-1, 0, 1, -1]
+    # the document's 4 blocks, then turn 2's 2 blocks beyond them
+    assert groups.kv_tokens.tolist() == [4 * BLOCK, 2 * BLOCK]
+
+
+def test_kv_capacity_binds_when_the_hot_prefixes_outgrow_the_caches() -> None:
+    # one H100 (411,529 KV tokens) and two documents of 450 blocks (230,400 tokens each):
+    # both fit an unbounded cache, one and a bit fit the real one. Warm, a request computes
+    # one block (1,000 req/s of capacity); cold, its whole prompt (~0.43 req/s).
+    capacity = _ShorterPromptsFaster(tokens_per_s=100_000.0)
+    reqs = _documents(docs=2, blocks=450, n=200, window=10.0)
+    fleet = _fleet(h100=1)
+    unbounded = _bound(reqs, fleet, capacity, slice_s=10.0, window_s=10.0, kv_capacity=False)
+    bounded = _bound(reqs, fleet, capacity, slice_s=10.0, window_s=10.0)
+    assert unbounded.goodput_rps == pytest.approx(20.0)
+    # held: one document whole, the other 181,129 / 230,400 of the slice: 10 + 7.86 req/s
+    # warm, the rest of the time on cold prompts (0.43 req/s), and the first of each cold
+    kv = fleet.replicas[0].kv_capacity_tokens
+    share = (kv - 450 * BLOCK) / (450 * BLOCK)
+    warm = 10.0 + 10.0 * share * 99 / 100
+    assert warm < bounded.goodput_rps < warm + 0.5
+    assert bounded.goodput_rps < unbounded.goodput_rps - 1.5
+
+
+def test_kv_capacity_changes_nothing_when_the_prefixes_fit() -> None:
+    capacity = _ShorterPromptsFaster(tokens_per_s=100_000.0)
+    reqs = _documents(docs=2, blocks=300, n=200, window=10.0)  # 2 × 153,600 tokens
+    fleet = _fleet(h100=1)
+    unbounded = _bound(reqs, fleet, capacity, slice_s=10.0, window_s=10.0, kv_capacity=False)
+    bounded = _bound(reqs, fleet, capacity, slice_s=10.0, window_s=10.0)
+    assert bounded.goodput_rps == pytest.approx(unbounded.goodput_rps)
+
+
+def test_more_replicas_hold_more_prefixes() -> None:
+    capacity = _ShorterPromptsFaster(tokens_per_s=100_000.0)
+    reqs = _documents(docs=4, blocks=450, n=400, window=10.0)
+    one = _bound(reqs, _fleet(h100=1), capacity, slice_s=10.0, window_s=10.0)
+    two = _bound(reqs, _fleet(h100=2), capacity, slice_s=10.0, window_s=10.0)
+    four = _bound(reqs, _fleet(h100=4), capacity, slice_s=10.0, window_s=10.0)
+    assert one.goodput_rps < two.goodput_rps < four.goodput_rps
+    assert four.goodput_rps == pytest.approx(40.0)  # one document per replica, all served
+
+
+def _lora_fleet(slots: int, gbps: float = 2.0) -> Fleet:
+    group = {"kind": "h100", "accelerator": "H100-SXM", "count": 2, "model": MODEL}
+    return fleet_from_dict(
+        {"name": "lora", "replicas": [group | {"max_loras": slots, "lora_load_gbps": gbps}]}
+    )
+
+
+def _with_adapters(requests: list[Request], n: int) -> tuple[list[Request], dict[str, Any]]:
+    from placement.domain.adapters import LoraAdapter
+
+    for i, r in enumerate(requests):
+        r.adapter = f"a{i % n}"
+    return requests, {f"a{i}": LoraAdapter(name=f"a{i}", base=MODEL, rank=64) for i in range(n)}
+
+
+def test_adapter_loads_take_replica_time_from_the_bound():
+    from placement.domain.adapters import lora_load_s
+    from placement.domain.llm import get_model
+
+    # saturated: 2 replicas × 10 req/s offered 30 req/s over 4 slices of 10 s
+    reqs, adapters = _with_adapters(_requests(30.0, 40.0), 40)
+    plain = _bound(reqs, _lora_fleet(slots=40), slice_s=10.0, window_s=40.0)
+    assert plain.goodput_rps == pytest.approx(20.0, rel=1e-3)
+    # slots for every adapter: only the first (cold) slice loads all 40
+    warm = _bound(reqs, _lora_fleet(slots=40), slice_s=10.0, window_s=40.0, adapters=adapters)
+    load = lora_load_s(get_model(MODEL), 64, gbps=2.0)
+    lost = 40 * load * 10.0 / 40.0  # replica-seconds × req/s per replica-second, over 40 s
+    assert warm.goodput_rps == pytest.approx(20.0 - lost, rel=1e-3)
+    # 4 slots for 40 adapters: every slice reloads at least 36
+    tight = _bound(reqs, _lora_fleet(slots=2), slice_s=10.0, window_s=40.0, adapters=adapters)
+    assert tight.goodput_rps == pytest.approx(20.0 - (40 + 3 * 36) * load * 10.0 / 40.0, rel=1e-3)
+    # a faster load path costs less
+    fast = _bound(
+        reqs, _lora_fleet(slots=2, gbps=20.0), slice_s=10.0, window_s=40.0, adapters=adapters
+    )
+    assert tight.goodput_rps < fast.goodput_rps < plain.goodput_rps
+    # the program with KV capacity (the default) charges the loads as the one without does
+    unbounded = _bound(
+        reqs,
+        _lora_fleet(slots=2),
+        slice_s=10.0,
+        window_s=40.0,
+        adapters=adapters,
+        kv_capacity=False,
+    )
+    assert unbounded.goodput_rps == pytest.approx(tight.goodput_rps, rel=1e-6)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.loop.fairness import entitlements, jain_overload
+from bench.loop.fairness import entitlements, jain_overload, request_gpu_seconds
 
 
 def test_entitlements_water_fill_by_credit_capped_at_demand() -> None:
@@ -30,3 +30,23 @@ def test_tenants_with_too_few_requests_share_the_split_but_not_the_index() -> No
     # a starved tenant with enough requests still counts
     starved = {"a": 9.0, "b": 1.0, "one": 2.0}
     assert jain_overload(starved, offered, credits, requests) < 0.7
+
+
+def test_goodput_is_counted_in_gpu_seconds_with_cache_hits_discounted() -> None:
+    from placement.domain.fleet import load_fleet
+    from placement.domain.requests import DEFAULT_CLASSES, Request
+    from placement.paths import repo_root
+    from serving.admission.cost import gpu_rates
+    from sim.metrics import request_table
+
+    fleet = load_fleet(repo_root() / "data" / "fleets" / "hetero.yaml")
+    reasoning = Request(0, 0.0, 56, 980)
+    code = Request(1, 0.0, 2048, 28)
+    cached = Request(2, 0.0, 2048, 28)
+    cached.cached_tokens = 2000
+    cost = request_gpu_seconds(fleet, request_table([reasoning, code, cached], DEFAULT_CLASSES))
+    # the fleet's average replica: between its fastest (H100) and slowest (L40S) kinds
+    h100, l40s = (gpu_rates(a, "llama-3-8b", 1).request(56, 0, 980) for a in ("H100-SXM", "L40S"))
+    assert h100 < cost[0] < l40s
+    assert cost[0] > 4 * cost[1]  # a long answer holds GPUs longer than a long prompt
+    assert cost[2] < 0.5 * cost[1]  # a prompt found in the cache costs a fraction

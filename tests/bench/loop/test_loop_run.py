@@ -52,7 +52,10 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
     assert all(r["share_of_bound"] > 0 for r in ours)
     assert summary["failures"]["killed"] == "h100-0"
     assert (tmp_path / "loop.json").exists()
-    assert len(payload["plots"]) == 3 and all(Path(p).exists() for p in payload["plots"])
+    # goodput, diagnostics, failures and (the synthetic tenants share prefixes) residency
+    assert len(payload["plots"]) == 4 and all(Path(p).exists() for p in payload["plots"])
+    assert payload["plots"][-1].endswith("-residency.png")
+    assert any(s["residency"] for s in out["solves"])
     assert summary["route_profile"].startswith("scored-p")
     assert set(summary["targets_met"]) >= {"ratio_vs_best_peer", "lost_requests"}
     # the gate judged in shadow at every swept load and at overload

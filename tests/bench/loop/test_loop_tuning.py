@@ -2,7 +2,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.loop.tuning import HEADROOMS, PREFIX_WEIGHTS, TTFT_WEIGHTS, Setting, grid, write_profile
+from bench.loop.tuning import (
+    HEADROOMS,
+    PREFIX_WEIGHTS,
+    TTFT_WEIGHTS,
+    WARM_KV_SHARES,
+    Setting,
+    grid,
+    write_profile,
+)
+from placement.solver.instance import WARM_KV_SHARE
 from serving.route import load_profile
 
 
@@ -20,3 +29,11 @@ def test_grid_covers_every_combination() -> None:
     size = len(PREFIX_WEIGHTS) * len(TTFT_WEIGHTS) * len(HEADROOMS)
     assert len(settings) == len(set(settings)) == size
     assert HEADROOMS == (1.0,)  # the gate refuses by its SLO, not a tuned headroom
+
+
+def test_the_warm_prefix_budget_is_tuned_only_when_asked() -> None:
+    plain = grid()
+    both = grid(WARM_KV_SHARES)
+    assert {s.warm_kv_share for s in plain} == {WARM_KV_SHARE}
+    assert {s.warm_kv_share for s in both} == set(WARM_KV_SHARES)
+    assert len(both) == len(plain) * len(WARM_KV_SHARES)

@@ -47,3 +47,39 @@ def test_validate_and_diff_commands(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "capacity: h100-0" in res.output
     res = runner.invoke(app, ["plan", "diff", str(a), str(b)])
     assert res.exit_code == 0 and "plan 1 → 2" in res.output
+
+
+def test_solve_with_a_tenants_file_shows_every_tenant_with_credit_and_attainment(
+    tmp_path: Path,
+) -> None:
+    from placement.paths import repo_root
+    from placement.plan.store import DirectoryPlanStore
+
+    root = repo_root()
+    res = runner.invoke(
+        app,
+        [
+            "plan",
+            "solve",
+            "--fleet",
+            str(root / "data" / "fleets" / "h100x8.yaml"),
+            "--workload",
+            "synthetic",
+            "--window-s",
+            "30",
+            "--tenants",
+            str(root / "data" / "tenants" / "example.yaml"),
+            "--out",
+            str(tmp_path / "plans"),
+        ],
+        env={"COLUMNS": "200"},
+    )
+    assert res.exit_code == 0, res.output
+    plan = DirectoryPlanStore(tmp_path / "plans").latest()
+    assert plan is not None
+    shares = {t.tenant: t.guaranteed_share for t in plan.tenants}
+    assert shares == {"acme": 0.5, "globex": 0.3, "initech": 0.1}
+    assert all(t.predicted_attainment is not None for t in plan.tenants)
+    for tenant in plan.tenants:  # the table names each with its credit and attainment
+        assert f"{tenant.tenant}" in res.output and f"{tenant.guaranteed_share:.1%}" in res.output
+    assert "predicted" in res.output

@@ -59,3 +59,43 @@ def test_a_binary_or_broken_file_is_an_input_error(tmp_path: Path) -> None:
     broken.write_text("tenants: {a: [\n")
     with pytest.raises(InputError, match="not valid YAML"):
         load_tenants(broken)
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_credits_in_gpu_seconds_become_shares_of_the_fleet() -> None:
+    raw = {
+        "tenants": {
+            "acme": {"credit_gpu_seconds": 7200, "window_s": 3600},  # 2 of 8 GPUs
+            "globex": {"credit_share": 0.5},
+        }
+    }
+    tenancy = tenancy_from_dict(raw, fleet_gpus=8)
+    assert tenancy.tenants["acme"].credit_share == pytest.approx(0.25)
+    with pytest.raises(InputError, match="needs a fleet") as err:
+        tenancy_from_dict(raw)
+    assert err.value.field == "tenants.acme.credit_gpu_seconds"
+    with pytest.raises(InputError, match="sum to"):  # 0.75 + 0.5 on a 4-GPU fleet
+        tenancy_from_dict(raw, fleet_gpus=2.6667)
+    both = {"tenants": {"acme": {"credit_gpu_seconds": 10, "credit_share": 0.1}}}
+    with pytest.raises(InputError, match="not both"):
+        tenancy_from_dict(both, fleet_gpus=8)
+
+
+def test_tenant_keys_and_the_document_round_trip() -> None:
+    raw = {
+        "classes": {"bulk": {"priority": 2, "ttft_slo_s": 60, "tpot_slo_s": 1, "sheddable": True}},
+        "tenants": {
+            "acme": {"credit_share": 0.5, "api_keys": [{"name": "app", "digest": DIGEST}]},
+            "globex": {},
+        },
+    }
+    tenancy = tenancy_from_dict(raw)
+    [key] = tenancy.keys
+    assert (key.tenant, key.name, key.digest, key.scopes) == ("acme", "app", DIGEST, ("route",))
+    assert tenancy_from_dict(tenancy.doc) == tenancy
+    with pytest.raises(InputError) as err:
+        tenancy_from_dict({"tenants": {"acme": {"api_keys": [{"name": "x", "digest": "k"}]}}})
+    assert err.value.field == "tenants.acme.api_keys.0.digest"
+    assert tenancy_from_dict({"tenants": {}}, allow_empty=True).tenants == {}

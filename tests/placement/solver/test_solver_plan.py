@@ -207,3 +207,61 @@ def test_a_prefix_sent_to_two_models_gets_a_group_per_model() -> None:
     pool = {r.id: r.model.name for r in fleet.replicas}
     assert all(pool[r] == g.model for g in shared for r in g.route.replicas)
     assert problems(plan, fleet=fleet) == []
+
+
+def _documents(rates: list[float], blocks: int, window: float = 10.0) -> list[Request]:
+    """One tenant's requests over documents of ``blocks`` 512-token blocks each, document ``i``
+    at ``rates[i]`` req/s; every request adds one block of its own."""
+    out: list[Request] = []
+    for doc, rate in enumerate(rates):
+        chain = chain_block_ids(range(doc * 1000, doc * 1000 + blocks))
+        n = round(rate * window)
+        for i in range(n):
+            rid = len(out)
+            out.append(
+                Request(
+                    rid,
+                    window * i / n,
+                    (blocks + 1) * 512,
+                    100,
+                    tenant="a",
+                    model="llama-3-8b",
+                    block_hashes=chain + chain_block_ids([5_000_000 + rid], root=chain[-1]),
+                )
+            )
+    return out
+
+
+def test_warm_prefixes_are_packed_within_each_replicas_kv_budget() -> None:
+    # six documents of 150 blocks (76,800 tokens) on two H100s whose plan budget is half
+    # their KV memory (~205k tokens): two documents fit per replica, four of six in all
+    fleet = _fleet(h100=2)
+    rates = [3.0, 2.5, 2.0, 1.5, 0.6, 0.4]
+    inst = build_instance(
+        fleet, _documents(rates, 150), {"a": Tenant(name="a")}, window_s=10.0, capacity=CAP
+    )
+    assert set(inst.replica_kv_budget) == {0.5 * fleet.replicas[0].kv_capacity_tokens}
+    plan = solve_plan(inst, time_limit_s=5.0)
+    for r in plan.replicas:
+        assert 0 < r.warm_prefix_tokens <= r.kv_budget_tokens
+    warm = {g.key: g for g in plan.groups if g.warm}
+    assert len(warm) == 4
+    # the busiest documents are the ones kept warm (they save the most prefill)
+    kept = sorted((g.rate_rps for g in warm.values()), reverse=True)
+    assert kept == pytest.approx(rates[:4])
+    assert problems(plan, fleet=fleet) == []
+
+
+def test_a_larger_kv_budget_keeps_more_documents_warm() -> None:
+    fleet = _fleet(h100=2)
+    reqs = _documents([3.0, 2.5, 2.0, 1.5, 0.6, 0.4], 150)
+    tenants = {"a": Tenant(name="a")}
+    counts = []
+    for share in (0.5, 0.8):
+        inst = build_instance(
+            fleet, reqs, tenants, window_s=10.0, capacity=CAP, warm_kv_share=share
+        )
+        plan = solve_plan(inst, time_limit_s=5.0)
+        assert all(r.warm_prefix_tokens <= r.kv_budget_tokens for r in plan.replicas)
+        counts.append(sum(1 for g in plan.groups if g.warm))
+    assert counts == [4, 6]

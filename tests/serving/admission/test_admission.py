@@ -196,3 +196,18 @@ def test_without_the_bound_one_tenant_locks_everyone_out() -> None:
     assert admitted(ac, "a", 500) == 99
     assert not ac.check("b", "interactive").admitted
     assert not ac.check("c", "interactive").admitted
+
+
+def test_with_rates_credits_are_charged_in_gpu_seconds() -> None:
+    from serving.admission.cost import gpu_rates
+
+    rates = gpu_rates("H100-SXM", "llama-3-8b", 1)
+    ac = controller()
+    ac.set_rates(rates)
+    assert ac.admit("a", "interactive", 2_048).admitted
+    ac.release("a", "interactive", 28, 2_048)
+    assert ac.vtc.counters["a"] == pytest.approx(rates.request(2_048, 0, 28))
+    tokens = controller()
+    assert tokens.admit("a", "interactive", 2_048).admitted
+    tokens.release("a", "interactive", 28)
+    assert tokens.vtc.counters["a"] == pytest.approx(2_048 + 2 * 28)

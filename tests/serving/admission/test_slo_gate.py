@@ -4,6 +4,7 @@ import pytest
 
 from placement.domain.requests import DEFAULT_CLASSES
 from placement.errors import InputError
+from serving.admission.cost import gpu_rates
 from serving.admission.forecast import Forecast
 from serving.admission.slo_gate import (
     ADMITTED,
@@ -13,8 +14,10 @@ from serving.admission.slo_gate import (
     TTFT,
     SloGate,
 )
+from serving.admission.vtc import VirtualTokenCounter
 from serving.route.decode_steps import decode_step_table
 from serving.route.ttft import prefill_table
+from serving.route.types import ReplicaState, RouteQuery
 
 H100 = decode_step_table("H100-SXM", "llama-3-8b", 1)
 L40S = decode_step_table("L40S", "llama-3-8b", 1)
@@ -193,3 +196,119 @@ def test_sheddable_work_is_judged_by_its_own_slo_under_pressure_too() -> None:
     for _ in range(50):
         gate.admit("bulk", "batch", 40.0)
     assert gate.pressure == before
+
+
+def test_a_queued_request_is_judged_by_the_time_it_has_left() -> None:
+    gate = SloGate(DEFAULT_CLASSES)
+    seen = Forecast(ttft_s=1.5, ttft_spread=0.0)
+    assert gate.judge("a", "interactive", seen)  # 1.5 s against the class's 2 s
+    assert not gate.judge("a", "interactive", seen, budget_s=1.0)  # waited: 1 s left
+    assert gate.last.ttft_limit_s == pytest.approx(1.0)
+    assert gate.judge("a", "interactive", seen, budget_s=3.0)  # a looser deadline
+    assert gate.limit_s("interactive", budget_s=-0.5) == 0.0
+
+
+def _replica(accelerator: str) -> ReplicaState:
+    return ReplicaState(
+        id=accelerator,
+        address=accelerator,
+        model="llama-3-8b",
+        accelerator=accelerator,
+        tp=1,
+        kv_capacity_tokens=200_000,
+    )
+
+
+def _request(tenant: str, prompt: int, output: int) -> RouteQuery:
+    return RouteQuery(
+        tenant=tenant,
+        model="llama-3-8b",
+        request_class="interactive",
+        block_hashes=(),
+        input_tokens=prompt,
+        max_output_tokens=output,
+    )
+
+
+def test_tenants_are_charged_gpu_seconds_on_the_kind_that_served_them() -> None:
+    seen = Forecast(ttft_s=0.5, ttft_spread=0.05)
+    charged = {}
+    for accelerator in ("H100-SXM", "L40S"):
+        gate = SloGate(DEFAULT_CLASSES)
+        q = _request("a", 8_000, 200)
+        gate.dispatched(accelerator, q, 0.0, seen, state=_replica(accelerator), cached_tokens=6_000)
+        gate.finished("a", 200, q)
+        charged[accelerator] = gate.vtc.counters["a"]
+        expected = gpu_rates(accelerator, "llama-3-8b", 1).request(8_000, 6_000, 200)
+        assert charged[accelerator] == pytest.approx(expected, rel=1e-9)
+    assert charged["L40S"] > charged["H100-SXM"]
+
+
+def test_equal_gpu_time_leaves_two_differently_shaped_tenants_level() -> None:
+    """A reasoning tenant (short prompts, long answers) and a code tenant (long prompts, short
+    completions) each served the same GPU-seconds stand level; counted in weighted tokens the
+    code tenant would stand far over its share."""
+    gate = SloGate(DEFAULT_CLASSES)
+    gate.set_credits({"reasoning": 0.5, "code": 0.5})
+    rates = gpu_rates("H100-SXM", "llama-3-8b", 1)
+    h100 = _replica("H100-SXM")
+    seen = Forecast(ttft_s=0.5, ttft_spread=0.05)
+    per_reasoning = rates.request(56, 0, 980)
+    per_code = rates.request(2_048, 0, 28)
+    n_code = round(10 * per_reasoning / per_code)  # as many GPU-seconds as 10 reasoning requests
+    # one request each that never finishes keeps both active
+    keep = {"reasoning": _request("reasoning", 8, 1), "code": _request("code", 8, 1)}
+    for q in keep.values():
+        gate.dispatched("h", q, 0.0, seen, state=h100)
+    for tenant, prompt, output, n in (("reasoning", 56, 980, 10), ("code", 2_048, 28, n_code)):
+        for _ in range(n):
+            q = _request(tenant, prompt, output)
+            gate.dispatched("h", q, 0.0, seen, state=h100)
+            gate.finished(tenant, output, q)
+    counters = gate.vtc.counters
+    assert counters["code"] == pytest.approx(counters["reasoning"], rel=0.1)
+    tokens = VirtualTokenCounter(credit_weights={"reasoning": 0.5, "code": 0.5})
+    for tenant in keep:
+        tokens.start(tenant, 8)
+    for tenant, prompt, output, n in (("reasoning", 56, 980, 10), ("code", 2_048, 28, n_code)):
+        for _ in range(n):
+            tokens.start(tenant, prompt)
+            tokens.finish(tenant, output)
+    assert tokens.counters["code"] > 5 * tokens.counters["reasoning"]
+
+
+def test_the_gate_can_charge_weighted_tokens_instead_and_refuses_other_units() -> None:
+    gate = SloGate(DEFAULT_CLASSES, charge="tokens")
+    q = _request("a", 1_000, 10)
+    gate.dispatched("h", q, 0.0, Forecast(ttft_s=0.5, ttft_spread=0.05), state=_replica("L40S"))
+    gate.finished("a", 10, q)
+    assert gate.vtc.counters["a"] == pytest.approx(1_000 + 2 * 10)
+    with pytest.raises(InputError) as err:
+        SloGate(DEFAULT_CLASSES, charge="dollars")
+    assert err.value.field == "charge"
+
+
+def test_a_long_answer_is_charged_at_dispatch_and_settled_at_completion() -> None:
+    gate = SloGate(DEFAULT_CLASSES)
+    rates = gpu_rates("L40S", "llama-3-8b", 1)
+    q = _request("a", 100, 1_000)
+    gate.dispatched("l", q, 0.0, Forecast(ttft_s=0.5, ttft_spread=0.05), state=_replica("L40S"))
+    # while it decodes its tenant already stands charged for the answer it asked for
+    assert gate.vtc.counters["a"] == pytest.approx(rates.request(100, 0, 1_000))
+    gate.finished("a", 300, q)  # it stopped early: settled for what it generated
+    assert gate.vtc.counters["a"] == pytest.approx(rates.request(100, 0, 300))
+
+
+def test_with_a_credit_slack_a_tenant_far_ahead_yields_under_pressure_only() -> None:
+    gate = SloGate(DEFAULT_CLASSES, credit_slack=1.0)
+    gate.set_credits({"ahead": 0.5, "owed": 0.5})
+    h100 = _replica("H100-SXM")
+    sure = Forecast(ttft_s=0.3, ttft_spread=0.05)
+    for tenant, output in (("owed", 10), ("ahead", 20_000)):  # both in flight
+        gate.dispatched("h", _request(tenant, 100, output), 0.0, sure, state=h100)
+    assert gate.vtc.lead("ahead") > 1.0
+    assert gate.judge("ahead", "interactive", sure)  # room for all
+    _overload(gate)
+    assert not gate.judge("ahead", "interactive", sure)
+    assert gate.last.rule == CREDIT
+    assert gate.judge("owed", "interactive", sure)

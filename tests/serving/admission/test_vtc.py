@@ -60,3 +60,24 @@ def test_snapshot_and_restore_keep_the_order() -> None:
     restored.restore(vtc.snapshot())
     assert restored.counters == {"a": 0.0, "b": 400.0}
     assert not restored.is_active("a")
+
+
+def test_cost_charges_are_divided_by_credit_weight_and_lift_idle_tenants() -> None:
+    vtc = VirtualTokenCounter(credit_weights={"big": 2.0})
+    vtc.start_cost("big", 0.4)
+    vtc.finish_cost("big", 0.2)
+    assert vtc.counters["big"] == pytest.approx(0.3)
+    assert not vtc.is_active("big")
+    vtc.start_cost("a", 1.0)  # new: lifted to where big left (0.3) first
+    vtc.start_cost("small", 0.1)  # new: lifted to a's 1.3 first
+    assert vtc.counters["a"] == pytest.approx(1.3)
+    assert vtc.counters["small"] == pytest.approx(1.4)
+
+
+def test_lead_is_how_far_a_tenant_stands_above_the_lowest_active_counter() -> None:
+    vtc = VirtualTokenCounter()
+    assert vtc.lead("a") == 0.0  # nobody active
+    vtc.start_cost("a", 5.0)
+    vtc.start_cost("b", 1.0)  # lifted to 5 first: 6
+    assert vtc.lead("b") == pytest.approx(1.0)
+    assert vtc.lead("a") == 0.0

@@ -147,7 +147,7 @@ def test_batch_refuses_another_tenant_for_a_tenant_key(client: TestClient) -> No
     assert r.status_code == 403
 
 
-def test_outcomes_release_the_lease_and_charge_decode_tokens() -> None:
+def test_outcomes_release_the_lease_and_charge_the_decode() -> None:
     runtime = make_runtime(plan=make_plan())
     client = TestClient(create_app(runtime))
     decision = client.post("/v1/route", json=BODY, headers=auth(ROUTE_KEY)).json()
@@ -168,7 +168,10 @@ def test_outcomes_release_the_lease_and_charge_decode_tokens() -> None:
     assert r.json() == {"accepted": 1, "unknown": ["nope"]}
     assert runtime.service.admission.in_flight == 0
     assert runtime.service.replicas["h100-0"].in_flight == 0
-    assert vtc.counters["acme"] == pytest.approx(before + 2.0 * 40 / 0.5)
+    # the decode's GPU-seconds on the fleet's average replica, over acme's credit weight 0.5
+    rates = runtime.service.admission.rates
+    assert rates is not None
+    assert vtc.counters["acme"] == pytest.approx(before + rates.decode(100, 40) / 0.5)
 
 
 def test_tenant_key_cannot_settle_another_tenants_decision() -> None:

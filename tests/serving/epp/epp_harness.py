@@ -44,8 +44,18 @@ class RecordingService(PlacementService):
         self.queries.append(query)
         return super().route(query)
 
-    def complete(self, decision_id: str, *, output_tokens: int, ok: bool) -> Lease:
-        lease = super().complete(decision_id, output_tokens=output_tokens, ok=ok)
+    def complete(
+        self,
+        decision_id: str,
+        *,
+        output_tokens: int,
+        ok: bool,
+        ttft_s: float | None = None,
+        tpot_s: float | None = None,
+    ) -> Lease:
+        lease = super().complete(
+            decision_id, output_tokens=output_tokens, ok=ok, ttft_s=ttft_s, tpot_s=tpot_s
+        )
         self.outcomes.append((lease.replica_id, output_tokens, ok))
         return lease
 

@@ -52,6 +52,32 @@ def test_a_stream_asks_for_usage_upstream_and_remembers_the_client_did_not() -> 
 
 
 @pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"model": "%s", "prompt": "caf\\u00e9 \xc3\xa9", "stream": true}',
+        b'  \n{"model":"%s","prompt":"x","stream":true,"stream_options":{"include_usage":false}}',
+        b'{"model":"%s","prompt":"x","stream":true,"stream_options":{"continuous_usage_stats":true}}',
+    ],
+)
+def test_usage_is_asked_for_and_the_rest_of_the_body_kept(raw: bytes) -> None:
+    raw = raw.replace(b"%s", MODEL.encode())
+    request = parse_request("/v1/completions", raw, block_chars=64)
+    sent, original = json.loads(request.upstream_body), json.loads(raw)
+    assert sent["stream_options"]["include_usage"] is True
+    assert {k: v for k, v in sent.items() if k != "stream_options"} == {
+        k: v for k, v in original.items() if k != "stream_options"
+    }
+    assert (
+        sent["stream_options"].items()
+        >= {
+            k: v for k, v in original.get("stream_options", {}).items() if k != "include_usage"
+        }.items()
+    )
+    if b"stream_options" not in raw:  # spliced in: the client's bytes follow unchanged
+        assert request.upstream_body.endswith(raw.strip()[1:])
+
+
+@pytest.mark.parametrize(
     ("temperature", "deterministic"), [(0, True), (0.0, True), (0.7, False), (None, False)]
 )
 def test_only_temperature_zero_is_deterministic(
@@ -88,3 +114,11 @@ def test_bad_bodies_name_the_parameter(body: dict[str, object], param: str) -> N
     with pytest.raises(GatewayError) as refused:
         _parse("/v1/completions", body)
     assert refused.value.status == 400 and refused.value.param == param
+
+
+def test_long_words_that_may_fit_are_not_refused_for_an_estimate() -> None:
+    # 6 characters a token (as in the Mooncake slice's text): chars / 4 is over the window,
+    # chars / 8 is not; the replica, which tokenizes, has the last word
+    words = " figure" * 126_000  # 882k characters, 126k tokens: within llama-3-8b's 131k
+    request = _parse("/v1/completions", {"model": MODEL, "prompt": words, "max_tokens": 10})
+    assert request.input_tokens <= 131_072 - 10

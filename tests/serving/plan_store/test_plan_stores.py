@@ -137,3 +137,16 @@ def test_directory_store_without_a_readable_pointer_reads_the_files(tmp_path: Pa
     assert store.latest_version() == 2
     store.put(make_plan(3))
     assert (tmp_path / "LATEST").read_text() == "3"
+
+
+def test_tenancy_versions_move_forward_and_round_trip(store: PlanStore) -> None:
+    assert store.load_tenancy() is None and store.tenancy_version() == 0
+    doc = {"tenants": {"acme": {"credit_share": 0.5}}}
+    assert store.save_tenancy(doc) == 1
+    assert store.save_tenancy({"tenants": {"acme": {"credit_share": 0.4}}}) == 2
+    stored = store.load_tenancy()
+    assert stored is not None and stored.version == 2
+    assert stored.doc == {"tenants": {"acme": {"credit_share": 0.4}}}
+    # re-seeding an emptied store keeps the version given, never one below the stored
+    assert store.save_tenancy(doc, version=1) == 2
+    assert store.save_tenancy(doc, version=7) == 7 and store.tenancy_version() == 7

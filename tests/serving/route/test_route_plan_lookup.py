@@ -158,7 +158,7 @@ scorers:
 
 def test_scored_plan_picker_follows_load_within_the_plan(four: list[ReplicaState]) -> None:
     c = chain(1, 2)
-    p = plan(four, groups=[group(c, route(["r0", "r1"], [0.9, 0.1]))])
+    p = plan(four, groups=[group(c, route(["r0", "r1"], [0.9, 0.1]), warm=["r0", "r1"])])
     weighted, scored = make_path(four), make_path(four, SCORED_PROFILE)
     weighted.install_plan(p)
     scored.install_plan(p)
@@ -171,3 +171,42 @@ def test_scored_plan_picker_follows_load_within_the_plan(four: list[ReplicaState
         s.num_requests_waiting = 50
     assert scored.decide(query(c), NOW).replica_id in {"r2", "r3"}
     assert weighted.decide(query(c), NOW).replica_id in {"r0", "r1"}
+
+
+def test_scored_credits_the_prefix_only_where_the_plan_keeps_it_warm(
+    four: list[ReplicaState],
+) -> None:
+    c = chain(1, 2)
+    # r0 carries most of the group's traffic but the plan keeps the prefix warm on r2 only
+    # (r0's KV budget went to other groups): an idle fleet sends the request to r2
+    p = plan(four, groups=[group(c, route(["r0", "r2"], [0.9, 0.1]), warm=["r2"])])
+    path = make_path(four, SCORED_PROFILE)
+    path.install_plan(p)
+    d = path.decide(query(c), NOW)
+    assert (d.replica_id, d.reason) == ("r2", "plan")
+    # a group kept warm nowhere credits no replica: the queue decides
+    for s in four[:3]:
+        s.in_flight = 5
+    path.install_plan(plan(four, groups=[group(c, route(["r0", "r2"], [0.9, 0.1]))]))
+    assert path.decide(query(c), NOW).replica_id == "r3"
+
+
+def test_warm_plan_picker_stays_on_the_warm_replicas(four: list[ReplicaState]) -> None:
+    c = chain(1, 2)
+    p = plan(four, groups=[group(c, route(["r0", "r1"]), warm=["r1"])])
+    scored, warm = (
+        make_path(four, SCORED_PROFILE),
+        make_path(four, SCORED_PROFILE.replace("plan_picker: scored", "plan_picker: warm")),
+    )
+    scored.install_plan(p)
+    warm.install_plan(p)
+    # r1 busy: the scored picker leaves it for an idle replica, the warm picker does not (the
+    # other replicas' caches hold the groups packed there)
+    four[1].in_flight = 20
+    four[1].num_requests_waiting = 20
+    assert scored.decide(query(c), NOW).replica_id != "r1"
+    d = warm.decide(query(c), NOW)
+    assert (d.replica_id, d.reason) == ("r1", "plan")
+    # the warm replica down: the picker falls back to the whole fleet
+    four[1].healthy = False
+    assert warm.decide(query(c), NOW).replica_id in {"r0", "r2", "r3"}

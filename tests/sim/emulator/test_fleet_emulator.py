@@ -203,3 +203,18 @@ def test_the_admin_endpoint_sets_and_clears_faults(emulator: EmulatorThread) -> 
     assert bad.status_code == 400 and "slowdown" in bad.json()["error"]["message"]
     missing = httpx.post(f"{admin}/admin/replicas/nope/faults", json={}, timeout=5)
     assert missing.status_code == 404
+
+
+def test_metrics_answer_a_conditional_get_with_304_until_something_changes(
+    client: httpx.Client,
+) -> None:
+    first = client.get("/metrics")
+    etag = first.headers["etag"]
+    unchanged = client.get("/metrics", headers={"If-None-Match": etag})
+    assert unchanged.status_code == 304 and unchanged.content == b""
+    assert unchanged.headers["etag"] == etag
+    assert client.get("/metrics", headers={"If-None-Match": '"other"'}).status_code == 200
+    client.post("/v1/completions", json={"model": MODEL, "prompt": "Hi", "max_tokens": 2})
+    changed = client.get("/metrics", headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+    assert changed.text != first.text

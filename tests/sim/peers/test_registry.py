@@ -14,10 +14,11 @@ PUBLISHED = {
     "llm_d",
     "dynamo",
     "preble_e2",
+    "gie_lora",
 }
 
 
-def test_registry_holds_the_nine_peer_policies():
+def test_registry_holds_the_ten_peer_policies():
     assert set(PEER_POLICIES) == PUBLISHED
 
 

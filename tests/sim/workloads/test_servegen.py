@@ -15,6 +15,7 @@ import pytest
 from placement.errors import InputError
 from placement.paths import repo_root, shared_data
 from sim.workloads.servegen import SERVEGEN_DIR, load_servegen, servegen_client_rates
+from sim.workloads.servegen_files import _plain_dict
 
 SAMPLES = repo_root() / "data/samples/servegen"
 SAMPLE_DIR = SAMPLES / "language/m-small"
@@ -208,3 +209,20 @@ def test_real_categories_load() -> None:
     assert 5_000 < len(reason) < 20_000  # ~15 requests/s in the first hour
     assert 30_000 < len(small) < 70_000  # ~800 requests/s
     assert sum(t.credit_share for t in small.tenants.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["{}", " { 12: 0.5, 7:1e-05 ,3: 2 } ", "{1: 0.25, 1: 0.75}", "{0: 1}", "{2048: 0.1, 16: 0.9}"],
+)
+def test_the_quick_pmf_reading_agrees_with_the_literal_one(text: str) -> None:
+    quick = _plain_dict(text)
+    assert quick == {k: float(v) for k, v in ast.literal_eval(text).items()}
+    assert all(isinstance(k, int) and isinstance(v, float) for k, v in (quick or {}).items())
+
+
+@pytest.mark.parametrize(
+    "text", ["{1: nan}", "{1: inf}", "{0x10: 1}", "{1: 0.5,}", "{'a': 1}", "[1, 2]", "{1: True}"]
+)
+def test_the_quick_pmf_reading_leaves_anything_else_to_the_literal_one(text: str) -> None:
+    assert _plain_dict(text) is None

@@ -20,6 +20,8 @@ def test_catalogue() -> None:
         "servegen-reason",
         "synthetic",
         "mixed",
+        "kv-bound",
+        "multi-model",
     }
 
 

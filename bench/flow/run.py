@@ -1,0 +1,230 @@
+"""``placement bench flow``: the gateway's flow control and Batch API, measured.
+
+1. **Sweep** on the head of the trace (its first ``tune_share``): the Mooncake trace at
+   ``load`` × the fleet's nominal capacity (1.5: overload) plus a batch backlog of one hour of
+   that traffic, through :func:`bench.flow.cases.simulate`, one factor at a time around a
+   default (queue order, deadline slack, admission, result cache, batch busy fraction, lower
+   bands' headroom), then one pass of coordinate ascent from the best of them.
+2. **Report** on the tail: the best head setting (:func:`bench.flow.cases.choose`) against
+   the same setting refusing at once (``goodput_vs_refuse``), and, per admission, the default
+   queue against refusing at once.
+3. **Day**: 24 h following the shipped diurnal ServeGen population (peak ``day_peak`` × the
+   fleet's capacity) plus a one-hour backlog of batch work submitted at the start, with the
+   chosen setting (result cache off): the share of batch requests done within 24 h.
+4. **Restart** on the emulated fleet (:mod:`bench.flow.restart`): batch requests lost across
+   a SIGKILL of the gateway mid-job.
+
+Writes ``{"rows": [...], "summary": {...}}`` and a PNG beside the JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.flow.cases import (
+    ADMISSIONS,
+    DEFAULT,
+    Setting,
+    choose,
+    rank,
+    setting_of,
+    simulate,
+    sweep_settings,
+)
+from bench.flow.restart import run_restart
+from bench.flow.workload import DAY_S, diurnal, overload
+from placement.domain.fleet import Fleet, fleet_from_dict
+from placement.report import print_table, write_json
+
+Say = Callable[[str], None]
+FACTORS = ("queue", "slack", "admission", "cache", "batch_busy", "band_headroom")
+BACKLOG_S = 3600.0
+COLUMNS = (
+    "phase",
+    "setting",
+    "attainment_premium_feasible",
+    "attainment_premium",
+    "attainment_standard",
+    "goodput_rps",
+    "refused_share",
+    "deadline_misses",
+    "ttft_p99_s",
+    "cache_hit_ratio",
+    "batch_done",
+)
+
+
+def h100_fleet(replicas: int) -> Fleet:
+    return fleet_from_dict(
+        {
+            "name": f"h100x{replicas}",
+            "replicas": [
+                {
+                    "kind": "h100",
+                    "accelerator": "H100-SXM",
+                    "count": replicas,
+                    "model": "llama-3-8b",
+                    "tp": 1,
+                }
+            ],
+        }
+    )
+
+
+def refine(
+    rows: list[dict[str, Any]], evaluate: Callable[[Setting], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One pass of coordinate ascent from the best row: each factor in turn set to each of
+    the levels the sweep tried, kept when the row ranks better (:func:`~bench.flow.cases.rank`;
+    the queue is never set to refuse). The rows it evaluated."""
+    levels = {f: sorted({r[f] for r in rows}, key=str) for f in FACTORS}
+    best_row = choose(rows)
+    best = setting_of(best_row)
+    seen = {setting_of(r) for r in rows}
+    added: list[dict[str, Any]] = []
+    for factor in FACTORS:
+        for level in levels[factor]:
+            candidate = replace(best, **{factor: level})
+            if candidate in seen or (factor == "queue" and level == "refuse"):
+                continue
+            seen.add(candidate)
+            row = evaluate(candidate)
+            added.append(row)
+            if rank(row) > rank(best_row):
+                best, best_row = candidate, row
+    return added
+
+
+def run_flow_bench(
+    *,
+    out: Path,
+    replicas: int = 4,
+    load: float = 1.5,
+    tune_share: float = 0.4,
+    day_peak: float = 1.5,
+    day_replicas: int = 2,
+    day_s: float = DAY_S,
+    seed: int = 1,
+    quick: bool = False,
+    emulated: bool = True,
+    say: Say = print,
+) -> dict[str, Any]:
+    fleet = h100_fleet(replicas)
+    end = 1.0
+    settings = sweep_settings()
+    if quick:  # a smoke run: a slice of the trace, three settings, a compressed day
+        end, tune_share = 0.05, 0.025
+        settings = [DEFAULT, replace(DEFAULT, queue="refuse"), replace(DEFAULT, queue="edf")]
+    say(f"head: Mooncake at load {load:g} on {fleet.name}, {len(settings)} settings")
+    head = overload(fleet, load, start=0.0, end=tune_share, backlog_s=BACKLOG_S, seed=seed)
+    rows = [
+        {"phase": "head", **simulate(head, fleet, s, seed=seed, drain_s=60.0)} for s in settings
+    ]
+    if not quick:
+        rows += refine(
+            rows,
+            lambda s: {"phase": "head", **simulate(head, fleet, s, seed=seed, drain_s=60.0)},
+        )
+    chosen = setting_of(choose(rows))
+    say(f"chosen on the head: {chosen.label()}")
+    tail = overload(fleet, load, start=tune_share, end=end, backlog_s=BACKLOG_S, seed=seed)
+    pairs: list[tuple[str, Setting]] = [("chosen", chosen)]
+    if not quick:
+        pairs += [(a, replace(DEFAULT, admission=a)) for a in ("gate", *ADMISSIONS)]
+    by_admission: dict[str, dict[str, Any]] = {}
+    tail_rows: dict[str, dict[str, Any]] = {}
+    for name, setting in pairs:
+        flow = simulate(tail, fleet, setting, seed=seed, drain_s=60.0)
+        refuse = simulate(tail, fleet, replace(setting, queue="refuse"), seed=seed, drain_s=60.0)
+        rows += [{"phase": "tail", **flow}, {"phase": "tail", **refuse}]
+        tail_rows[name] = flow
+        by_admission[name] = {
+            "admission": setting.admission,
+            "goodput_flow_rps": flow["goodput_rps"],
+            "goodput_refuse_rps": refuse["goodput_rps"],
+            "goodput_vs_refuse": flow["goodput_rps"] / max(refuse["goodput_rps"], 1e-9),
+            "top_band_flow": flow["attainment_premium_feasible"],
+            "top_band_refuse": refuse["attainment_premium_feasible"],
+        }
+    day_fleet = h100_fleet(day_replicas)
+    say(f"day: diurnal peak {day_peak:g} on {day_fleet.name} over {day_s:g} s")
+    day_traffic = diurnal(day_fleet, day_peak, backlog_s=BACKLOG_S, seed=seed, day_s=day_s)
+    # no result cache on the day: its requests are drawn from the trace with replacement, so
+    # their repeats are the sampling's, not the traffic's
+    day_setting = replace(chosen, cache=0)
+    day = simulate(
+        day_traffic,
+        day_fleet,
+        day_setting,
+        seed=seed,
+        drain_s=day_s / 4,
+        scrape_s=0.25,
+        window_s=day_s,
+    )
+    rows.append({"phase": "day", **day})
+    restart = run_restart() if emulated else None
+    if restart is not None:
+        rows.append({"phase": "restart", "setting": "emulated fleet, SIGKILL mid-job", **restart})
+    chosen_tail = tail_rows["chosen"]
+    summary: dict[str, Any] = {
+        "interactive_attainment": chosen_tail["attainment_premium_feasible"],
+        "interactive_attainment_all_requests": chosen_tail["attainment_premium"],
+        "goodput_vs_refuse": by_admission["chosen"]["goodput_vs_refuse"],
+        "batch_done_in_window": day["batch_done_in_window"] / max(1, day["batch_requests"]),
+        "batch_lost": restart["lost"] if restart is not None else None,
+        "batch_answered_twice": restart["answered_twice"] if restart is not None else None,
+        "chosen": chosen.label(),
+        "by_admission": by_admission,
+        "day_interactive_attainment": day["attainment_premium_feasible"],
+        "cache_hit_ratio": chosen_tail["cache_hit_ratio"],
+        "load": load,
+        "fleet": fleet.name,
+        "day_fleet": day_fleet.name,
+        "day_peak": day_peak,
+        "tune_share": tune_share,
+        "targets": {
+            "interactive_attainment": 0.95,
+            "goodput_vs_refuse": 1.15,
+            "batch_done_in_window": 0.95,
+            "batch_lost": 0,
+        },
+    }
+    print_table("flow control: head sweep, tail report, day", rows, COLUMNS)
+    payload = {"rows": rows, "summary": summary}
+    write_json(out, payload)
+    _plot(rows, out.with_suffix(".png"))
+    return payload
+
+
+def _plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for phase, marker in (("head", "o"), ("tail", "s")):
+        for r in (r for r in rows if r["phase"] == phase):
+            colour = "tab:red" if r["queue"] == "refuse" else "tab:blue"
+            left.scatter(
+                r["goodput_rps"], r["attainment_premium_feasible"], c=colour, marker=marker
+            )
+    left.axhline(0.95, color="grey", lw=0.8, ls="--")
+    left.set_xlabel("interactive goodput at SLO (req/s)")
+    left.set_ylabel("top band attainment (feasible requests)")
+    left.set_title("settings: blue queue, red refuse at once; o head, s tail")
+    tail = [r for r in rows if r["phase"] == "tail"]
+    labels = [r["setting"].replace("/", "\n", 1) for r in tail]
+    right.barh(
+        range(len(tail)),
+        [r["goodput_rps"] for r in tail],
+        color=["tab:red" if r["queue"] == "refuse" else "tab:blue" for r in tail],
+    )
+    right.set_yticks(range(len(tail)), labels, fontsize=6)
+    right.set_xlabel("goodput on the tail (req/s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,8 @@
+"""Flow control: the queue requests wait in instead of being refused (:mod:`.queue`) and the
+rule for when batch work may use idle capacity (:mod:`.idle`). Pure: the gateway and the
+simulator run the same objects."""
+
+from serving.flow.idle import IdlePolicy
+from serving.flow.queue import FlowPolicy, FlowQueue, Offer, Waiting
+
+__all__ = ["FlowPolicy", "FlowQueue", "IdlePolicy", "Offer", "Waiting"]

@@ -1,0 +1,83 @@
+"""LoRA adapters on the route path: the plan's residency is honoured; without a plan entry a
+warm replica is preferred, and a cold one is loaded only when no replica is warm."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from route_builders import NOW, make_path, plan, query, route, states
+
+from placement.plan import AdapterRoute
+from serving.route import ReplicaState, RouteQuery
+
+
+def _lora_states(n: int) -> list[ReplicaState]:
+    return [dataclasses.replace(s, max_loras=2) for s in states(n)]
+
+
+def _ask(adapter: str, tenant: str = "acme") -> RouteQuery:
+    return dataclasses.replace(query(tenant=tenant), adapter=adapter)
+
+
+def _with_residency(fleet: list[ReplicaState], held: dict[str, tuple[str, ...]]):
+    p = plan(fleet)
+    replicas = tuple(r.model_copy(update={"adapters": held.get(r.id, ())}) for r in p.replicas)
+    routes = tuple(
+        AdapterRoute(tenant="acme", model="llama-3-8b", adapter=a, rate_rps=1.0, route=route(rs))
+        for a, rs in (("hot", ["r1", "r2"]), ("rare", ["r3"]))
+    )
+    return p.model_copy(update={"replicas": replicas, "adapter_routes": routes})
+
+
+def test_the_plan_routes_an_adapter_only_to_the_replicas_that_hold_it():
+    fleet = _lora_states(4)
+    path = make_path(fleet)
+    path.install_plan(_with_residency(fleet, {"r1": ("hot",), "r2": ("hot",), "r3": ("rare",)}))
+    chosen = set()
+    for _ in range(20):
+        q = _ask("hot")
+        d = path.decide(q, NOW)
+        assert d.reason == "plan"
+        chosen.add(d.replica_id)
+        path.on_dispatch(d, q, NOW)
+    assert chosen == {"r1", "r2"}
+    assert path.decide(_ask("rare"), NOW).replica_id == "r3"
+
+
+def test_without_an_entry_the_replica_the_plan_keeps_the_adapter_on_is_taken():
+    fleet = _lora_states(4)
+    path = make_path(fleet)
+    path.install_plan(_with_residency(fleet, {"r3": ("hot", "other")}))
+    # tenant "beta" has no adapter route: the unseen-prefix fallback's hash ring would spread
+    # its requests; the replica holding the adapter takes them all
+    for tenant in ("beta", "gamma", "delta", "epsilon", "zeta"):
+        d = path.decide(_ask("other", tenant=tenant), NOW)
+        assert d.reason == "fallback:unseen-prefix" and d.replica_id == "r3"
+
+
+def test_no_plan_falls_back_to_where_the_adapter_was_sent_and_loads_only_when_none_is_warm():
+    fleet = _lora_states(3)
+    path = make_path(fleet)
+    q = _ask("a")
+    first = path.decide(q, NOW)
+    path.on_dispatch(first, q, NOW)
+    fleet[fleet.index(path.replica(first.replica_id))].in_flight = 3  # busier than the rest
+    again = path.decide(_ask("a"), NOW)
+    assert again.replica_id == first.replica_id  # warm beats idle-but-cold
+    cold = path.decide(_ask("b"), NOW)
+    assert cold.replica_id != first.replica_id  # no replica warm for b: least loaded loads it
+    # "a" finishes; two more adapters through the same replica push it out of its two slots
+    path.on_complete(first.replica_id, q, NOW, ok=True)
+    for name in ("c", "d"):
+        path.on_dispatch(first, _ask(name), NOW)
+    assert path.decide(_ask("a"), NOW).replica_id != first.replica_id
+
+
+def test_a_new_adapter_avoids_replicas_whose_slots_are_all_in_use():
+    fleet = _lora_states(2)
+    path = make_path(fleet)
+    for name in ("x", "y"):  # r0's two slots both have requests in flight
+        q = _ask(name)
+        path.on_dispatch(dataclasses.replace(path.decide(q, NOW), replica_id="r0"), q, NOW)
+    fleet[1].in_flight = 10  # r1 far busier, but it has a free slot
+    assert path.decide(_ask("z"), NOW).replica_id == "r1"

@@ -1,0 +1,112 @@
+"""The scraper against emulated replicas over real HTTP: pages read in full only when they
+changed (a 304 otherwise), and a stopped replica found unhealthy after ``lost_after`` scrapes
+whatever the last page's entity tag."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from placement.domain.fleet import Fleet, fleet_from_dict
+from serving.replica_scraper import ReplicaScraper
+from serving.route import PlacementRoutePath, ReplicaState
+from serving.service import PlacementService
+from sim.emulator import EmulatorOptions, EmulatorThread
+
+MODEL = "llama-3-8b"
+IDS = ("h100-0", "h100-1")
+
+
+def _fleet() -> Fleet:
+    return fleet_from_dict(
+        {
+            "name": "two",
+            "replicas": [{"kind": "h100", "accelerator": "H100-SXM", "count": 2, "model": MODEL}],
+        }
+    )
+
+
+@pytest.fixture
+def emulator() -> Iterator[EmulatorThread]:
+    with EmulatorThread(_fleet(), EmulatorOptions(base_port=0)) as emu:
+        yield emu
+
+
+def _service(emulator: EmulatorThread) -> PlacementService:
+    service = PlacementService(route_path_factory=lambda r: PlacementRoutePath(list(r.values())))
+    for replica, address in emulator.addresses().items():
+        service.register_replica(
+            ReplicaState(
+                id=replica,
+                address=address,
+                model=MODEL,
+                accelerator="H100-SXM",
+                tp=1,
+                kv_capacity_tokens=400_000,
+            )
+        )
+    return service
+
+
+def _complete(emulator: EmulatorThread, replica: str) -> None:
+    with httpx.Client(base_url=emulator.addresses()[replica], timeout=20) as c:
+        r = c.post("/v1/completions", json={"model": MODEL, "prompt": "Hi", "max_tokens": 3})
+        assert r.status_code == 200, r.text
+
+
+def test_a_page_is_read_in_full_only_when_it_changed(emulator: EmulatorThread) -> None:
+    service = _service(emulator)
+    scraper = ReplicaScraper(service, interval_s=0.5)
+
+    async def scenario() -> None:
+        try:
+            await scraper.scrape_all()
+            assert (scraper.pages_read, scraper.pages_unchanged) == (2, 0)
+            first = {r: service.replicas[r].scraped_at for r in IDS}
+            assert all(t > 0 for t in first.values())
+
+            await scraper.scrape_all()  # nothing changed: two 304s, both stamped fresh again
+            assert (scraper.pages_read, scraper.pages_unchanged) == (2, 2)
+            assert all(service.replicas[r].scraped_at > first[r] for r in IDS)
+
+            await asyncio.to_thread(_complete, emulator, "h100-1")
+            await scraper.scrape_all()  # h100-1 served a request: its page is read again
+            assert (scraper.pages_read, scraper.pages_unchanged) == (3, 3)
+            assert service.registrations["h100-1"].metrics_etag != (
+                service.registrations["h100-0"].metrics_etag
+            )
+        finally:
+            await scraper.session.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_stopped_replica_is_unhealthy_after_lost_after_scrapes_and_back_after_one(
+    emulator: EmulatorThread,
+) -> None:
+    service = _service(emulator)
+    scraper = ReplicaScraper(service, interval_s=0.5, lost_after=2)
+
+    async def scenario() -> None:
+        try:
+            await scraper.scrape_all()
+            await scraper.scrape_all()  # h100-0 holds a tag its next answer would match
+            emulator.set_faults("h100-0", stopped=True)
+            await scraper.scrape_all()
+            assert service.replicas["h100-0"].healthy  # one failure of two
+            await scraper.scrape_all()
+            assert not service.replicas["h100-0"].healthy
+            assert service.replicas["h100-1"].healthy
+            assert service.registrations["h100-0"].metrics_etag is None
+            emulator.set_faults("h100-0", stopped=False)
+            read = scraper.pages_read
+            await scraper.scrape_all()  # back at its first good answer, read in full
+            assert service.replicas["h100-0"].healthy
+            assert scraper.pages_read == read + 1
+        finally:
+            await scraper.session.close()
+
+    asyncio.run(scenario())

@@ -1,0 +1,123 @@
+"""LoRA residency in the engine: slots, loads that stall, evictions, waiting for a slot."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from placement.domain.adapters import LoraAdapter, lora_bytes, lora_load_s
+from placement.domain.fleet import fleet_from_dict
+from placement.domain.llm import get_model
+from placement.domain.requests import Request
+from sim.costmodel.linear import LinearCostModel
+from sim.engine import Replica
+from sim.lora import AdapterSlots
+from sim.simulator import Simulator
+from sim.workloads.base import Workload
+from tests.sim.test_engine import Recorder, drive
+
+LOAD_S = 0.5
+
+
+def lora_replica(fleet, slots: int) -> tuple[Replica, Recorder]:
+    cost = LinearCostModel(overhead_s=0.01, per_token_s=1e-4, per_context_token_s=0.0)
+    spec = dataclasses.replace(fleet.replicas[0], max_loras=slots)
+    rec = Recorder()
+    replica = Replica(0, spec, cost, rec)
+    replica.lora = AdapterSlots(0, slots, {f"a{i}": LOAD_S for i in range(10)})
+    return replica, rec
+
+
+def test_rank_16_adapter_of_llama_3_8b_is_84_mb_and_loads_in_a_tenth_of_a_second():
+    model = get_model("llama-3-8b")
+    assert lora_bytes(model, 16) == pytest.approx(83.9e6, rel=0.01)
+    assert lora_load_s(model, 16) == pytest.approx(0.05 + 83.9e6 / 2e9, rel=0.01)
+    assert lora_load_s(model, 64) > 2 * lora_load_s(model, 16) - 0.05
+
+
+def test_slots_evict_the_least_recently_used_idle_adapter():
+    slots = AdapterSlots(0, 2, {"a": 0.1, "b": 0.2, "c": 0.3})
+    assert slots.acquire("a", 0.0) == 0.1
+    assert slots.acquire("b", 1.0) == 0.2
+    assert slots.acquire("c", 2.0) is None  # both in use
+    slots.release("a")
+    assert slots.acquire("a", 3.0) == 0.0  # resident: no load
+    slots.release("a")
+    slots.release("b")
+    assert slots.acquire("c", 4.0) == 0.3  # b is least recently used
+    assert set(slots.resident) == {"a", "c"}
+    assert [(e.adapter, e.loaded) for e in slots.events][-2:] == [("b", False), ("c", True)]
+
+
+def test_a_cold_adapter_stalls_the_first_token_by_its_load_time(fleet):
+    cold, _ = lora_replica(fleet, 2)
+    r_cold = Request(1, 0.0, 1000, 5, adapter="a1")
+    drive(cold, [r_cold])
+    plain = Request(2, 0.0, 1000, 5)
+    replica, _ = lora_replica(fleet, 2)
+    drive(replica, [plain])
+    assert r_cold.first_token_s - plain.first_token_s == pytest.approx(LOAD_S)
+    # a second request for the same adapter, once resident, pays nothing
+    again = Request(3, 10.0, 1000, 5, adapter="a1")
+    drive(cold, [again])
+    assert again.first_token_s - 10.0 == pytest.approx(plain.first_token_s)
+
+
+def test_a_request_whose_adapter_gets_no_slot_waits_and_others_pass_it(fleet):
+    replica, _ = lora_replica(fleet, 1)
+    long_a = Request(1, 0.0, 200, 400, adapter="a1")  # holds the only slot while decoding
+    blocked = Request(2, 0.01, 200, 5, adapter="a2")
+    same = Request(3, 0.02, 200, 5, adapter="a1")  # goes past the blocked one
+    drive(replica, [long_a, blocked, same])
+    assert same.first_token_s < blocked.first_token_s
+    assert blocked.first_token_s >= long_a.finish_s  # waited for a1 to leave the slot
+    assert all(r.finish_s > 0 and not r.error for r in (long_a, blocked, same))
+    assert replica.lora is not None and replica.lora.loads == 2
+
+
+def test_the_simulator_records_residency_and_refuses_undeclared_adapters(fleet):
+    spec = fleet_from_dict(
+        {
+            "name": "lora",
+            "replicas": [
+                {"kind": "h100", "accelerator": "H100-SXM", "count": 1, "model": "llama-3-8b"}
+                | {"max_loras": 2}
+            ],
+        }
+    )
+    adapters = {n: LoraAdapter(name=n, base="llama-3-8b", rank=16) for n in ("x", "y", "z")}
+    reqs = [Request(i, i * 0.5, 500, 20, adapter="xyz"[i % 3]) for i in range(9)]
+    wl = Workload(name="w", requests=reqs, tenants={}, adapters=adapters)
+    result = Simulator(spec, _LeastOutstanding(), wl, cost_model=lambda s: _cost()).run()
+    loaded = [e for e in result.adapter_events if e.loaded]
+    assert {e.adapter for e in loaded} == {"x", "y", "z"}
+    assert all(r.finish_s > 0 for r in reqs)
+    bad = Workload(name="w", requests=[Request(0, 0.0, 10, 2, adapter="nope")], tenants={})
+    with pytest.raises(Exception, match="undeclared LoRA adapter 'nope'"):
+        Simulator(spec, _LeastOutstanding(), bad, cost_model=lambda s: _cost())
+
+
+def test_lora_slots_take_kv_memory():
+    base = {"kind": "h100", "accelerator": "H100-SXM", "count": 1, "model": "llama-3-8b"}
+    plain = fleet_from_dict({"name": "a", "replicas": [base]}).replicas[0]
+    lora = fleet_from_dict({"name": "b", "replicas": [base | {"max_loras": 8}]}).replicas[0]
+    slot_tokens = 8 * lora_bytes(get_model("llama-3-8b"), 64) / 131072
+    assert plain.kv_capacity_tokens - lora.kv_capacity_tokens == pytest.approx(slot_tokens, abs=2)
+
+
+def _cost() -> LinearCostModel:
+    return LinearCostModel(overhead_s=0.01, per_token_s=1e-4, per_context_token_s=0.0)
+
+
+class _LeastOutstanding:
+    name = "lo"
+
+    def route(self, req, replicas, now):
+        return min(replicas, key=lambda v: v.outstanding).index
+
+    def on_first_token(self, req, replica, now):
+        pass
+
+    def on_complete(self, req, replica, now):
+        pass
