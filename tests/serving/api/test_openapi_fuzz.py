@@ -67,8 +67,8 @@ def test_every_check_passes_against_the_demo_service(tmp_path: Path) -> None:
     report = run.stdout + run.stderr
     summary = report.split("SUMMARY")[-1]
     assert run.returncode == 0, report[-20_000:]
-    assert "23 selected / 23 total" in report  # every operation
-    assert "Tested: 23" in summary, summary
+    assert "24 selected / 24 total" in report  # every operation
+    assert "Tested: 24" in summary, summary
     for phase in ("Coverage", "Fuzzing", "Stateful"):
         assert f"✅ {phase}" in summary, summary
     assert " failed" not in summary and "error" not in summary.lower(), summary
