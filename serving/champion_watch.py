@@ -1,6 +1,8 @@
 """Follow the registry's champion: when the version holding ``@champion`` is not the one the
 installed plan's capacities came from, ask the planner for a re-solve (its worker loads the new
-version: :func:`placement.solver.capacity.default_capacity`). No restart.
+version: :func:`placement.solver.capacity.default_capacity`). No restart. It also says, in the
+log and on ``/healthz`` (:func:`capacity_statement`), where the plan's capacities come from:
+the roofline prior is said plainly.
 
 The version is polled every ``interval_s`` in a thread (a local SQLite store is read without
 MLflow: one indexed query), and at once after this process's own retraining promoted a
@@ -14,12 +16,34 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from placement.plan.capacity_source import parse_model_source
+from placement.plan import Plan
+from placement.plan.capacity_source import ROOFLINE_SOURCE, describe, parse_model_source
 from serving.service import PlacementService
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 5.0
+
+
+def capacity_statement(plan: Plan | None, champion: str | None) -> str:
+    """Where ``plan``'s capacities come from, said plainly (``/healthz``, the log);
+    ``champion`` is the registry's champion version now, if known."""
+    if plan is None:
+        return "no plan yet"
+    said = f"plan {plan.version}: capacities from {describe(plan.capacity_source)}"
+    source = parse_model_source(plan.capacity_source)
+    if source is not None:
+        if source.version is not None and champion not in (None, str(source.version)):
+            said += f"; champion is now version {champion}, re-solving with it"
+        return said
+    if plan.capacity_source != ROOFLINE_SOURCE:
+        return said
+    if champion is not None:
+        return said + f"; champion version {champion} is promoted, re-solving with it"
+    return said + (
+        ": no champion in the model registry (`placement retrain --telemetry DIR` trains and "
+        "promotes one; PLACEMENT_RETRAIN_EVERY_HOURS does it on a schedule)"
+    )
 
 
 def plan_model_version(service: PlacementService) -> str | None:
@@ -48,6 +72,7 @@ class ChampionWatch:
         self.interval_s = interval_s
         self.champion: str | None = None  # the version last read
         self._asked_for: str | None = None  # the version a re-solve was last triggered for
+        self._said: tuple[int, str] | None = None  # the plan whose capacities were last logged
 
     async def check(self) -> bool:
         """Read the champion's version; trigger a re-solve when it differs from the installed
@@ -60,6 +85,7 @@ class ChampionWatch:
         if version != self.champion:
             log.info("champion of the latency model: version %s", version)
         self.champion = version
+        self._say_capacity()
         if version is None or version == plan_model_version(self.service):
             return False
         if version == self._asked_for:
@@ -67,6 +93,16 @@ class ChampionWatch:
         self._asked_for = version
         self._trigger(f"champion version {version}")
         return True
+
+    def _say_capacity(self) -> None:
+        """Log where the installed plan's capacities come from when that changed: at WARNING
+        when from the roofline prior (capacities no model learned)."""
+        plan = self.service.plan
+        if plan is None or (self._said is not None and self._said[1] == plan.capacity_source):
+            return
+        self._said = (plan.version, plan.capacity_source)
+        level = logging.WARNING if plan.capacity_source == ROOFLINE_SOURCE else logging.INFO
+        log.log(level, "%s", capacity_statement(plan, self.champion))
 
     async def run(self) -> None:
         while True:

@@ -4,11 +4,13 @@ capacities did not come from, and survives a registry it cannot read."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+import pytest
 from plan_builders import make_plan
 
-from serving.champion_watch import ChampionWatch, plan_model_version
+from serving.champion_watch import ChampionWatch, capacity_statement, plan_model_version
 from serving.route import PlacementRoutePath
 from serving.service import PlacementService
 
@@ -60,3 +62,33 @@ def test_an_unreadable_registry_is_retried_not_fatal() -> None:
     assert not asyncio.run(watch.check())
     assert asyncio.run(watch.check())
     assert triggered == ["champion version 5"]
+
+
+def test_the_log_says_plainly_when_capacities_come_from_the_prior_once_per_change(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    watch, _, service = _watch([None, None, "1", "1"], None)
+    with caplog.at_level(logging.INFO, logger="serving.champion_watch"):
+        asyncio.run(watch.check())
+        asyncio.run(watch.check())  # the same plan: said once
+        said = [r for r in caplog.records if "capacities from" in r.getMessage()]
+        assert len(said) == 1 and said[0].levelno == logging.WARNING
+        assert "roofline prior" in said[0].getMessage()
+        assert "no champion" in said[0].getMessage()
+        service.plan = make_plan(
+            version=2, capacity_source="models:/placement-latency/1 (@champion)"
+        )
+        asyncio.run(watch.check())
+        asyncio.run(watch.check())
+    said = [r for r in caplog.records if "capacities from" in r.getMessage()]
+    assert len(said) == 2 and said[1].levelno == logging.INFO
+    assert "models:/placement-latency/1" in said[1].getMessage()
+
+
+def test_the_statement_names_a_pending_champion() -> None:
+    prior = make_plan()
+    assert "champion version 3 is promoted" in capacity_statement(prior, "3")
+    from_v2 = make_plan(capacity_source="models:/placement-latency/2 (@champion)")
+    assert capacity_statement(from_v2, "2").endswith("models:/placement-latency/2 (@champion)")
+    assert "champion is now version 3" in capacity_statement(from_v2, "3")
+    assert capacity_statement(None, "3") == "no plan yet"

@@ -5,10 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from placement.plan.capacity_source import ROOFLINE_SOURCE, describe, parse_model_source
 from serving.api.deps import RuntimeDep, ServiceDep
-from serving.api.runtime import ServiceRuntime
 from serving.api.schemas import Health
+from serving.champion_watch import capacity_statement
 
 router = APIRouter(tags=["health"])
 
@@ -20,34 +19,12 @@ router = APIRouter(tags=["health"])
     "it routes on local state)",
 )
 async def healthz(runtime: RuntimeDep) -> Health:
-    capacity = capacity_statement(runtime)
+    champion = runtime.champion.champion if runtime.champion is not None else None
+    capacity = capacity_statement(runtime.service.plan, champion)
     if runtime.shared is None:
         return Health(status="ok", capacity=capacity)
     ok, detail = runtime.shared.health()
     return Health(status="ok" if ok else "degraded", detail=detail, capacity=capacity)
-
-
-def capacity_statement(runtime: ServiceRuntime) -> str:
-    """Where the installed plan's capacities come from, said plainly."""
-    plan = runtime.service.plan
-    champion = runtime.champion.champion if runtime.champion is not None else None
-    if plan is None:
-        return "no plan yet"
-    source = parse_model_source(plan.capacity_source)
-    if source is not None:
-        said = f"plan {plan.version}: capacities from {plan.capacity_source}"
-        if source.version is not None and champion not in (None, str(source.version)):
-            said += f"; champion is now version {champion}, re-solving with it"
-        return said
-    if plan.capacity_source == ROOFLINE_SOURCE:
-        said = f"plan {plan.version}: capacities from {describe(plan.capacity_source)}"
-        if champion is not None:
-            return said + f"; champion version {champion} is promoted, re-solving with it"
-        return said + (
-            ": no champion in the model registry (`placement retrain --telemetry DIR` trains "
-            "and promotes one; PLACEMENT_RETRAIN_EVERY_HOURS does it on a schedule)"
-        )
-    return f"plan {plan.version}: capacities from {plan.capacity_source}"
 
 
 @router.get(
