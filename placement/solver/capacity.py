@@ -7,7 +7,7 @@ at its *uncached* prompt length (mean prompt − prefix tokens); defaults at the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from models.capacity import CapacityTable, Slo, build_capacity_table, replica_kind
@@ -101,7 +101,11 @@ def default_capacity() -> TableCapacity:
         champion = load_champion()
     except Exception as exc:  # PredictorUnavailable, or the tracking store failing to open
         return TableCapacity(None, ROOFLINE_SOURCE, note=f"{type(exc).__name__}: {exc}"[:300])
-    tables = TableCapacity(champion.predictor, champion.source)
+    predictor = champion.predictor
+    # a table is ~2,000 predictions of a few rows each: one thread each (measured on the shared
+    # 2-core machine: 28 s with LightGBM's two OpenMP threads, 1.2 s with one; same numbers)
+    predictor.config = replace(predictor.config, predict_threads=1)
+    tables = TableCapacity(predictor, champion.source)
     if lookup.version is not None:
         _champion_tables.clear()  # one champion at a time
         _champion_tables[(key[0], champion.version)] = tables
