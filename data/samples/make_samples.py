@@ -2,7 +2,10 @@
 
 Run from the repository root: ``.venv/bin/python data/samples/make_samples.py``. The real data is
 found through ``placement.paths.shared_data()`` (``$PLACEMENT_SHARED_DATA`` or ../shared/data).
-Every sample is a verbatim prefix or copy of a published file, so loaders see the real format.
+Every sample is a verbatim prefix or copy of a published file, so loaders see the real format,
+except the multi-model sample: the first requests of the ``multi-model`` workload (derived from
+ServeGen and Azure, :mod:`sim.workloads.multi_model`) written as a JSONL trace with tenants,
+models and LoRA adapters.
 """
 
 from __future__ import annotations
@@ -22,6 +25,30 @@ SERVEGEN_CLIENTS = (1, 13)  # 1 has no dataset file (tests the fallback), 13 has
 MAX_BYTES = 200_000
 KV_BOUND_LINES = 300
 KV_BOUND_SEED = 0
+MULTI_MODEL_REQUESTS = 1200
+
+
+def multi_model_sample(target: Path) -> None:
+    """The first :data:`MULTI_MODEL_REQUESTS` requests of the ``multi-model`` workload (seed 0)
+    in the JSONL trace format, adapters with their ranks."""
+    from sim.workloads.multi_model import load_multi_model
+
+    workload = load_multi_model(seed=0, duration_s=60.0)
+    lines = []
+    for r in workload.requests[:MULTI_MODEL_REQUESTS]:
+        record = {
+            "timestamp": round(r.arrival_s * 1000.0, 3),
+            "input_length": r.input_tokens,
+            "output_length": r.output_tokens,
+            "tenant": r.tenant,
+            "request_class": r.request_class,
+            "model": r.model,
+        }
+        if r.adapter:
+            record.update(adapter=r.adapter, adapter_rank=workload.adapters[r.adapter].rank)
+        lines.append(json.dumps(record, separators=(",", ":")) + "\n")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(lines), encoding="utf-8")
 
 
 def head_lines(source: Path, target: Path, lines: int) -> None:
@@ -106,6 +133,9 @@ def main() -> None:
     written.append(target)
     target = SAMPLES / "kv_bound" / "kv_bound_first300.jsonl"
     kv_bound_head(target)
+    written.append(target)
+    target = SAMPLES / "multi_model" / "multi_model_first1200.jsonl"
+    multi_model_sample(target)
     written.append(target)
 
     for path in written:

@@ -8,6 +8,10 @@ Two formats, told apart by the file's extension:
 - **CSV** (``.csv``), Azure's columns: ``TIMESTAMP`` (a date-time or seconds),
   ``ContextTokens``, ``GeneratedTokens``, optionally ``tenant``, ``request_class``, ``model``.
 
+Both may name a LoRA ``adapter`` on the request's ``model`` (its base) with its
+``adapter_rank`` (default :data:`DEFAULT_ADAPTER_RANK`); the workload declares every adapter
+named.
+
 :func:`with_tenancy` then gives the requests tenants from a tenants file
 (:mod:`placement.domain.tenancy`): with ``traffic_share`` per tenant, each session (the first
 two prefix blocks, else the request) goes to a tenant drawn by those shares from ``seed``; without,
@@ -25,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from placement.domain.adapters import LoraAdapter
 from placement.domain.prefix import chain_block_ids
 from placement.domain.requests import Request, Tenant
 from placement.domain.tenancy import Tenancy
@@ -32,6 +37,7 @@ from placement.errors import InputError
 from sim.workloads.assemble import assemble
 from sim.workloads.base import Workload
 
+DEFAULT_ADAPTER_RANK = 16
 TRACE_TENANT = "trace"
 TRACE_CLASS = "interactive"
 JSONL_BLOCK_TOKENS = 512
@@ -48,6 +54,8 @@ class _Columns:
         self.tenants: list[str] = []
         self.classes: list[str] = []
         self.models: list[str] = []
+        self.adapters: dict[str, LoraAdapter] = {}
+        self.adapter_of: list[str] = []
         self.hashes: list[tuple[int, ...]] = []
 
 
@@ -127,6 +135,39 @@ def _labels(record: dict[str, Any], source: str, line: int, cols: _Columns) -> N
         if not isinstance(value, str):
             raise InputError("not a string", source=source, line=line, field=key)
         out.append(value)
+    _adapter(record, source, line, cols)
+
+
+def _adapter(record: dict[str, Any], source: str, line: int, cols: _Columns) -> None:
+    name = record.get("adapter") or ""
+    if not isinstance(name, str):
+        raise InputError("not a string", source=source, line=line, field="adapter")
+    cols.adapter_of.append(name)
+    if not name:
+        return
+    base = cols.models[-1]
+    if not base:
+        raise InputError(
+            f"adapter {name!r} without a model",
+            source=source,
+            line=line,
+            field="model",
+            expected="the adapter's base model",
+        )
+    rank = DEFAULT_ADAPTER_RANK
+    if record.get("adapter_rank") not in (None, ""):
+        rank = _count(record, "adapter_rank", 1, source, line)
+    adapter = LoraAdapter(name=name, base=base, rank=rank)
+    known = cols.adapters.setdefault(name, adapter)
+    if known != adapter:
+        raise InputError(
+            f"adapter {name!r} named with base {base!r} rank {rank}, earlier with base "
+            f"{known.base!r} rank {known.rank}",
+            source=source,
+            line=line,
+            field="adapter",
+            expected="one base model and rank per adapter",
+        )
 
 
 def _number(record: dict[str, Any], key: str, source: str, line: int) -> float:
@@ -194,6 +235,8 @@ def _workload(name: str, cols: _Columns, *, has_hashes: bool) -> Workload:
     order = sorted(range(len(cols.arrival_s)), key=lambda i: cols.arrival_s[i])
     for request, i in zip(workload.requests, order, strict=True):
         request.model = cols.models[i]
+        request.adapter = cols.adapter_of[i]
+    workload.adapters = dict(cols.adapters)
     return workload
 
 
@@ -225,6 +268,7 @@ def with_tenancy(workload: Workload, tenancy: Tenancy, *, seed: int = 0) -> Work
         tenants=dict(tenancy.tenants),
         classes=dict(tenancy.classes),
         block_tokens=workload.block_tokens,
+        adapters=workload.adapters,
     )
 
 

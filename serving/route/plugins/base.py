@@ -13,7 +13,9 @@ built from its profile parameters by a ``from_params`` factory.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from typing import Protocol
 
 from serving.route.compiled import CompiledPlan
@@ -53,6 +55,15 @@ def queued_prefill_tokens(state: ReplicaState) -> float:
     return own if own > waiting else waiting
 
 
+@lru_cache(maxsize=1 << 16)
+def _session_hash(tenant: str, model: str, adapter: str) -> int:
+    """A 63-bit hash of a request with no prefix blocks: its tenant, model and adapter. Stable
+    across processes (Python's own ``hash`` of a string is salted per process, which made the
+    same seed route differently from one run to the next)."""
+    digest = hashlib.blake2b(f"{tenant}\0{model}\0{adapter}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
 class FallbackContext:
     """What a fallback picker may read for one request: the query, the fleet, the plan (or
     None), the ring key, eligibility, and cache estimates.
@@ -86,7 +97,7 @@ class FallbackContext:
         if hashes:
             self.key = key_of(hashes[key_blocks - 1 if key_blocks <= len(hashes) else -1])
         else:
-            self.key = key_of(hash((query.tenant, query.model)) & ((1 << 63) - 1))
+            self.key = key_of(_session_hash(query.tenant, query.model, query.adapter))
 
     def ring_order(self) -> Iterator[int]:
         """The pool clockwise from the key, each replica once (the common prefix of the walk

@@ -72,6 +72,34 @@ def test_a_solver_failure_keeps_the_plan_and_is_logged(
     assert "kept the previous plan" in caplog.text and "failed" in caplog.text
 
 
+def test_a_window_with_lora_traffic_gets_a_plan_with_adapter_residency() -> None:
+    from bench.loop.cases import OWN_FLEET
+    from placement.domain.fleet import load_fleet
+    from placement.paths import repo_root
+    from sim.workloads.trace_file import load_trace_file
+
+    wl = load_trace_file(
+        repo_root() / "data" / "samples" / "multi_model" / "multi_model_first1200.jsonl"
+    )
+    fleet = load_fleet(OWN_FLEET["multi-model"])
+    planning = Planning(
+        fleet=fleet,
+        tenants=wl.tenants,
+        classes=wl.classes,
+        capacity=FixedCapacity({"H100-SXM": 40.0}),
+        block_tokens=wl.block_tokens,
+    )
+    plan = planning.solve(wl.requests, window_s=wl.duration_s)
+    assert plan is not None
+    held = {r.id: set(r.adapters) for r in plan.replicas}
+    slots = {r.id: r.max_loras for r in fleet.replicas}
+    assert all(len(held[r]) <= slots[r] for r in held)
+    assert plan.adapter_routes
+    for route in plan.adapter_routes:
+        assert all(route.adapter in held[r] for r in route.route.replicas)
+    assert not held["h100-70b-0"] and not held["h100-70b-1"]  # no LoRA slots there
+
+
 def test_the_warm_prefix_budget_reaches_the_plan() -> None:
     kv = FLEET.replicas[0].kv_capacity_tokens
     for share in (0.5, 0.8):
@@ -80,3 +108,26 @@ def test_the_warm_prefix_budget_reaches_the_plan() -> None:
         plan = planning.solve(_requests(), window_s=10.0)
         assert plan is not None
         assert {r.kv_budget_tokens for r in plan.replicas} == {int(share * kv)}
+
+
+def test_an_infeasible_first_solve_drops_the_credit_floors_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # two tenants each guaranteed 90% of two replicas' 20 req/s, each asking 15 req/s
+    reqs = [
+        Request(n * 150 + i, i / 15.0, 1000, 100, tenant=t, model="llama-3-8b")
+        for n, t in enumerate(("a", "b"))
+        for i in range(150)
+    ]
+    planning = _planning()
+    planning.tenants = {t: Tenant(name=t, credit_share=0.9) for t in ("a", "b")}
+    with caplog.at_level(logging.WARNING, logger="bench.loop.plans"):
+        first = planning.solve(reqs, window_s=10.0)
+    assert first is not None
+    assert planning.records[-1].status.endswith(
+        "(credit floors dropped: infeasible with no plan to keep)"
+    )
+    assert "no plan to keep" in caplog.text
+    # with a plan to keep, the same window keeps it
+    again = planning.solve(reqs, window_s=10.0, at_s=120.0, previous=first)
+    assert again is None and planning.records[-1].status == "infeasible"

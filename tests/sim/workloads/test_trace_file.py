@@ -107,3 +107,33 @@ def test_trace_tenants_must_be_declared_without_shares(tmp_path: Path) -> None:
         with_tenancy(load_trace_file(path), tenancy_from_dict({"tenants": {"a": {}}}))
     ok = with_tenancy(load_trace_file(path), tenancy_from_dict({"tenants": {"x": {}}}))
     assert ok.requests[0].tenant == "x"
+
+
+def test_the_multi_model_sample_declares_its_adapters_on_their_base_model() -> None:
+    w = load_trace_file(SAMPLES / "multi_model" / "multi_model_first1200.jsonl")
+    asked = {r.adapter for r in w.requests if r.adapter}
+    assert asked == set(w.adapters) and len(asked) >= 24  # a few dozen
+    assert {a.base for a in w.adapters.values()} == {"llama-3-8b"}
+    assert {a.rank for a in w.adapters.values()} == {8, 16, 32, 64}
+    assert {r.model for r in w.requests} == {"llama-3-8b", "llama-3-70b"}
+    assert all(r.model == "llama-3-8b" for r in w.requests if r.adapter)
+
+
+@pytest.mark.parametrize(
+    ("lines", "field"),
+    [
+        ([{"adapter": "a"}], "model"),  # an adapter needs its base model
+        ([{"model": "m", "adapter": "a", "adapter_rank": 0}], "adapter_rank"),
+        (
+            [{"model": "m", "adapter": "a"}, {"model": "m", "adapter": "a", "adapter_rank": 8}],
+            "adapter",
+        ),
+    ],
+)
+def test_bad_adapters_name_the_field(tmp_path: Path, lines: list[dict], field: str) -> None:
+    path = tmp_path / "t.jsonl"
+    base = {"timestamp": 0, "input_length": 10, "output_length": 2}
+    path.write_text("".join(json.dumps(base | line) + "\n" for line in lines))
+    with pytest.raises(InputError) as caught:
+        load_trace_file(path)
+    assert caught.value.field == field
