@@ -13,6 +13,7 @@ from mlflow.tracking import MlflowClient
 from registry_builders import Registry
 
 from placement.errors import InputError
+from placement.paths import repo_root
 from serving.api.settings import load_settings
 from serving.retraining import NewRecords, RetrainJob, RetrainOutcome, RetrainSchedule
 from training.telemetry.store import read_requests, write_telemetry
@@ -160,3 +161,26 @@ def test_a_scheduled_retraining_runs_in_the_worker_and_logs_both_versions(
     assert run.data.tags["promotion.champion_version"] == "1"
     for who in ("candidate", "champion"):
         assert run.data.metrics[f"promotion.{who}.ttft.mape_p50"] > 0
+
+
+def test_the_service_schedules_retraining_from_its_settings(tmp_path: Path) -> None:
+    from serving.wiring import build_app
+
+    settings = load_settings(
+        environment="development",
+        fleet=repo_root() / "data" / "fleets" / "h100x8.yaml",
+        plan_dir=tmp_path / "plans",
+        telemetry_dir=tmp_path / "telemetry",
+        retrain_every_records=500,
+        retrain_window_hours=6,
+    )
+    runtime = build_app(settings).state.runtime
+    schedule = runtime.retraining
+    assert schedule is not None and schedule.every_records == 500 and schedule.every_s is None
+    assert schedule.job == RetrainJob(
+        str(tmp_path / "telemetry"), 6 * 3600.0, "placement-predictors"
+    )
+    assert runtime.scraper.sink is runtime.telemetry  # scraped samples go to the same store
+    assert runtime.champion is not None  # a promotion re-solves at once
+    unscheduled = load_settings(environment="development", telemetry_dir=tmp_path / "t")
+    assert build_app(unscheduled).state.runtime.retraining is None
