@@ -355,6 +355,20 @@ def predictor_floor(
     run_predictor_floor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
 
+@app.command("retrain")
+@user_errors
+def retrain(
+    out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+    quick: Annotated[bool, typer.Option(help="one span, one reload (~1 min)")] = False,
+) -> None:
+    """Retraining figures: seconds of `placement retrain` on N rows, and from a promotion to
+    the running service's plan naming the new version."""
+    from bench.retrain import RetrainBench, run_retrain_bench
+
+    bench = RetrainBench.quick() if quick else RetrainBench()
+    run_retrain_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
+
+
 @app.command("usability")
 @user_errors
 def usability(
