@@ -463,7 +463,9 @@ def flow(
 def e2e(
     out: Annotated[Path, typer.Option(help="JSON output (a PNG of goodput beside it)")],
     fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
-    loads: Annotated[str, typer.Option(help="comma-separated fleet loads")] = "0.5,1.0,1.5,2.0",
+    loads: Annotated[
+        str, typer.Option(help="comma-separated fleet loads ('': the probe alone)")
+    ] = "0.5,1.0,1.5,2.0",
     duration: Annotated[float, typer.Option(help="seconds of the scaled trace per load")] = 60.0,
     start_fraction: Annotated[
         float, typer.Option(help="where in the scaled trace the slice starts (0..1)")
