@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -71,6 +72,15 @@ class FluidBound:
     reachable_rps: float  # requests whose SLO some healthy replica kind holds even unloaded
     slices: int
     slice_s: float
+
+
+@runtime_checkable
+class CachedCapacityLookup(Protocol):
+    """A capacity table that charges a prompt's cached part its attention cost."""
+
+    def lookup_cached(
+        self, uncached_tokens: float, cached_tokens: float, output_tokens: float, slo_index: int
+    ) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +146,8 @@ def fluid_bound(
     group = reuse.group if reuse is not None else np.full(len(ordered), -1, dtype=np.int64)
     cells = _cells(ordered, uncached, slice_of, only_model, group)
     kinds, replicas = _healthy_kinds(fleet, set(unhealthy))
-    cap = _capacity_matrix(cells, kinds, classes, capacity, cells.mean_uncached)
+    cached = np.maximum(cells.mean_input - cells.mean_uncached, 0.0)
+    cap = _capacity_matrix(cells, kinds, classes, capacity, cells.mean_uncached, cached)
 
     reachable_cells = cap.max(axis=1, initial=0.0) > 0
     reachable = int(cells.count[reachable_cells].sum())
@@ -279,9 +290,11 @@ def _capacity_matrix(
     classes: Mapping[str, RequestClass],
     capacity: CapacitySource,
     prompt: FloatArray,
+    cached: FloatArray | None = None,
 ) -> FloatArray:
     """``cap[d, k]``: req/s one replica of kind ``k`` serves of cell ``d`` alone at its SLO, each
-    cell's prompt computing ``prompt[d]`` tokens."""
+    cell's prompt computing ``prompt[d]`` tokens after ``cached[d]`` found cached (a source
+    that can tell, like the engine's, charges attention over the cached part too)."""
     cap = np.zeros((len(cells.count), len(kinds)))
     for k, kind in enumerate(kinds):
         table = capacity.table(kind.accelerator, kind.model, kind.tp)
@@ -292,7 +305,13 @@ def _capacity_matrix(
             if name not in slo_index:
                 c = classes[name]
                 slo_index[name] = table.slo_index(Slo(c.ttft_slo_s, c.tpot_slo_s))
-            cap[d, k] = table.lookup(float(prompt[d]), float(cells.mean_output[d]), slo_index[name])
+            out = float(cells.mean_output[d])
+            if isinstance(table, CachedCapacityLookup) and cached is not None:
+                cap[d, k] = table.lookup_cached(
+                    float(prompt[d]), float(cached[d]), out, slo_index[name]
+                )
+            else:
+                cap[d, k] = table.lookup(float(prompt[d]), out, slo_index[name])
     return cap
 
 

@@ -4,7 +4,8 @@ Everything the solve depends on besides the window is fixed per run in :class:`P
 fleet, tenants' credits, classes' SLOs, capacity at SLO (learned or the roofline prior), the
 prefix-group rule and the solver's weights; the ablations change one of them. Demand the fleet
 cannot serve at SLO even unloaded is shed as best effort (``shed_unreachable``), and an
-infeasible window keeps the previous plan, as the service's planner does.
+infeasible window keeps the previous plan, as the service's planner does; with no plan to keep
+(the first solve), it is solved again without the credit floors, and its record says so.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from placement.solver.solve import SolveOptions, solve_plan
 log = logging.getLogger(__name__)
 
 NO_GROUPS = GroupRule(max_groups=0)
+CREDITS_DROPPED = " (credit floors dropped: infeasible with no plan to keep)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,42 +69,30 @@ class Planning:
         """The plan for ``requests`` seen over ``window_s`` (None if the solver finds the
         window infeasible; the record says so)."""
         started = time.perf_counter()
-        instance = build_instance(
-            self.fleet,
-            requests,
-            self.tenants,
-            self.classes,
-            window_s=window_s,
-            capacity=self.capacity,
-            block_tokens=self.block_tokens,
-            unhealthy=unhealthy,
-            rule=self.rule,
-            shed_unreachable=True,
-            warm_kv_share=self.warm_kv_share,
-        )
+        said = ""
         try:
-            plan = solve_plan(
-                instance,
-                previous=previous,
-                time_limit_s=self.time_limit_s,
-                options=self.options,
-                created_at=at_s,
-            )
-        except PlacementError as exc:  # infeasible, or the solver failed: keep the plan
-            status = "infeasible" if isinstance(exc, InfeasiblePlan) else "failed"
+            plan = self._solve(requests, self.tenants, window_s, at_s, unhealthy, previous)
+        except InfeasiblePlan as exc:
+            if previous is not None:
+                self._kept(exc, at_s, reason, started)
+                return None
+            # no plan to keep: one without the credit floors serves better than none (the
+            # record and a log line say so)
             log.warning(
-                "re-solve at %.0f s (%s) kept the previous plan: %s: %s", at_s, reason, status, exc
+                "solve at %.0f s (%s) is infeasible and there is no plan to keep: solved "
+                "without credit floors: %s",
+                at_s,
+                reason,
+                exc,
             )
-            self.records.append(
-                SolveRecord(
-                    at_s=at_s,
-                    reason=reason,
-                    status=status,
-                    solve_s=time.perf_counter() - started,
-                    churn=0.0,
-                    version=None,
-                )
-            )
+            said = CREDITS_DROPPED
+            try:
+                plan = self._solve(requests, {}, window_s, at_s, unhealthy, previous)
+            except PlacementError as again:
+                self._kept(again, at_s, reason, started)
+                return None
+        except PlacementError as exc:  # the solver failed: keep the plan
+            self._kept(exc, at_s, reason, started)
             return None
         if any(r.adapter for r in requests):
             held = {r.id: r.adapters for r in previous.replicas} if previous is not None else {}
@@ -120,7 +110,7 @@ class Planning:
             SolveRecord(
                 at_s=at_s,
                 reason=reason,
-                status=plan.solver.status,
+                status=plan.solver.status + said,
                 solve_s=time.perf_counter() - started,
                 churn=plan.solver.churn,
                 version=plan.version,
@@ -130,3 +120,50 @@ class Planning:
             )
         )
         return plan
+
+    def _solve(
+        self,
+        requests: Sequence[Request],
+        tenants: Mapping[str, Tenant],
+        window_s: float,
+        at_s: float,
+        unhealthy: Collection[str],
+        previous: Plan | None,
+    ) -> Plan:
+        instance = build_instance(
+            self.fleet,
+            requests,
+            tenants,
+            self.classes,
+            window_s=window_s,
+            capacity=self.capacity,
+            block_tokens=self.block_tokens,
+            unhealthy=unhealthy,
+            rule=self.rule,
+            shed_unreachable=True,
+            warm_kv_share=self.warm_kv_share,
+        )
+        return solve_plan(
+            instance,
+            previous=previous,
+            time_limit_s=self.time_limit_s,
+            options=self.options,
+            created_at=at_s,
+        )
+
+    def _kept(self, exc: PlacementError, at_s: float, reason: str, started: float) -> None:
+        """Record a solve that gave no plan (infeasible, or the solver failed)."""
+        status = "infeasible" if isinstance(exc, InfeasiblePlan) else "failed"
+        log.warning(
+            "re-solve at %.0f s (%s) kept the previous plan: %s: %s", at_s, reason, status, exc
+        )
+        self.records.append(
+            SolveRecord(
+                at_s=at_s,
+                reason=reason,
+                status=status,
+                solve_s=time.perf_counter() - started,
+                churn=0.0,
+                version=None,
+            )
+        )

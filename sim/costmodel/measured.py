@@ -21,10 +21,11 @@ on the others (:func:`is_calibration_run`):
 - accelerators with operator profiles: LLM-Inference-Bench runs of batch ≤ 16 (32 and 64 are
   reported), Splitwise prompt sizes 128/512/2048/8192 (256/1024/4096 reported); the serving
   stack's seven parameters (:class:`~sim.costmodel.stack.StackCalibration`) are fitted;
-- accelerators known only by their datasheet: a *handful* (:data:`HANDFUL`) of runs — batch 1
-  and 16 at input/output 128 and 1024 of the configuration measured most (fewest GPUs, then the
-  smallest model) — fit host overhead, memory factor and compute factor of the datasheet
-  kernels (:mod:`sim.costmodel.transfer`); everything else is reported.
+- accelerators known only by their datasheet: a *handful* (:data:`HANDFUL`) of runs of the
+  smallest model, at the corners of batch, length and GPU count (:func:`handful`), fit host
+  overhead, all-reduce latency, per-sequence time and the compute, memory and attention
+  factors of the datasheet kernels (:mod:`sim.costmodel.transfer`) — or nothing, when leaving
+  each run of the handful out shows the fit does not help; everything else is reported.
 
 The simulator's default cost model of an accelerator with measurements is its kernels under the
 calibration of its stack (:func:`sim.costmodel.factory.cost_model_for`); the shipped calibrations
@@ -76,6 +77,7 @@ PROFILED_CALIBRATION_MAX_BATCH = 16
 SPLITWISE_CALIBRATION_PROMPTS = (128, 512, 2048, 8192)
 DATASHEET_FREE = (
     "host_overhead_s",
+    "all_reduce_hop_latency_s",
     "compute_factor",
     "memory_factor",
     "attention_factor",
@@ -313,35 +315,34 @@ def kernel_model(
     return kernel_cost_model(accelerator, model, tp)
 
 
-def _handful(runs: Sequence[Run]) -> set[Run]:
-    """At most :data:`HANDFUL` runs of the smallest model on the fewest GPUs: batch 1 at the
-    shortest length and at :data:`HANDFUL_LENGTH`, and at :data:`HANDFUL_LENGTH` the largest
-    batch, one about a quarter of it, and the largest batch at the shortest length — enough to
-    tell host overhead, weight reads, KV reads and per-sequence costs apart. Other models and GPU
-    counts come from the datasheet alone."""
+def handful(runs: Sequence[Run]) -> set[Run]:
+    """At most :data:`HANDFUL` runs of the smallest model, at the corners of the axes the stack
+    has parameters for. When it was measured on several GPU counts: on the fewest, batch 1 and
+    the largest batch at the shortest length and about a quarter of the largest batch at
+    :data:`HANDFUL_LENGTH`; on the most, batch 1 at :data:`HANDFUL_LENGTH` and the largest batch
+    at the shortest length — so the fit sees host overhead, weight and KV reads, per-sequence
+    costs *and* what more GPUs cost per iteration (a handful on one GPU count cannot tell the
+    all-reduce latency apart, and over-predicted Gaudi2's TP8 runs 2×). Measured on one GPU
+    count only: batch 1 at the shortest length and at :data:`HANDFUL_LENGTH`, and at that length
+    the largest batch and one about a quarter of it. Other models come from the datasheet."""
     e2e = sorted((r for r in runs if r.phase == "e2e"), key=_order)
     if not e2e:
         return set(sorted(runs, key=_order)[:HANDFUL])
-    model, tp = min(
-        {(r.model, r.tp) for r in e2e}, key=lambda k: (k[1], get_model(k[0]).params, k[0])
+    model = min(
+        {r.model for r in e2e},
+        key=lambda m: (min(r.tp for r in e2e if r.model == m), get_model(m).params, m),
     )
-    mine = [r for r in e2e if (r.model, r.tp) == (model, tp)]
-    shortest = min(r.prompt for r in mine)
-    length = (
-        HANDFUL_LENGTH
-        if any(r.prompt == HANDFUL_LENGTH for r in mine)
-        else max(r.prompt for r in mine)
-    )
-    at_length = sorted((r for r in mine if r.prompt == length), key=lambda r: r.batch)
-    at_short = sorted((r for r in mine if r.prompt == shortest), key=lambda r: r.batch)
-    picks: list[Run] = []
-    if at_short:
-        picks += [at_short[0], at_short[-1]]
-    if at_length:
-        picks += [at_length[0], at_length[-1]]
-        if len(at_length) > 2:
-            quarter = at_length[-1].batch / 4
-            picks.append(min(at_length[1:-1], key=lambda r: abs(r.batch - quarter)))
+    mine = [r for r in e2e if r.model == model]
+    tps = sorted({r.tp for r in mine})
+    fewest = [r for r in mine if r.tp == tps[0]]
+    picks = _corners(fewest, spread=len(tps) > 1)
+    if len(tps) > 1:
+        most = [r for r in mine if r.tp == tps[-1]]
+        shortest, length = _lengths(most)
+        picks += [
+            *_at(most, length, first=True),
+            *_at(most, shortest, first=False),
+        ]
     chosen: list[Run] = []
     for r in picks:
         if r not in chosen:
@@ -349,10 +350,48 @@ def _handful(runs: Sequence[Run]) -> set[Run]:
     return set(chosen[:HANDFUL])
 
 
+def _lengths(runs: Sequence[Run]) -> tuple[int, int]:
+    """The shortest length measured and :data:`HANDFUL_LENGTH` (else the longest)."""
+    lengths = {r.prompt for r in runs}
+    return min(lengths), HANDFUL_LENGTH if HANDFUL_LENGTH in lengths else max(lengths)
+
+
+def _at(runs: Sequence[Run], length: int, *, first: bool) -> list[Run]:
+    """The run of the smallest (``first``) or largest batch at ``length``."""
+    at = sorted((r for r in runs if r.prompt == length), key=lambda r: r.batch)
+    return [at[0] if first else at[-1]] if at else []
+
+
+def _quarter(runs: Sequence[Run], length: int) -> list[Run]:
+    """A run at ``length`` with about a quarter of the largest batch there (not an end)."""
+    at = sorted((r for r in runs if r.prompt == length), key=lambda r: r.batch)
+    if len(at) <= 2:
+        return []
+    quarter = at[-1].batch / 4
+    return [min(at[1:-1], key=lambda r: abs(r.batch - quarter))]
+
+
+def _corners(runs: Sequence[Run], *, spread: bool) -> list[Run]:
+    shortest, length = _lengths(runs)
+    if spread:
+        return [
+            *_at(runs, shortest, first=True),
+            *_at(runs, shortest, first=False),
+            *_quarter(runs, length),
+        ]
+    return [
+        *_at(runs, shortest, first=True),
+        *_at(runs, shortest, first=False),
+        *_at(runs, length, first=True),
+        *_at(runs, length, first=False),
+        *_quarter(runs, length),
+    ]
+
+
 def calibration_runs(accelerator: Accelerator, runs: Sequence[Run]) -> set[Run]:
     """The runs a stack of ``accelerator`` is calibrated on (the rest are reported)."""
     if not has_profile(accelerator):
-        return _handful(runs)
+        return handful(runs)
     return {
         r
         for r in runs
@@ -425,7 +464,7 @@ def calibrate(accelerator: Accelerator, framework: str) -> Calibration | None:
     if has_profile(accelerator):
         stack, what = fit_calibration(cases, free), "calibration subset"
     else:
-        stack, what = _fit_or_not(cases, free)
+        stack, what = fit_handful(cases, free)
     return Calibration(
         accelerator=accelerator.kind,
         framework=framework,
@@ -467,7 +506,7 @@ def calibrate_shared(
     )
 
 
-def _fit_or_not(cases: Sequence[Case], free: Sequence[str]) -> tuple[StackCalibration, str]:
+def fit_handful(cases: Sequence[Case], free: Sequence[str]) -> tuple[StackCalibration, str]:
     """A handful's stack, or none: leave each run of the handful out in turn, fit on the rest,
     predict it; when the datasheet kernels under the vLLM overhead alone predict the left-out
     runs better, fitting would only add noise and the neutral stack is kept."""

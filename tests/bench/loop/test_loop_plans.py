@@ -108,3 +108,26 @@ def test_the_warm_prefix_budget_reaches_the_plan() -> None:
         plan = planning.solve(_requests(), window_s=10.0)
         assert plan is not None
         assert {r.kv_budget_tokens for r in plan.replicas} == {int(share * kv)}
+
+
+def test_an_infeasible_first_solve_drops_the_credit_floors_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # two tenants each guaranteed 90% of two replicas' 20 req/s, each asking 15 req/s
+    reqs = [
+        Request(n * 150 + i, i / 15.0, 1000, 100, tenant=t, model="llama-3-8b")
+        for n, t in enumerate(("a", "b"))
+        for i in range(150)
+    ]
+    planning = _planning()
+    planning.tenants = {t: Tenant(name=t, credit_share=0.9) for t in ("a", "b")}
+    with caplog.at_level(logging.WARNING, logger="bench.loop.plans"):
+        first = planning.solve(reqs, window_s=10.0)
+    assert first is not None
+    assert planning.records[-1].status.endswith(
+        "(credit floors dropped: infeasible with no plan to keep)"
+    )
+    assert "no plan to keep" in caplog.text
+    # with a plan to keep, the same window keeps it
+    again = planning.solve(reqs, window_s=10.0, at_s=120.0, previous=first)
+    assert again is None and planning.records[-1].status == "infeasible"

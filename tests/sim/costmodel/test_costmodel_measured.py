@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from catalogue_builders import restore_catalogue
@@ -106,9 +107,20 @@ def test_profiled_gpus_share_one_stack_fitted_on_their_held_in_runs() -> None:
 
 
 @needs_data
-def test_a_datasheet_accelerators_handful_is_small_and_from_one_configuration() -> None:
+def test_a_datasheet_accelerators_handful_is_one_model_at_its_fewest_and_most_gpus() -> None:
     mi300x = get_accelerator("MI300X")
     runs = [r for r in measured_runs(mi300x) if r.framework == "vLLM"]
     chosen = calibration_runs(mi300x, runs)
     assert 0 < len(chosen) <= HANDFUL
-    assert len({(r.model, r.tp) for r in chosen}) == 1
+    (model,) = {r.model for r in chosen}
+    tps = sorted({r.tp for r in runs if r.model == model})
+    assert {r.tp for r in chosen} == {tps[0], tps[-1]}
+    assert {r.batch for r in chosen} >= {1, max(r.batch for r in runs if r.model == model)}
+
+
+@needs_data
+def test_a_handful_spanning_gpu_counts_predicts_gaudi2_within_the_target() -> None:
+    # Gaudi2's handful on one GPU count fitted a stack 2x too fast at TP8 (median APE 0.25)
+    held, calibrations = held_out_runs([get_accelerator("Gaudi2")])
+    assert calibrations and held
+    assert float(np.median([h.ape for h in held])) <= 0.15
