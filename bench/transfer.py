@@ -99,6 +99,7 @@ def _model_shape_masks(target: Profiled) -> dict[Family, FloatArray]:
     p = target.profile
     columns: set[tuple[int, int]] = set()
     heads: set[tuple[int, int, int]] = set()
+    moe_keys: set[tuple[int, int, int, int, int]] = set()
     for model in MODELS.values():
         for tp in TP_RANGE:
             try:
@@ -106,6 +107,8 @@ def _model_shape_masks(target: Profiled) -> dict[Family, FloatArray]:
             except Exception:
                 continue
             heads.add(shapes.head_key)
+            if shapes.moe is not None:
+                moe_keys.add(shapes.moe.key)
             for g in (*shapes.layer_gemms, shapes.lm_head):
                 ns = _bracket(p.gemm_ns, g.n)
                 ks = _bracket(p.gemm_ks, g.k)
@@ -123,6 +126,9 @@ def _model_shape_masks(target: Profiled) -> dict[Family, FloatArray]:
         ]
         out[family] = np.asarray(mask, dtype=bool)  # type: ignore[index]
     out["communication"] = np.ones(sum(len(c.xs) for c in p.all_reduce.values()), dtype=bool)
+    out["moe"] = np.asarray(
+        [key in moe_keys for key, c in p.moe.items() for _ in c.xs], dtype=bool
+    )  # same order as observations()
     return out
 
 
