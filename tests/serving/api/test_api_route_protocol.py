@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any
+from typing import Any, BinaryIO
 
 from api_fakes import ACME_KEY, ROUTE_KEY, TELEMETRY_KEY, make_plan, make_runtime
 from live_server import serve_app
@@ -46,25 +46,23 @@ CASES = {
 }
 
 
-def _read(sock: socket.socket) -> tuple[int, dict[str, str], Any]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+def _read(stream: BinaryIO) -> tuple[int, dict[str, str], Any]:
+    """One answer from a buffered reader of the connection (answers may arrive together)."""
+    status = int(stream.readline().split()[1])
+    headers: dict[str, str] = {}
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        headers[name.lower()] = value.strip()
     length = int(headers.get("content-length", "0"))
-    while len(rest) < length:
-        rest += sock.recv(65536)
-    return status, headers, json.loads(rest[:length]) if length else None
+    body = stream.read(length)
+    return status, headers, json.loads(body) if length else None
 
 
 def _exchange(url: str, request: bytes) -> tuple[int, dict[str, str], Any]:
     host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port))) as sock:
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(request)
-        status, headers, body = _read(sock)
+        status, headers, body = _read(sock.makefile("rb"))
     # the same decision but its id; the date may tick between the two servers
     headers = {k: v for k, v in headers.items() if k not in {"date", "x-placement-decision-id"}}
     if isinstance(body, dict):
@@ -101,10 +99,11 @@ def test_keep_alive_pipelining_and_expect_continue() -> None:
     runtime = make_runtime(plan=make_plan(4))
     with serve_app(create_app(runtime), http=route_protocol(runtime)) as url:
         host, port = url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port))) as sock:
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            stream = sock.makefile("rb")
             # three requests in one write: answered in order on the kept-alive connection
             sock.sendall(_post(BODY) + _raw("GET", b"", {}, "/readyz") + _post(BODY))
-            first, second, third = _read(sock), _read(sock), _read(sock)
+            first, second, third = _read(stream), _read(stream), _read(stream)
             assert [first[0], second[0], third[0]] == [200, 200, 200]
             assert first[2]["plan_version"] == 4 and "replica_id" in third[2]
             assert first[2]["decision_id"] != third[2]["decision_id"]
@@ -112,11 +111,12 @@ def test_keep_alive_pipelining_and_expect_continue() -> None:
             body = json.dumps(BODY).encode()
             head = _post(body, Expect="100-continue")[: -len(body)]
             sock.sendall(head)
-            assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+            assert stream.readline() == b"HTTP/1.1 100 Continue\r\n"
+            assert stream.readline() == b"\r\n"
             sock.sendall(body)
-            assert _read(sock)[0] == 200
+            assert _read(stream)[0] == 200
             # Connection: close is honoured: answered, then closed
             sock.sendall(_post(BODY, Connection="close"))
-            status, headers, _ = _read(sock)
+            status, headers, _ = _read(stream)
             assert status == 200 and headers["connection"] == "close"
-            assert sock.recv(1) == b""
+            assert stream.read(1) == b""
