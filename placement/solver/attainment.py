@@ -13,12 +13,12 @@ output tokens) on its kind's iteration-time model (:mod:`sim.costmodel`, the sim
   ``Φ(ln(SLO/TPOT)/σ)`` (:data:`TPOT_SPREAD` = σ, per-request spread of TPOT around its mean).
 * **TTFT**: the wait for a prefill slot plus the prefill itself. The replica's prefill is a
   G/G/1 server of work ``w_d = s_d + ⌈P_d/chunk⌉·t(n)`` (each chunk rides one iteration with
-  the running decodes), utilisation ``ρ = Σ λ_d·w_d``; Kingman's mean wait ``W = ρ/(1−ρ) · (c_a² + c_s²)/2 · E[w]`` (``c_s²`` from
-  the mix's second moment, ``c_a²`` = :data:`ARRIVAL_SCV`, the arrivals' burstiness), with the
-  wait's tail ``P(wait > x) = ρ·exp(−x·ρ/W)`` (a wait is 0 with probability ``1 − ρ``, else
+  the running decodes), utilisation ``ρ = Σ λ_d·w_d``; Kingman's mean wait
+  ``W = ρ/(1−ρ) · (c_a² + c_s²)/2 · E[w]`` (``c_s²`` from the mix's second moment, ``c_a²`` =
+  :data:`ARRIVAL_SCV`, the arrivals' burstiness), with the
   roughly exponential with mean ``W/ρ``). A request misses when the wait exceeds
   ``SLO − s_d``; at ``ρ ≥ 1`` no steady state exists and only ``1/ρ`` of the work is served
-  in time at best.
+  in time at best (the wait taken at :data:`RHO_MAX`).
 
 Kinds without a cost model (synthetic instances: fake accelerator names) take service times
 from the capacity at SLO instead: ``w_d = ρ_at_cap / capacity[d, k]`` with
@@ -38,11 +38,13 @@ from functools import lru_cache
 import numpy as np
 
 from placement.solver.instance import FloatArray, Instance
+from sim.costmodel.base import IterationCostModel
 
 ARRIVAL_SCV = 2.0  # squared coefficient of variation of arrivals at a replica (Poisson: 1)
 TPOT_SPREAD = 0.25  # σ of ln(per-request TPOT / mean TPOT)
 UTILISATION_AT_CAPACITY = 0.8  # fallback: GPU busy share at the capacity at SLO
 FIXED_POINT_STEPS = 4
+RHO_MAX = 0.99  # the queue's utilisation is taken no closer to 1 than this
 CHUNK_TOKENS = 2048  # the engine's default token budget per iteration (DEFAULT_MAX_BATCHED_TOKENS)
 
 
@@ -60,7 +62,7 @@ class ReplicaLoad:
 
 
 @lru_cache(maxsize=64)
-def _cost_model(accelerator: str, model: str, tp: int) -> object | None:
+def _cost_model(accelerator: str, model: str, tp: int) -> IterationCostModel | None:
     from placement.domain.accelerators import get_accelerator
     from placement.domain.llm import get_model
     from placement.errors import InputError
@@ -72,20 +74,60 @@ def _cost_model(accelerator: str, model: str, tp: int) -> object | None:
         return None
 
 
-def _prefill_s(cost: object, prompt: float) -> float:
+# prefill time tabulated per kind on a geometric grid of prompt lengths, interpolated in log space
+PREFILL_GRID = np.geomspace(1.0, 1 << 17, 53)
+
+
+@lru_cache(maxsize=64)
+def _prefill_table(accelerator: str, model: str, tp: int) -> FloatArray | None:
+    cost = _cost_model(accelerator, model, tp)
+    if cost is None:
+        return None
+    # whole chunks once (cumulative), then each grid prompt's last partial chunk
+    n_chunks = int(PREFILL_GRID[-1]) // CHUNK_TOKENS
+    whole = np.concatenate(
+        [
+            [0.0],
+            np.cumsum(
+                [
+                    cost.linear_s(CHUNK_TOKENS)
+                    + cost.prefill_attention_s(CHUNK_TOKENS, i * CHUNK_TOKENS)
+                    for i in range(n_chunks)
+                ]
+            ),
+        ]
+    )
+    out = []
+    for p in PREFILL_GRID:
+        full, rest = divmod(round(p), CHUNK_TOKENS)
+        t = float(whole[full])
+        if rest:
+            t += cost.linear_s(rest) + cost.prefill_attention_s(rest, full * CHUNK_TOKENS)
+        out.append(t)
+    return np.asarray(out)
+
+
+def prefill_times(table: FloatArray, prompts: FloatArray) -> FloatArray:
+    """Prefill seconds of each prompt (tokens) from a kind's :func:`_prefill_table`."""
+    x = np.log(np.clip(prompts, 1.0, PREFILL_GRID[-1]))
+    out: FloatArray = np.exp(np.interp(x, np.log(PREFILL_GRID), np.log(table)))
+    return out
+
+
+def _prefill_s(cost: IterationCostModel, prompt: float) -> float:
     left, context, total = max(float(prompt), 1.0), 0, 0.0
     while left > 0:
         chunk = int(min(left, CHUNK_TOKENS))
-        total += cost.linear_s(chunk) + cost.prefill_attention_s(chunk, context)  # type: ignore[attr-defined]
+        total += cost.linear_s(chunk) + cost.prefill_attention_s(chunk, context)
         context += chunk
         left -= chunk
     return total
 
 
-def _iteration_s(cost: object, n: float, context: float) -> float:
-    k = max(int(round(n)), 1)
-    d0, d1 = cost.decode_attention_coeffs(k)  # type: ignore[attr-defined]
-    return float(cost.overhead_s + cost.linear_s(k) + d0 + d1 * context * k)  # type: ignore[attr-defined]
+def _iteration_s(cost: IterationCostModel, n: float, context: float) -> float:
+    k = max(round(n), 1)
+    d0, d1 = cost.decode_attention_coeffs(k)
+    return float(cost.overhead_s + cost.linear_s(k) + d0 + d1 * context * k)
 
 
 def _normal_cdf(x: FloatArray) -> FloatArray:
@@ -101,8 +143,11 @@ def wait_exceeds(rho: float, mean_wait: float, x: FloatArray) -> FloatArray:
     return np.where(x < 0, 1.0, np.minimum(tail, 1.0))
 
 
-def meet_probability(load: ReplicaLoad, cost: object | None) -> FloatArray:
-    """Per unit of ``load``: the probability one of its requests meets its SLO there."""
+def meet_probability(
+    load: ReplicaLoad, cost: IterationCostModel | None, prefill_table: FloatArray | None = None
+) -> FloatArray:
+    """Per unit of ``load``: the probability one of its requests meets its SLO there
+    (``prefill_table``: the kind's tabulated prefill times, else computed per prompt)."""
     lam = load.rate
     if lam.sum() <= 0:
         return np.ones_like(lam)
@@ -111,7 +156,11 @@ def meet_probability(load: ReplicaLoad, cost: object | None) -> FloatArray:
         prefill = np.zeros_like(lam)
         tpot_ok = np.ones_like(lam)
     else:
-        prefill = np.asarray([_prefill_s(cost, p) for p in load.prompt])
+        prefill = (
+            prefill_times(prefill_table, load.prompt)
+            if prefill_table is not None
+            else np.asarray([_prefill_s(cost, p) for p in load.prompt])
+        )
         rho_p = float((lam * prefill).sum())
         context = float((lam * (load.prompt + load.output / 2)).sum() / lam.sum())
         n, tpot = 1.0, _iteration_s(cost, 1.0, context)
@@ -131,17 +180,22 @@ def meet_probability(load: ReplicaLoad, cost: object | None) -> FloatArray:
     mean_w = float((lam * work).sum() / lam.sum())
     second = float((lam * work**2).sum() / lam.sum())
     scv = second / mean_w**2 - 1.0 if mean_w > 0 else 0.0
-    if rho >= 1.0:
-        # no steady state: the queue grows over the window; at best 1/ρ of it is served in time
-        return np.minimum(tpot_ok, 1.0 / rho) * np.where(prefill < load.ttft_slo, 1.0, 0.0)
-    mean_wait = rho / (1.0 - rho) * (ARRIVAL_SCV + scv) / 2.0 * mean_w
-    ttft_ok = 1.0 - wait_exceeds(rho, mean_wait, load.ttft_slo - prefill)
-    out: FloatArray = np.clip(ttft_ok * tpot_ok, 0.0, 1.0)
+    # at ρ ≥ 1 no steady state exists: the queue grows over the window; take the wait at
+    # RHO_MAX and at most 1/ρ of the work served in time
+    r = min(rho, RHO_MAX)
+    mean_wait = r / (1.0 - r) * (ARRIVAL_SCV + scv) / 2.0 * mean_w
+    ttft_ok = 1.0 - wait_exceeds(r, mean_wait, load.ttft_slo - prefill)
+    out: FloatArray = np.clip(ttft_ok * tpot_ok * min(1.0, 1.0 / rho), 0.0, 1.0)
     return out
 
 
-def predicted_meet(inst: Instance, pair_unit: list[np.ndarray], pair_replica: list[np.ndarray],
-                   pair_rate: list[np.ndarray], pair_warm: list[np.ndarray]) -> list[FloatArray]:
+def predicted_meet(
+    inst: Instance,
+    pair_unit: list[np.ndarray],
+    pair_replica: list[np.ndarray],
+    pair_rate: list[np.ndarray],
+    pair_warm: list[np.ndarray],
+) -> list[FloatArray]:
     """Per pool's (unit, replica) pairs: the probability a request sent on that pair meets
     its SLO, from each replica's whole planned mix."""
     units = np.concatenate(pair_unit) if pair_unit else np.zeros(0, dtype=np.int64)
@@ -149,7 +203,8 @@ def predicted_meet(inst: Instance, pair_unit: list[np.ndarray], pair_replica: li
     rate = np.concatenate(pair_rate) if pair_rate else np.zeros(0)
     warm = np.concatenate(pair_warm) if pair_warm else np.zeros(0, dtype=np.bool_)
     prompt = np.where(
-        warm, np.maximum(inst.unit_input[units] - inst.unit_prefix[units], 1.0),
+        warm,
+        np.maximum(inst.unit_input[units] - inst.unit_prefix[units], 1.0),
         inst.unit_input[units],
     )
     ttft = np.asarray([s.ttft_p95_s for s in inst.class_slo])[inst.unit_class[units]]
@@ -166,12 +221,16 @@ def predicted_meet(inst: Instance, pair_unit: list[np.ndarray], pair_replica: li
             continue
         r = int(reps[idx[0]])
         k = int(inst.replica_kind[r])
-        cost = _cost_model(
-            inst.kind_accelerator[k], inst.models[int(inst.replica_model[r])], int(inst.kind_tp[k])
+        name = (
+            inst.kind_accelerator[k],
+            inst.models[int(inst.replica_model[r])],
+            int(inst.kind_tp[k]),
         )
-        load = ReplicaLoad(rate[idx], prompt[idx], inst.unit_output[units[idx]], ttft[idx],
-                           tpot[idx], cap[idx])
-        meet[idx] = meet_probability(load, cost)
+        cost = _cost_model(*name)
+        load = ReplicaLoad(
+            rate[idx], prompt[idx], inst.unit_output[units[idx]], ttft[idx], tpot[idx], cap[idx]
+        )
+        meet[idx] = meet_probability(load, cost, _prefill_table(*name))
     out = []
     start = 0
     for u in pair_unit:

@@ -3,6 +3,8 @@ waiting for, 0 when the prefill alone misses the SLO, and shed traffic is not co
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from placement.solver.attainment import (
@@ -30,7 +32,7 @@ def test_engine_model_falls_with_load_and_meets_at_light_load() -> None:
     assert cost is not None
     meets = [float(meet_probability(_load(rate), cost)[0]) for rate in (0.01, 1, 5, 10, 20, 40)]
     assert meets[0] > 0.99
-    assert all(a >= b - 1e-12 for a, b in zip(meets, meets[1:], strict=False))
+    assert all(a >= b - 1e-12 for a, b in itertools.pairwise(meets))
     assert meets[-1] < 0.5  # far past the replica's capacity
 
 
@@ -43,7 +45,7 @@ def test_fallback_without_cost_model_uses_capacity() -> None:
     assert _cost_model("no-such-accelerator", "llama-3-8b", 1) is None
     meets = [float(meet_probability(_load(rate), None)[0]) for rate in (0.1, 5, 9, 12.5, 20)]
     assert meets[0] > 0.99
-    assert all(a >= b - 1e-12 for a, b in zip(meets, meets[1:], strict=False))
+    assert all(a >= b - 1e-12 for a, b in itertools.pairwise(meets))
     assert meets[-1] <= 0.5 + 1e-9  # over capacity: at most 1/ρ in time
 
 
