@@ -142,7 +142,7 @@ def print_results(
     only where demand has more than one (one class's or tenant's attainment is the overall)."""
     simulated = any(r.simulated for r in results)
     t = Table(title=f"what-if: {scenario.name} ({scenario.workload}, {scenario.window_s:g} s)")
-    for col in ("case", "fleet", "$/h", "predicted", "shed", "churn", "status"):
+    for col in ("case", "fleet", "$/h", "attainment", "shed", "churn", "status"):
         t.add_column(
             col,
             justify="left" if col in ("case", "fleet", "status") else "right",
@@ -170,7 +170,7 @@ def print_results(
     console.print(t)
     if simulated:
         console.print(
-            "predicted: attainment of the traffic the plan admits (shed is its own column); "
+            "attainment: predicted for the traffic the plan admits (shed is its own column); "
             f"gap: predicted − simulated, in points; ! beyond {AGREEMENT_POINTS:g}"
         )
         for r in results:
