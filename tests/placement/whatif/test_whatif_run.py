@@ -28,7 +28,7 @@ def test_cases_run_in_order_with_plans_and_churn(doc: dict[str, Any], write: Any
         plan = Plan.from_json(r.plan_json or "")
         assert len(plan.replicas) == r.replicas
         assert set(r.attainment_by_class) <= {"interactive", "batch"}
-        assert len(r.attainment_by_tenant) == 8
+        assert len(r.attainment_by_tenant) <= 8  # of admitted traffic: wholly shed tenants have none
 
 
 def test_more_demand_than_capacity_is_shed(doc: dict[str, Any], write: Any) -> None:
