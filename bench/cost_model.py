@@ -10,6 +10,10 @@ Prints and writes (``--out``):
 - ``leave_one_out``: per profiled accelerator left out and operator family, the datasheet
   fallback's median APE on its tables and the capacity-at-SLO error (:mod:`bench.transfer`);
   ``leave_one_out_capacity`` lists every capacity case.
+- ``datasheet_handful``: each profiled accelerator with end-to-end measurements treated as a
+  datasheet-only one (kernels learned on the other profiled GPUs, its stack fitted on the
+  handful datasheet accelerators use): the end-to-end error that rule gives on hardware whose
+  rows chose nothing (:func:`bench.transfer.datasheet_handful`);
 - ``timing_sources``: where each catalogue accelerator's timings come from and the expected
   error of that source; ``fidelity``: those expected errors as measured here.
 
@@ -27,7 +31,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from bench.transfer import leave_one_out, profiled_set
+from bench.transfer import datasheet_handful, leave_one_out, profiled_set
 from placement.domain.accelerators import CATALOGUE, Accelerator
 from placement.report import print_table, write_json
 from sim.costmodel.measured import (
@@ -67,6 +71,15 @@ DEFAULT_COLUMNS = (
     "p90_ape",
     "n",
     "median_ape_no_fit",
+)
+HANDFUL_COLUMNS = (
+    "accelerator",
+    "framework",
+    "n",
+    "median_ape",
+    "median_ape_no_fit",
+    "fitted_on",
+    "kernels_fitted_on",
 )
 LOO_COLUMNS = ("accelerator", "family", "rows", "median_ape", "p90_ape", "n", "capacity_error")
 CAPACITY_COLUMNS = (
@@ -214,6 +227,12 @@ def run_cost_model_bench(
         LOO_COLUMNS,
     )
     print_table("Capacity at SLO, left-out accelerator", loo.capacity, CAPACITY_COLUMNS)
+    pseudo = datasheet_handful(profiled, held_out=[p.accelerator.kind for p in held_profiled])
+    print_table(
+        "Profiled GPUs as datasheet-only ones: transferred kernels + a handful, other runs",
+        pseudo,
+        HANDFUL_COLUMNS,
+    )
     figures = fidelity(held_out, loo.rows)
     if update_catalogue and not quick:
         save_transfer(
@@ -238,6 +257,7 @@ def run_cost_model_bench(
         ],
         "leave_one_out": loo.rows,
         "leave_one_out_capacity": loo.capacity,
+        "datasheet_handful": pseudo,
         "fidelity": figures,
         "timing_sources": sources,
         "datasheet_only": [a.kind for a in measured if not has_profile(a)],

@@ -33,10 +33,20 @@ from placement.domain.llm import ModelArchitecture, get_model
 from placement.errors import ProfileUnavailable
 from sim.costmodel.base import IterationCostModel
 from sim.costmodel.interpolate import FloatArray
+from sim.costmodel.measured import (
+    DATASHEET_FREE,
+    Case,
+    fit_handful,
+    frameworks,
+    handful,
+    measured_runs,
+    predictor,
+)
 from sim.costmodel.operators import shard_shapes
-from sim.costmodel.profiled import ProfiledCostModel
+from sim.costmodel.profiled import FRAMEWORK_OVERHEAD_S, ProfiledCostModel
 from sim.costmodel.profiles import OperatorProfile, load_profile
 from sim.costmodel.roofline import FITTED_EFFICIENCY, RooflineCostModel
+from sim.costmodel.stack import StackCalibration, stack_sensitivities
 from sim.costmodel.transfer import (
     FAMILIES,
     Family,
@@ -89,6 +99,7 @@ def _model_shape_masks(target: Profiled) -> dict[Family, FloatArray]:
     p = target.profile
     columns: set[tuple[int, int]] = set()
     heads: set[tuple[int, int, int]] = set()
+    moe_keys: set[tuple[int, int, int, int, int]] = set()
     for model in MODELS.values():
         for tp in TP_RANGE:
             try:
@@ -96,6 +107,8 @@ def _model_shape_masks(target: Profiled) -> dict[Family, FloatArray]:
             except Exception:
                 continue
             heads.add(shapes.head_key)
+            if shapes.moe is not None:
+                moe_keys.add(shapes.moe.key)
             for g in (*shapes.layer_gemms, shapes.lm_head):
                 ns = _bracket(p.gemm_ns, g.n)
                 ks = _bracket(p.gemm_ks, g.k)
@@ -113,6 +126,9 @@ def _model_shape_masks(target: Profiled) -> dict[Family, FloatArray]:
         ]
         out[family] = np.asarray(mask, dtype=bool)  # type: ignore[index]
     out["communication"] = np.ones(sum(len(c.xs) for c in p.all_reduce.values()), dtype=bool)
+    out["moe"] = np.asarray(
+        [key in moe_keys for key, c in p.moe.items() for _ in c.xs], dtype=bool
+    )  # same order as observations()
     return out
 
 
@@ -236,3 +252,57 @@ def leave_one_out(
                     }
                 )
     return LeaveOneOut(rows=rows, capacity=capacity)
+
+
+def datasheet_handful(
+    profiled: Sequence[Profiled],
+    *,
+    held_out: Sequence[str] | None = None,
+    frameworks_kept: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """A profiled GPU treated as one known by its datasheet only: kernel times from the surfaces
+    fitted on the *other* profiled GPUs, its serving stack fitted on a handful
+    (:func:`sim.costmodel.measured.handful`, the rule datasheet accelerators use) of its
+    LLM-Inference-Bench runs, median APE on all its other runs (and with no fit)."""
+    rows: list[dict[str, Any]] = []
+    for held in profiled:
+        kind = held.accelerator.kind
+        if (held_out is not None and kind not in held_out) or not held.accelerator.measurements:
+            continue
+        model = fit_transfer({p.accelerator.kind: p.calls for p in profiled if p is not held})
+        runs = [r for r in measured_runs(held.accelerator) if r.source == "llm_inference_bench"]
+        for framework in frameworks(held.accelerator):
+            mine = [r for r in runs if r.framework == framework]
+            if not mine or (frameworks_kept is not None and framework not in frameworks_kept):
+                continue
+            cases: list[Case] = []
+            for run in mine:
+                base = RooflineCostModel(
+                    held.accelerator,
+                    get_model(run.model),
+                    run.tp,
+                    transfer=model,
+                    reason="left out",
+                )
+                base_s, terms = stack_sensitivities(base, predictor(run))
+                cases.append(Case(run=run, base_s=base_s, terms=terms))
+            chosen = handful(mine)
+            stack, what = fit_handful([c for c in cases if c.run in chosen], DATASHEET_FREE)
+            no_fit = StackCalibration(host_overhead_s=FRAMEWORK_OVERHEAD_S)
+            rest = [c for c in cases if c.run not in chosen]
+            rows.append(
+                {
+                    "accelerator": kind,
+                    "framework": framework,
+                    "n": len(rest),
+                    "median_ape": float(
+                        np.median([abs(c.predicted_s(stack) / c.run.measured_s - 1) for c in rest])
+                    ),
+                    "median_ape_no_fit": float(
+                        np.median([abs(c.predicted_s(no_fit) / c.run.measured_s - 1) for c in rest])
+                    ),
+                    "fitted_on": f"{what}: {len(chosen)} runs",
+                    "kernels_fitted_on": ", ".join(model.fitted_on),
+                }
+            )
+    return rows

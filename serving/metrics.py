@@ -119,6 +119,14 @@ class ServiceMetrics:
             registry=self.registry,
         )
         self.model_version.labels(alias=CHAMPION).set(0)
+        self.retrain_time = Histogram(
+            "placement_retrain_seconds",
+            "Wall time of a scheduled retraining (train, score against the champion, promote "
+            "or keep), by result: promoted, kept, skipped (too little telemetry), failed",
+            ["result"],
+            buckets=SOLVE_BUCKETS,
+            registry=self.registry,
+        )
         self.scrape_failures = Counter(
             "placement_scrape_failures",
             "Failed scrapes of a replica's /metrics",

@@ -43,6 +43,7 @@ from typing import Any, Literal, Protocol
 
 from placement.errors import PlacementError
 from placement.plan import Plan
+from placement.plan.capacity_source import describe
 from serving.plan_store.base import CorruptPlan, PlanStore, PlanStoreError
 from serving.workers import WorkerPool
 
@@ -332,7 +333,12 @@ class Planner:
         except PlacementError as exc:
             return result("failed", f"cannot persist: {exc}", plan.version)
         await asyncio.to_thread(self._adopt, plan)
-        return result("installed", f"plan {plan.version} ({plan.solver.status})", plan.version)
+        return result(
+            "installed",
+            f"plan {plan.version} ({plan.solver.status}; capacities from "
+            f"{describe(plan.capacity_source)})",
+            plan.version,
+        )
 
     async def run(self, *, follow_s: float = DEFAULT_FOLLOW_S, solve: bool = True) -> None:
         """Solve every ``period_s`` and on :meth:`trigger`; follow the store in between."""

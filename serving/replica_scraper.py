@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from placement.errors import PlacementError
 from serving.scrape import read_page
 from serving.scrape_session import ScrapeSession
 from serving.service import PlacementService, ReplicaRegistration
+from serving.telemetry_sink import TelemetrySink
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +50,13 @@ class ReplicaScraper:
         interval_s: float,
         lost_after: int = DEFAULT_LOST_AFTER,
         session: ScrapeSession | None = None,
+        sink: TelemetrySink | None = None,
     ) -> None:
         self.service = service
+        # each scrape as a replica_samples row in the telemetry store (None: not recorded); an
+        # unchanged page (304) is recorded as the last page read, stamped now
+        self.sink = sink
+        self._last_rows: dict[str, dict[str, Any]] = {}
         self.interval_s = interval_s
         self.lost_after = lost_after
         self.session = session or ScrapeSession()
@@ -80,6 +87,8 @@ class ReplicaScraper:
         self, reg: ReplicaRegistration, row: dict[str, Any] | None, etag: str | None
     ) -> None:
         s = reg.state
+        if self.sink is not None:
+            self._record(s.id, row)
         if row is None:
             self.pages_unchanged += 1
         else:
@@ -91,6 +100,16 @@ class ReplicaScraper:
         s.scraped_at = time.monotonic()
         reg.scrape_failures = 0
         self.service.mark_health(s.id, True)
+
+    def _record(self, replica_id: str, row: dict[str, Any] | None) -> None:
+        assert self.sink is not None
+        if row is None:
+            last = self._last_rows.get(replica_id)
+            if last is None:
+                return
+            row = {**last, "time": datetime.now(UTC)}
+        self._last_rows[replica_id] = row
+        self.sink.add_sample(row)
 
     def _failed(self, reg: ReplicaRegistration, exc: BaseException) -> None:
         reg.scrape_failures += 1

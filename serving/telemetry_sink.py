@@ -1,8 +1,10 @@
 """Request outcomes into the Parquet telemetry store, from every way a service process learns
 them: the gateway mode (:mod:`serving.gateway.outcome`), the endpoint picker and
-``POST /v1/outcomes`` (:func:`lease_row`).
+``POST /v1/outcomes`` (:func:`lease_row`); and the replicas' scraped state
+(:mod:`serving.replica_scraper`) as ``replica_samples``, which the predictors' training frame
+joins each request with (the load it met).
 
-Rows of the ``requests`` schema are buffered and appended as new Parquet files
+Rows are buffered and appended as new Parquet files
 (``training.telemetry.write_telemetry``) every ``flush_s`` seconds or ``flush_rows`` rows, off
 the event loop. Each write adds uniquely named files, so several processes may share one store.
 """
@@ -19,7 +21,7 @@ from typing import Any
 from placement.errors import PlacementError
 from serving.leases import Lease
 from serving.route.types import ReplicaState
-from training.telemetry.schema import REQUEST_COLUMNS, frame_from_rows
+from training.telemetry.schema import REQUEST_COLUMNS, SAMPLE_COLUMNS, frame_from_rows
 from training.telemetry.store import write_telemetry
 
 log = logging.getLogger(__name__)
@@ -42,7 +44,9 @@ class TelemetrySink:
         self.flush_s = flush_s
         self.flush_rows = flush_rows
         self.rows: list[dict[str, Any]] = []
+        self.samples: list[dict[str, Any]] = []
         self.written = 0
+        self.samples_written = 0
         self._writing: asyncio.Task[None] | None = None
 
     def add(self, row: dict[str, Any]) -> None:
@@ -50,15 +54,27 @@ class TelemetrySink:
         if len(self.rows) >= self.flush_rows and self._writing is None:
             self._writing = asyncio.get_running_loop().create_task(self.flush())
 
+    def add_sample(self, row: dict[str, Any]) -> None:
+        """A ``replica_samples`` row (written with the next flush)."""
+        self.samples.append(row)
+
     async def flush(self) -> None:
         rows, self.rows = self.rows, []
+        samples, self.samples = self.samples, []
         try:
-            if rows:
-                frame = frame_from_rows(rows, REQUEST_COLUMNS)
-                await asyncio.to_thread(write_telemetry, self.store, frame, None)
+            if rows or samples:
+                requests = frame_from_rows(rows, REQUEST_COLUMNS) if rows else None
+                sampled = frame_from_rows(samples, SAMPLE_COLUMNS) if samples else None
+                await asyncio.to_thread(write_telemetry, self.store, requests, sampled)
                 self.written += len(rows)
+                self.samples_written += len(samples)
         except (PlacementError, OSError) as exc:
-            log.error("telemetry: %d rows not written: %s", len(rows), exc)
+            log.error(
+                "telemetry: %d request and %d sample rows not written: %s",
+                len(rows),
+                len(samples),
+                exc,
+            )
         finally:
             self._writing = None
 

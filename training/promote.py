@@ -16,6 +16,7 @@ later store may have seen them, which only makes the comparison harder for the c
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,30 @@ def _set_champion(client: Any, run_id: str, latency_version: str) -> None:
             break
 
 
+def _record(client: Any, run_id: str, decision: PromotionDecision) -> PromotionDecision:
+    """Log both versions' held-out scores and the decision to the candidate's run
+    (``promotion.candidate.*``, ``promotion.champion.*``; tags ``promotion.*``), so the
+    registry shows why the alias moved or did not."""
+    import math
+
+    from mlflow.entities import Metric, RunTag
+
+    now = int(time.time() * 1000)
+    metrics = [
+        Metric(f"promotion.{who}.{key}", value, now, 0)
+        for who, scores in (("candidate", decision.candidate), ("champion", decision.champion))
+        for key, value in scores.items()
+        if math.isfinite(value)
+    ]
+    tags = [
+        RunTag("promotion.result", "promoted" if decision.promoted else "kept the champion"),
+        RunTag("promotion.champion_version", decision.champion_version or "none"),
+        RunTag("promotion.reason", decision.reason[:5000]),
+    ]
+    client.log_batch(run_id, metrics=metrics, tags=tags)
+    return decision
+
+
 def promote(
     candidate_version: str | int, *, telemetry_dir: Path | str | None = None
 ) -> PromotionDecision:
@@ -172,9 +197,10 @@ def promote(
         )
     frame, note = _heldout(tags, telemetry_dir)
     candidate = evaluate(_load_predictor(f"models:/{LATENCY_MODEL}/{version}"), frame)
+    run_id = candidate_mv.run_id
     if champion_mv is None:
-        _set_champion(client, candidate_mv.run_id, version)
-        return PromotionDecision(
+        _set_champion(client, run_id, version)
+        first = PromotionDecision(
             promoted=True,
             reason=f"no {CHAMPION} yet: version {version} becomes {CHAMPION}{note}",
             candidate=candidate,
@@ -182,6 +208,7 @@ def promote(
             candidate_version=version,
             champion_version=None,
         )
+        return _record(client, run_id, first)
     champion_version = str(champion_mv.version)
     champion = evaluate(_load_predictor(f"models:/{LATENCY_MODEL}/{champion_version}"), frame)
     failures = compare(candidate, champion)
@@ -190,13 +217,15 @@ def promote(
             f"version {version} is worse than {CHAMPION} version {champion_version} on "
             f"{len(frame)} held-out rows: " + "; ".join(failures) + note
         )
-        return PromotionDecision(False, reason, candidate, champion, version, champion_version)
-    _set_champion(client, candidate_mv.run_id, version)
+        kept = PromotionDecision(False, reason, candidate, champion, version, champion_version)
+        return _record(client, run_id, kept)
+    _set_champion(client, run_id, version)
     reason = (
         f"version {version} is at least as good as version {champion_version} on "
         f"{len(frame)} held-out rows (TTFT/TPOT MAPE and p95 coverage): now {CHAMPION}{note}"
     )
-    return PromotionDecision(True, reason, candidate, champion, version, champion_version)
+    promoted = PromotionDecision(True, reason, candidate, champion, version, champion_version)
+    return _record(client, run_id, promoted)
 
 
 def load_champion() -> Champion:

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,26 +53,57 @@ def artifact_root(uri: str) -> Path | None:
     return database.parent / "artifacts"
 
 
-def alias_in_store(model: str, alias: str) -> bool | None:
-    """Whether the local SQLite store holds ``alias`` for ``model``, read without MLflow
-    (importing and opening MLflow costs seconds; a fresh install has no store at all).
+@dataclass(frozen=True, slots=True)
+class AliasLookup:
+    """What the local store says of an alias: ``known`` False when it cannot tell (a tracking
+    server, another database, a schema it does not read); else ``version`` (None: no version
+    holds the alias, or there is no store yet)."""
 
-    ``None`` when this cannot tell (a tracking server or another database): ask MLflow."""
+    known: bool
+    version: str | None = None
+
+
+def alias_version_in_store(model: str, alias: str) -> AliasLookup:
+    """The version of ``model`` holding ``alias`` in the local SQLite store, read without
+    MLflow (importing and opening MLflow costs seconds; a fresh install has no store at all).
+    One indexed read: cheap enough to poll."""
     uri = tracking_uri()
     if not uri.startswith(SQLITE_PREFIX):
-        return None
+        return AliasLookup(known=False)
     database = Path(uri.removeprefix(SQLITE_PREFIX))
     if not database.exists():
-        return False
+        return AliasLookup(known=True)
     try:
         with contextlib.closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as db:
             row = db.execute(
-                "SELECT 1 FROM registered_model_aliases WHERE name = ? AND alias = ? LIMIT 1",
+                "SELECT version FROM registered_model_aliases WHERE name = ? AND alias = ? LIMIT 1",
                 (model, alias),
             ).fetchone()
     except sqlite3.Error:
-        return None  # an older or newer schema: let MLflow read it
-    return row is not None
+        return AliasLookup(known=False)  # an older or newer schema: let MLflow read it
+    return AliasLookup(known=True, version=None if row is None else str(row[0]))
+
+
+def alias_in_store(model: str, alias: str) -> bool | None:
+    """Whether the local SQLite store holds ``alias`` for ``model``, read without MLflow;
+    ``None`` when this cannot tell (a tracking server or another database): ask MLflow."""
+    lookup = alias_version_in_store(model, alias)
+    return lookup.version is not None if lookup.known else None
+
+
+def champion_version() -> str | None:
+    """The version of ``placement-latency`` holding ``@champion`` now (None: none does):
+    from the local store without MLflow when it can, else asked of MLflow (seconds the first
+    time: call it off the event loop)."""
+    lookup = alias_version_in_store(LATENCY_MODEL, CHAMPION)
+    if lookup.known:
+        return lookup.version
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return str(connect().get_model_version_by_alias(LATENCY_MODEL, CHAMPION).version)
+    except MlflowException:
+        return None
 
 
 def missing_champion() -> str | None:

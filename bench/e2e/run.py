@@ -93,8 +93,10 @@ class E2EOptions:
                 field="--routers",
                 expected=", ".join(ROUTERS),
             )
-        if not self.loads or any(x <= 0 for x in self.loads):
+        if any(x <= 0 for x in self.loads):
             raise InputError("loads must be > 0", field="--loads")
+        if not self.loads and self.probe_rate <= 0:
+            raise InputError("no load and no probe: nothing to measure", field="--loads")
         if self.duration_s <= 0 or self.probe_duration_s < 0 or self.probe_rate < 0:
             raise InputError("durations and the probe rate must be ≥ 0", field="--duration")
         if not 0 <= self.start_fraction < 1:

@@ -18,7 +18,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from placement.domain.fleet import Fleet
-from placement.solver.capacity import ROOFLINE_SOURCE, TableCapacity
+from placement.plan.capacity_source import ROOFLINE_SOURCE
+from placement.solver.capacity import TableCapacity
 from sim.workloads.base import Workload
 from training.telemetry.simulated import DEFAULT_START, simulate_for_telemetry, telemetry_frames
 

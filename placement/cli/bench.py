@@ -355,6 +355,20 @@ def predictor_floor(
     run_predictor_floor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
 
+@app.command("retrain")
+@user_errors
+def retrain(
+    out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
+    quick: Annotated[bool, typer.Option(help="one span, one reload (~1 min)")] = False,
+) -> None:
+    """Retraining figures: seconds of `placement retrain` on N rows, and from a promotion to
+    the running service's plan naming the new version."""
+    from bench.retrain import RetrainBench, run_retrain_bench
+
+    bench = RetrainBench.quick() if quick else RetrainBench()
+    run_retrain_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
+
+
 @app.command("usability")
 @user_errors
 def usability(
@@ -449,7 +463,9 @@ def flow(
 def e2e(
     out: Annotated[Path, typer.Option(help="JSON output (a PNG of goodput beside it)")],
     fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
-    loads: Annotated[str, typer.Option(help="comma-separated fleet loads")] = "0.5,1.0,1.5,2.0",
+    loads: Annotated[
+        str, typer.Option(help="comma-separated fleet loads ('': the probe alone)")
+    ] = "0.5,1.0,1.5,2.0",
     duration: Annotated[float, typer.Option(help="seconds of the scaled trace per load")] = 60.0,
     start_fraction: Annotated[
         float, typer.Option(help="where in the scaled trace the slice starts (0..1)")

@@ -122,6 +122,23 @@ def _load() -> None:
 _load()
 
 
+TEXT_CHARS_PER_TOKEN = 4  # a prompt known only as text: a rough English average
+
+
+def text_token_estimate(chars: int, model_name: str, max_output_tokens: int) -> int:
+    """Prompt tokens of a text of ``chars`` characters when nobody tokenized it: chars / 4, but
+    never more than the model's context window leaves beside the output. The estimate is for
+    routing (queued work, predicted TTFT); it must not get a prompt refused for length that may
+    well fit (text of long words has fewer tokens: the Mooncake slice's prompts come out 1.4×
+    over), so refusals on length rest on a lower bound instead (the gateway: chars / 8)."""
+    estimate = chars // TEXT_CHARS_PER_TOKEN
+    try:
+        context = get_model(model_name).context_tokens
+    except InputError:
+        return estimate  # a model outside the catalogue: its replicas judge the length
+    return max(0, min(estimate, context - max_output_tokens))
+
+
 def check_fits_context(
     model: ModelArchitecture,
     input_tokens: int,

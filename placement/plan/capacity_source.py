@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+#: capacities from the roofline prior (datasheet figures), not from a trained model
+ROOFLINE_SOURCE = "roofline-prior"
+
 _MODEL_SOURCE = re.compile(
     r"models:/(?P<model>[^/@\s()]+)"
     r"(?:/(?P<version>\d+)(?: \(@(?P<loaded_by>[\w.-]+)\))?|@(?P<alias>[\w.-]+))"
@@ -46,3 +49,11 @@ def parse_model_source(source: str) -> ModelSource | None:
         version=None if version is None else int(version),
         alias=match["loaded_by"] or match["alias"],
     )
+
+
+def describe(source: str) -> str:
+    """A ``capacity_source`` in words, for logs and ``/healthz``: the roofline prior said
+    plainly, anything else as recorded."""
+    if source == ROOFLINE_SOURCE:
+        return "the roofline prior (datasheet figures, not a trained model)"
+    return source

@@ -15,8 +15,8 @@ from models.capacity import DEFAULT_SLOS, Slo
 from placement.domain.accelerators import Accelerator, get_accelerator
 from placement.domain.fleet import Fleet, fleet_from_dict
 from placement.domain.requests import Request, RequestClass, Tenant
+from placement.plan.capacity_source import ROOFLINE_SOURCE
 from placement.solver.capacity import (
-    ROOFLINE_SOURCE,
     CapacityLookup,
     CapacitySource,
     FixedCapacity,

@@ -56,6 +56,10 @@ def create_app(runtime: ServiceRuntime) -> FastAPI:
                 tasks.append(asyncio.create_task(runtime.shared.run()))
             if runtime.telemetry is not None:
                 tasks.append(asyncio.create_task(runtime.telemetry.run()))
+            if runtime.champion is not None:
+                tasks.append(asyncio.create_task(runtime.champion.run()))
+            if runtime.retraining is not None:
+                tasks.append(asyncio.create_task(runtime.retraining.run()))
         try:
             yield
         finally:
@@ -72,6 +76,8 @@ def create_app(runtime: ServiceRuntime) -> FastAPI:
                     runtime.planner.store.save_credits(runtime.service.credit_counters())
             if runtime.planner is not None:
                 runtime.planner.close()
+            if runtime.retraining is not None:
+                runtime.retraining.close()
 
     app = FastAPI(
         title="Placement service",

@@ -12,9 +12,11 @@ from typing import Any
 
 from serving.api.security import KeyRing
 from serving.api.settings import Settings
+from serving.champion_watch import ChampionWatch
 from serving.jobs import JobRunner
 from serving.planner import Planner
 from serving.replica_scraper import ReplicaScraper
+from serving.retraining import RetrainSchedule
 from serving.service import PlacementService
 from serving.shared import SharedSync
 from serving.telemetry_sink import TelemetrySink
@@ -42,6 +44,10 @@ class ServiceRuntime:
     shared: SharedSync | None = None
     # where request outcomes are recorded (None: not recorded)
     telemetry: TelemetrySink | None = None
+    # re-solves when the registry's champion changes (None: no planner here)
+    champion: ChampionWatch | None = None
+    # retraining on a schedule (None: not configured)
+    retraining: RetrainSchedule | None = None
 
 
 def build_runtime(
@@ -69,18 +75,43 @@ def build_runtime(
         planner.resume()
         service.admission.vtc.restore(planner.store.load_credits())
     jobs = JobRunner(executor=planner.executor if planner is not None else lambda: None)
+    sink = TelemetrySink(settings.telemetry_dir) if settings.telemetry_dir is not None else None
+    # the process that solves follows the champion; the others follow its plans
+    champion = (
+        ChampionWatch(service, planner.trigger, interval_s=settings.champion_poll_s)
+        if planner is not None and settings.planner
+        else None
+    )
     return ServiceRuntime(
         settings=settings,
         keys=keys,
         service=service,
         planner=planner,
-        scraper=ReplicaScraper(service, interval_s=settings.scrape_interval_s),
+        scraper=ReplicaScraper(service, interval_s=settings.scrape_interval_s, sink=sink),
         whatif=whatif,
         whatif_context=whatif_context,
         jobs=jobs,
         background=background,
         tenancy=tenancy,
-        telemetry=TelemetrySink(settings.telemetry_dir)
-        if settings.telemetry_dir is not None
-        else None,
+        telemetry=sink,
+        champion=champion,
+        retraining=_retrain_schedule(settings, service, champion),
+    )
+
+
+def _retrain_schedule(
+    settings: Settings, service: PlacementService, champion: ChampionWatch | None
+) -> RetrainSchedule | None:
+    if settings.telemetry_dir is None or (
+        settings.retrain_every_hours is None and settings.retrain_every_records is None
+    ):
+        return None
+    return RetrainSchedule(
+        settings.telemetry_dir,
+        every_hours=settings.retrain_every_hours,
+        every_records=settings.retrain_every_records,
+        window_hours=settings.retrain_window_hours,
+        experiment=settings.retrain_experiment,
+        on_promoted=champion.check if champion is not None else None,
+        observe=lambda result, s: service.metrics.retrain_time.labels(result).observe(s),
     )

@@ -241,3 +241,6 @@ class JobOut(BaseModel):
 class Health(BaseModel):
     status: str
     detail: str = ""
+    # where the installed plan's capacities at SLO come from, in words: the champion model
+    # version, or plainly the roofline prior (and why); empty on /readyz
+    capacity: str = ""

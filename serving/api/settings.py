@@ -92,6 +92,24 @@ class Settings(BaseSettings):
     slo_gate_headroom: float = Field(default=1.0, gt=0)
     slo_gate_tpot_headroom: float = Field(default=DEFAULT_TPOT_HEADROOM, gt=0)
     planner: bool = True  # run the planner loop in this process (else only follow the store)
+    # how often the registry's @champion is read; a new version → re-solve with it
+    champion_poll_s: float = Field(default=5.0, gt=0, le=3600)
+    # retraining on a schedule (serving/retraining.py), from the telemetry store: every N hours
+    # and/or every N new request records; the candidate learns from the last window_hours
+    retrain_every_hours: float | None = Field(default=None, gt=0)
+    retrain_every_records: int | None = Field(default=None, ge=1)
+    retrain_window_hours: float = Field(default=24.0, gt=0)
+    retrain_experiment: str = Field(default="placement-predictors", min_length=1)
+
+    @model_validator(mode="after")
+    def _retrain_needs_telemetry(self) -> Settings:
+        scheduled = self.retrain_every_hours is not None or self.retrain_every_records is not None
+        if scheduled and self.telemetry_dir is None:
+            raise ValueError(
+                "retraining on a schedule learns from the telemetry store: set "
+                "PLACEMENT_TELEMETRY_DIR"
+            )
+        return self
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:

@@ -16,13 +16,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from placement.domain.llm import get_model
+from placement.domain.llm import get_model, text_token_estimate
 from placement.domain.prefix import hash_text
 from placement.errors import InputError
 from serving.gateway.errors import GatewayError
 from sim.emulator import openai_api as api
 
-CHARS_PER_TOKEN = 4  # the route path's estimate for English text
 MAX_CHARS_PER_TOKEN = 8  # no real text averages more; a prompt longer than this bound is refused
 
 
@@ -49,7 +48,7 @@ def parse_request(path: str, raw: bytes, *, block_chars: int) -> ProxyRequest:
         raise GatewayError(exc.status, exc.message, param=exc.param, code=exc.code) from None
     if gen.prompt is not None:
         text = gen.prompt
-        estimate = len(text) // CHARS_PER_TOKEN
+        estimate = text_token_estimate(len(text), gen.model, gen.max_tokens)
         least = len(text) // MAX_CHARS_PER_TOKEN
     else:
         assert gen.prompt_tokens is not None

@@ -22,7 +22,7 @@ on the others (:func:`is_calibration_run`):
   reported), Splitwise prompt sizes 128/512/2048/8192 (256/1024/4096 reported); the serving
   stack's seven parameters (:class:`~sim.costmodel.stack.StackCalibration`) are fitted;
 - accelerators known only by their datasheet: a *handful* (:data:`HANDFUL`) of runs of the
-  smallest model, at the corners of batch, length and GPU count (:func:`_handful`), fit host
+  smallest model, at the corners of batch, length and GPU count (:func:`handful`), fit host
   overhead, all-reduce latency, per-sequence time and the compute, memory and attention
   factors of the datasheet kernels (:mod:`sim.costmodel.transfer`) — or nothing, when leaving
   each run of the handful out shows the fit does not help; everything else is reported.
@@ -315,7 +315,7 @@ def kernel_model(
     return kernel_cost_model(accelerator, model, tp)
 
 
-def _handful(runs: Sequence[Run]) -> set[Run]:
+def handful(runs: Sequence[Run]) -> set[Run]:
     """At most :data:`HANDFUL` runs of the smallest model, at the corners of the axes the stack
     has parameters for. When it was measured on several GPU counts: on the fewest, batch 1 and
     the largest batch at the shortest length and about a quarter of the largest batch at
@@ -391,7 +391,7 @@ def _corners(runs: Sequence[Run], *, spread: bool) -> list[Run]:
 def calibration_runs(accelerator: Accelerator, runs: Sequence[Run]) -> set[Run]:
     """The runs a stack of ``accelerator`` is calibrated on (the rest are reported)."""
     if not has_profile(accelerator):
-        return _handful(runs)
+        return handful(runs)
     return {
         r
         for r in runs
@@ -464,7 +464,7 @@ def calibrate(accelerator: Accelerator, framework: str) -> Calibration | None:
     if has_profile(accelerator):
         stack, what = fit_calibration(cases, free), "calibration subset"
     else:
-        stack, what = _fit_or_not(cases, free)
+        stack, what = fit_handful(cases, free)
     return Calibration(
         accelerator=accelerator.kind,
         framework=framework,
@@ -506,7 +506,7 @@ def calibrate_shared(
     )
 
 
-def _fit_or_not(cases: Sequence[Case], free: Sequence[str]) -> tuple[StackCalibration, str]:
+def fit_handful(cases: Sequence[Case], free: Sequence[str]) -> tuple[StackCalibration, str]:
     """A handful's stack, or none: leave each run of the handful out in turn, fit on the rest,
     predict it; when the datasheet kernels under the vLLM overhead alone predict the left-out
     runs better, fitting would only add noise and the neutral stack is kept."""

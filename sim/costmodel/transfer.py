@@ -18,6 +18,7 @@ family                      second axis
 ``context_attention``       the same
 ``generation_attention``    log10 of the batch (sequences decoded together)
 ``communication``           log2 of the GPU count
+``moe``                     log10 of compute time / memory time of the fused experts
 ==========================  ====================================================================
 
 The first axis, SOL in seconds, carries the launch-bound floor (tiny calls reach a few percent
@@ -29,7 +30,7 @@ the accelerators given; :func:`fit_transfer` is deterministic.
 
 :func:`synthetic_profile` turns a :class:`TransferModel` and a datasheet into an
 :class:`~sim.costmodel.profiles.OperatorProfile` holding the curves a model needs (its GEMM
-columns, its head shape's attention, its all-reduce, its MoE experts as one GEMM-family call),
+columns, its head shape's attention, its all-reduce, its fused MoE experts),
 so the datasheet path runs through exactly the tabulation of measured tables
 (:class:`~sim.costmodel.profiled.ProfiledCostModel`). The shipped model, fitted on every profiled
 accelerator, is ``data/catalogue/transfer.yaml`` (:func:`default_transfer`); ``placement bench
@@ -57,12 +58,13 @@ from sim.costmodel.interpolate import FloatArray, gemm_latency_many
 from sim.costmodel.operators import MoeShape, ShardShapes, shard_shapes
 from sim.costmodel.profiles import Curve, HeadKey, OperatorProfile, ShapeNotProfiled
 
-Family = Literal["gemm", "context_attention", "generation_attention", "communication"]
+Family = Literal["gemm", "context_attention", "generation_attention", "communication", "moe"]
 FAMILIES: tuple[Family, ...] = (
     "gemm",
     "context_attention",
     "generation_attention",
     "communication",
+    "moe",
 )
 TRANSFER_FILE = "transfer.yaml"
 
@@ -72,6 +74,7 @@ SECOND_KNOTS: dict[Family, tuple[float, ...]] = {
     "context_attention": tuple(float(x) for x in np.arange(-2.0, 4.01, 1.0)),
     "generation_attention": tuple(float(x) for x in np.arange(0.0, 3.51, 0.5)),
     "communication": (1.0, 2.0, 3.0),
+    "moe": tuple(float(x) for x in np.arange(-4.0, 3.01, 1.0)),
 }
 SMOOTHNESS = 1.0  # weight of the second-difference penalty, per knot
 HUBER_LOG = 0.1  # residuals beyond ~10 % count linearly
@@ -431,7 +434,24 @@ def observations(accelerator: Accelerator, profile: OperatorProfile) -> dict[Fam
     if comm:
         g, size, y = _arrays(comm)
         out["communication"] = Observations(all_reduce_sol(peaks, g, size), y)
+    moe = [
+        (moe_sol(peaks, _moe_shape(key), np.asarray(c.xs, dtype=np.float64)), np.asarray(c.ys))
+        for key, c in profile.moe.items()
+    ]
+    if moe:
+        out["moe"] = Observations(
+            Sol(
+                np.concatenate([sol.seconds for sol, _ in moe]),
+                np.concatenate([sol.second_axis for sol, _ in moe]),
+            ),
+            np.concatenate([y for _, y in moe]),
+        )
     return out
+
+
+def _moe_shape(key: tuple[int, int, int, int, int]) -> MoeShape:
+    hidden, inter, topk, num_experts, tp = key
+    return MoeShape(hidden=hidden, inter=inter, topk=topk, num_experts=num_experts, tp=tp)
 
 
 def fit_transfer(
@@ -517,7 +537,7 @@ def synthetic_profile(
         curve = None if measured is None else measured.moe.get(shapes.moe.key)
         if curve is None:
             predicted.append("MoE experts")
-            curve = _curve(GEMM_M, transfer.latency("gemm", moe_sol(peaks, shapes.moe, m)))
+            curve = _curve(GEMM_M, transfer.latency("moe", moe_sol(peaks, shapes.moe, m)))
         moe[shapes.moe.key] = curve
     source = "datasheet" if measured is None else f"'{measured.name}' + datasheet"
     return OperatorProfile(

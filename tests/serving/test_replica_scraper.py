@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,7 +15,9 @@ from placement.domain.fleet import Fleet, fleet_from_dict
 from serving.replica_scraper import ReplicaScraper
 from serving.route import PlacementRoutePath, ReplicaState
 from serving.service import PlacementService
+from serving.telemetry_sink import TelemetrySink
 from sim.emulator import EmulatorOptions, EmulatorThread
+from training.telemetry.store import read_samples
 
 MODEL = "llama-3-8b"
 IDS = ("h100-0", "h100-1")
@@ -110,3 +113,30 @@ def test_a_stopped_replica_is_unhealthy_after_lost_after_scrapes_and_back_after_
             await scraper.session.close()
 
     asyncio.run(scenario())
+
+
+def test_every_scrape_is_a_sample_in_the_telemetry_store(
+    emulator: EmulatorThread, tmp_path: Path
+) -> None:
+    service = _service(emulator)
+    sink = TelemetrySink(tmp_path / "telemetry")
+    scraper = ReplicaScraper(service, interval_s=0.5, sink=sink)
+
+    async def scenario() -> None:
+        try:
+            await scraper.scrape_all()
+            await scraper.scrape_all()  # two 304s: the last pages, stamped now
+            await asyncio.to_thread(_complete, emulator, "h100-1")
+            await scraper.scrape_all()
+            await sink.flush()
+        finally:
+            await scraper.session.close()
+
+    asyncio.run(scenario())
+    samples = read_samples(tmp_path / "telemetry").sort_values(["replica", "time"])
+    assert sorted(samples["replica"]) == sorted(IDS * 3)
+    for replica in IDS:
+        times = samples[samples["replica"] == replica]["time"]
+        assert times.is_monotonic_increasing and times.is_unique
+    served = samples[samples["replica"] == "h100-1"]["generation_tokens_total"].to_list()
+    assert served[0] == served[1] < served[2]  # the request it served shows in its last sample

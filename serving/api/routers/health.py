@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 
 from serving.api.deps import RuntimeDep, ServiceDep
 from serving.api.schemas import Health
+from serving.champion_watch import capacity_statement
 
 router = APIRouter(tags=["health"])
 
@@ -18,10 +19,12 @@ router = APIRouter(tags=["health"])
     "it routes on local state)",
 )
 async def healthz(runtime: RuntimeDep) -> Health:
+    champion = runtime.champion.champion if runtime.champion is not None else None
+    capacity = capacity_statement(runtime.service.plan, champion)
     if runtime.shared is None:
-        return Health(status="ok")
+        return Health(status="ok", capacity=capacity)
     ok, detail = runtime.shared.health()
-    return Health(status="ok" if ok else "degraded", detail=detail)
+    return Health(status="ok" if ok else "degraded", detail=detail, capacity=capacity)
 
 
 @router.get(

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import ValidationError
 
+from placement.domain.llm import text_token_estimate
 from placement.domain.prefix import hash_text
 from placement.errors import InputError
 from serving.api.deps import RouteCaller, RuntimeDep
@@ -33,7 +34,6 @@ from serving.service import ModelNotAllowed, PlacementService, Refused, Routed
 
 router = APIRouter(prefix="/v1", tags=["route"])
 
-CHARS_PER_TOKEN = 4  # when only the text is given: a rough English average
 DESTINATION = "x-gateway-destination-endpoint"
 BATCH_REFUSALS = problems(
     *AUTH,
@@ -60,7 +60,7 @@ def to_query(body: RouteRequest, block_chars: int) -> RouteQuery:
         hashes = hash_text(body.prompt, block_chars)
         tokens = body.input_tokens
         if tokens is None:
-            tokens = len(body.prompt) // CHARS_PER_TOKEN
+            tokens = text_token_estimate(len(body.prompt), body.model, body.max_output_tokens)
     else:
         hashes = tuple(body.block_hashes or ())
         tokens = body.input_tokens or 0

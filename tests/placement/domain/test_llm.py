@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from placement.domain.llm import check_fits_context, get_model
+from placement.domain.llm import check_fits_context, get_model, text_token_estimate
 from placement.errors import InputError
 
 
@@ -29,3 +29,13 @@ def test_requests_must_fit_the_context_window(
         check_fits_context(arch, prompt, output)
     assert err.value.field == field
     assert str(arch.context_tokens) in str(err.value)
+
+
+def test_a_text_estimate_never_exceeds_what_the_context_leaves() -> None:
+    context = get_model("llama-3-8b").context_tokens
+    assert text_token_estimate(4000, "llama-3-8b", 100) == 1000  # chars / 4
+    # long words: chars / 4 overshoots the window, the prompt may still fit; no refusal follows
+    capped = text_token_estimate(4 * context + 400, "llama-3-8b", 256)
+    assert capped == context - 256
+    check_fits_context(get_model("llama-3-8b"), capped, 256)
+    assert text_token_estimate(4 * context, "a-model-outside-the-catalogue", 10) == context

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from placement.plan import Plan
-from placement.plan.capacity_source import parse_model_source
+from placement.plan.capacity_source import ROOFLINE_SOURCE, parse_model_source
 from placement.solver import default_capacity
-from placement.solver.capacity import ROOFLINE_SOURCE
 from training.tracking import CHAMPION, LATENCY_MODEL, TRACKING_URI_ENV
 
 

@@ -42,7 +42,13 @@ def planner(tmp_path: Path, install: Any = lambda plan: None) -> Planner:
 
 def test_health_and_readiness() -> None:
     client = TestClient(create_app(make_runtime()))
-    assert client.get("/healthz").json() == {"status": "ok", "detail": ""}
+    assert client.get("/healthz").json() == {
+        "status": "ok",
+        "detail": "",
+        "capacity": "no plan yet",
+    }
+    from_prior = TestClient(create_app(make_runtime(plan=make_plan(2)))).get("/healthz").json()
+    assert from_prior["capacity"].startswith("plan 2: capacities from the roofline prior")
     r = client.get("/readyz")
     assert r.status_code == 503 and r.json()["detail"] == "no plan yet"
     ready = TestClient(create_app(make_runtime(no_plan_fallback=True))).get("/readyz")

@@ -114,3 +114,11 @@ def test_bad_bodies_name_the_parameter(body: dict[str, object], param: str) -> N
     with pytest.raises(GatewayError) as refused:
         _parse("/v1/completions", body)
     assert refused.value.status == 400 and refused.value.param == param
+
+
+def test_long_words_that_may_fit_are_not_refused_for_an_estimate() -> None:
+    # 6 characters a token (as in the Mooncake slice's text): chars / 4 is over the window,
+    # chars / 8 is not; the replica, which tokenizes, has the last word
+    words = " figure" * 126_000  # 882k characters, 126k tokens: within llama-3-8b's 131k
+    request = _parse("/v1/completions", {"model": MODEL, "prompt": words, "max_tokens": 10})
+    assert request.input_tokens <= 131_072 - 10
