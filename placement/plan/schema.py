@@ -106,7 +106,8 @@ class TenantPlan(_Frozen):
     # its cap on all traffic); optional so plans written before them still parse
     guaranteed_rps: float | None = Field(default=None, ge=0)
     cap_rps: float | None = Field(default=None, ge=0)
-    # the share of its demand predicted to meet its SLOs (None: no demand in the window)
+    # the share of its admitted traffic predicted to meet its SLOs (shed traffic is not counted;
+    # None: nothing admitted in the window)
     predicted_attainment: float | None = Field(default=None, ge=0, le=1)
 
 
@@ -118,6 +119,7 @@ class ClassOutcome(_Frozen):
     demand_rps: float = Field(ge=0)
     served_rps: float = Field(ge=0)
     shed_share: float = Field(ge=0, le=1)
+    # of the admitted (served) traffic, the share predicted to meet the SLO
     predicted_attainment: float = Field(ge=0, le=1)
 
 

@@ -8,9 +8,10 @@
 * **Secondary** replicas of each route: the two of its pool with the most headroom.
 * **Replicas**: planned req/s and the load cap — the capacity at SLO for the mix the plan
   sends there (planned / utilisation; the pool's mix when idle).
-* **Predicted attainment** per tenant and class: served share × the probability a request on
-  a replica at utilisation ``u`` of its capacity at SLO meets the SLO, ``1 − 0.05·u`` (the
-  capacity is where p95 crosses the SLO: 95% at ``u = 1``; a coarse line below it).
+* **Predicted attainment** per tenant and class: of the traffic the plan admits, the share
+  predicted to meet its SLO on the replicas it is sent to, from each replica's planned mix
+  with queueing (:mod:`placement.solver.attainment`); shed traffic is reported as shed, not
+  counted as missed.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from placement.plan.schema import (
     TenantPlan,
     TimingSourceEntry,
 )
+from placement.solver.attainment import predicted_meet
 from placement.solver.instance import FloatArray, Instance
 from placement.solver.solution import PoolSolution, Solution
 
 SECONDARY_REPLICAS = 2
-MISS_AT_CAPACITY = 0.05
 
 
 def _route(weights: dict[int, float], inst: Instance, spare_order: list[int]) -> Route | None:
@@ -177,8 +178,15 @@ def extract_plan(
         )
 
     attain = np.zeros(inst.n_units)
-    for p in solution.pools:
-        ok = 1.0 - MISS_AT_CAPACITY * np.minimum(util[p.pair_replica], 1.0)
+    pools = solution.pools
+    meets = predicted_meet(
+        inst,
+        [p.pair_unit for p in pools],
+        [p.pair_replica for p in pools],
+        [inst.unit_rate[p.pair_unit] * p.x for p in pools],
+        [p.warm for p in pools],
+    )
+    for p, ok in zip(pools, meets, strict=True):
         attain += np.bincount(p.pair_unit, p.x * ok, inst.n_units)
     tenants = []
     outcomes = []
@@ -199,8 +207,8 @@ def extract_plan(
                 cap_share=float(np.clip(inst.burst_cap[t], 0, 1)),
                 guaranteed_rps=float(floors[t]),
                 cap_rps=float(caps[t]),
-                predicted_attainment=float(np.clip(attained_t[t] / demand_t[t], 0, 1))
-                if demand_t[t] > 0
+                predicted_attainment=float(np.clip(attained_t[t] / served_t[t], 0, 1))
+                if served_t[t] > 0
                 else None,
             )
         )
@@ -217,8 +225,9 @@ def extract_plan(
                     demand_rps=demand,
                     served_rps=srv,
                     shed_share=float(np.clip(1.0 - srv / demand, 0, 1)),
+                    # of the admitted traffic; wholly shed: nothing admitted misses
                     predicted_attainment=float(
-                        np.clip((inst.unit_rate * attain)[sel].sum() / demand, 0, 1)
+                        np.clip((inst.unit_rate * attain)[sel].sum() / srv, 0, 1) if srv > 0 else 1
                     ),
                 )
             )

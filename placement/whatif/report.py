@@ -28,6 +28,23 @@ from placement.whatif.run import CaseResult
 from placement.whatif.scenario import Scenario
 
 MAX_PRINTED_TENANTS = 6
+# predicted and simulated attainment further apart than this (points of attainment) is flagged
+AGREEMENT_POINTS = 5.0
+
+
+def disagreement(r: CaseResult) -> float | None:
+    """Predicted minus simulated attainment, in points (None: one of them is missing)."""
+    sim = (r.simulated or {}).get("attainment")
+    if r.attainment is None or sim is None or math.isnan(sim):
+        return None
+    return 100.0 * (r.attainment - float(sim))
+
+
+def disagrees(r: CaseResult) -> bool:
+    """Whether the case's predicted and simulated attainment are more than
+    :data:`AGREEMENT_POINTS` apart."""
+    gap = disagreement(r)
+    return gap is not None and abs(gap) > AGREEMENT_POINTS
 
 
 def _pct(x: float | None) -> str:
@@ -106,6 +123,8 @@ def table_rows(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
             row[f"attainment:tenant:{t}"] = r.attainment_by_tenant.get(t)
         sim = r.simulated or {}
         row["simulated_attainment"] = sim.get("attainment")
+        row["predicted_minus_simulated_points"] = disagreement(r)
+        row["disagrees"] = disagrees(r) if r.simulated else None
         for c in classes:
             row[f"simulated_attainment:{c}"] = sim.get("attainment_by_class", {}).get(c)
         row["explanation"] = " | ".join(r.explanation)
@@ -131,6 +150,7 @@ def print_results(
         )
     if simulated:
         t.add_column("simulated", justify="right", overflow="fold")
+        t.add_column("gap", justify="right", overflow="fold")
     for r in results:
         cells = [
             r.case,
@@ -142,9 +162,23 @@ def print_results(
             r.status,
         ]
         if simulated:
+            gap = disagreement(r)
+            flag = " !" if disagrees(r) else ""
             cells.append(_pct((r.simulated or {}).get("attainment")))
+            cells.append("—" if gap is None else f"{gap:+.1f}{flag}")
         t.add_row(*cells)
     console.print(t)
+    if simulated:
+        console.print(
+            "attainment: predicted for the traffic the plan admits (shed is its own column); "
+            f"gap: predicted − simulated, in points; ! beyond {AGREEMENT_POINTS:g}"
+        )
+        for r in results:
+            if disagrees(r):
+                console.print(
+                    f"[bold]{r.case}[/bold]: predicted and simulated attainment differ by "
+                    f"{disagreement(r):+.1f} points (more than {AGREEMENT_POINTS:g})"
+                )
     if any(r.timing_sources for r in results):
         console.print(timing_table(results))
     classes = _classes(results)

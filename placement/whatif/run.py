@@ -84,16 +84,18 @@ def summarise_plan(plan: Plan) -> dict[str, Any]:
     """The row's figures from a plan's outcomes."""
     outs = plan.outcomes
     demand = sum(o.demand_rps for o in outs)
+    served = sum(o.served_rps for o in outs)
     return {
+        # of the admitted traffic; the shed share is its own column
         "attainment": (
-            sum(o.demand_rps * o.predicted_attainment for o in outs) / demand if demand else 1.0
+            sum(o.served_rps * o.predicted_attainment for o in outs) / served if served else 1.0
         ),
         "shed_share": sum(o.demand_rps * o.shed_share for o in outs) / demand if demand else 0.0,
         "attainment_by_class": _weighted(
-            [(o.request_class, o.demand_rps, o.predicted_attainment) for o in outs]
+            [(o.request_class, o.served_rps, o.predicted_attainment) for o in outs]
         ),
         "attainment_by_tenant": _weighted(
-            [(o.tenant, o.demand_rps, o.predicted_attainment) for o in outs]
+            [(o.tenant, o.served_rps, o.predicted_attainment) for o in outs]
         ),
         "outcomes": [o.model_dump(mode="json") for o in outs],
     }

@@ -1,0 +1,240 @@
+"""Predicted attainment: the probability a request the plan admits meets its class SLO on the
+replica the plan sends it to, from the engine's iteration times at the planned load.
+
+Per replica, its planned mix (rate ``λ_d`` per demand unit, uncached prompt ``P_d`` tokens, ``O_d``
+output tokens) on its kind's iteration-time model (:mod:`sim.costmodel`, the simulator's own):
+
+* **Prefill** of a request: its uncached prompt in chunks of the engine's token budget,
+  ``s_d = Σ_chunks linear(chunk) + attention(chunk, context)``.
+* **Decoding**: with ``n`` sequences running, one iteration takes ``t(n)``; ``n = Σ λ_d·E_d``
+  (Little's law) with ``E_d = TTFT_d + O_d·TPOT``, found by a few fixed-point steps.
+* **TPOT**: decode iterations stretched by the prefill work interleaved with them,
+  ``TPOT = t(n) / (1 − ρ_p)``, ``ρ_p = Σ λ_d·s_d``; a request meets the TPOT SLO with probability
+  ``Φ(ln(SLO/TPOT)/σ)`` (:data:`TPOT_SPREAD` = σ, per-request spread of TPOT around its mean).
+* **TTFT**: the wait for a prefill slot plus the prefill itself. The replica's prefill is a
+  G/G/1 server of work ``w_d = s_d + ⌈P_d/chunk⌉·t(n)`` (each chunk rides one iteration with
+  the running decodes), utilisation ``ρ = Σ λ_d·w_d``; Kingman's mean wait
+  ``W = ρ/(1−ρ) · (c_a² + c_s²)/2 · E[w]`` (``c_s²`` from the mix's second moment, ``c_a²`` =
+  :data:`ARRIVAL_SCV`, the arrivals' burstiness), with the
+  roughly exponential with mean ``W/ρ``). A request misses when the wait exceeds
+  ``SLO − s_d``; at ``ρ ≥ 1`` no steady state exists and only ``1/ρ`` of the work is served
+  in time at best (the wait taken at :data:`RHO_MAX`).
+
+Kinds without a cost model (synthetic instances: fake accelerator names) take service times
+from the capacity at SLO instead: ``w_d = ρ_at_cap / capacity[d, k]`` with
+:data:`UTILISATION_AT_CAPACITY`, and no TPOT term.
+
+Only admitted traffic is counted: shed traffic is reported as shed, not as missed.
+:data:`ARRIVAL_SCV` was tuned on the what-if scenario ``double-tenant`` (held out: the others)
+(``bench/RESULTS.md``, "Predicted attainment from queueing").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from placement.solver.instance import FloatArray, Instance
+from sim.costmodel.base import IterationCostModel
+
+# squared coefficient of variation of arrivals at a replica (Poisson: 1), tuned on double-tenant
+ARRIVAL_SCV = 25.0
+TPOT_SPREAD = 0.25  # σ of ln(per-request TPOT / mean TPOT)
+UTILISATION_AT_CAPACITY = 0.8  # fallback: GPU busy share at the capacity at SLO
+FIXED_POINT_STEPS = 4
+RHO_MAX = 0.99  # the queue's utilisation is taken no closer to 1 than this
+CHUNK_TOKENS = 2048  # the engine's default token budget per iteration (DEFAULT_MAX_BATCHED_TOKENS)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLoad:
+    """One replica's planned mix: rate, uncached prompt, output tokens, TTFT and TPOT SLOs
+    and (fallback) capacity at SLO, per unit placed there."""
+
+    rate: FloatArray
+    prompt: FloatArray
+    output: FloatArray
+    ttft_slo: FloatArray
+    tpot_slo: FloatArray
+    capacity: FloatArray
+
+
+@lru_cache(maxsize=64)
+def _cost_model(accelerator: str, model: str, tp: int) -> IterationCostModel | None:
+    from placement.domain.accelerators import get_accelerator
+    from placement.domain.llm import get_model
+    from placement.errors import InputError
+    from sim.costmodel.factory import cost_model_for
+
+    try:
+        return cost_model_for(get_accelerator(accelerator), get_model(model), tp)
+    except InputError:
+        return None
+
+
+# prefill time tabulated per kind on a geometric grid of prompt lengths, interpolated in log space
+PREFILL_GRID = np.geomspace(1.0, 1 << 17, 53)
+
+
+@lru_cache(maxsize=64)
+def _prefill_table(accelerator: str, model: str, tp: int) -> FloatArray | None:
+    cost = _cost_model(accelerator, model, tp)
+    if cost is None:
+        return None
+    # whole chunks once (cumulative), then each grid prompt's last partial chunk
+    n_chunks = int(PREFILL_GRID[-1]) // CHUNK_TOKENS
+    whole = np.concatenate(
+        [
+            [0.0],
+            np.cumsum(
+                [
+                    cost.linear_s(CHUNK_TOKENS)
+                    + cost.prefill_attention_s(CHUNK_TOKENS, i * CHUNK_TOKENS)
+                    for i in range(n_chunks)
+                ]
+            ),
+        ]
+    )
+    out = []
+    for p in PREFILL_GRID:
+        full, rest = divmod(round(p), CHUNK_TOKENS)
+        t = float(whole[full])
+        if rest:
+            t += cost.linear_s(rest) + cost.prefill_attention_s(rest, full * CHUNK_TOKENS)
+        out.append(t)
+    return np.asarray(out)
+
+
+def prefill_times(table: FloatArray, prompts: FloatArray) -> FloatArray:
+    """Prefill seconds of each prompt (tokens) from a kind's :func:`_prefill_table`."""
+    x = np.log(np.clip(prompts, 1.0, PREFILL_GRID[-1]))
+    out: FloatArray = np.exp(np.interp(x, np.log(PREFILL_GRID), np.log(table)))
+    return out
+
+
+def _prefill_s(cost: IterationCostModel, prompt: float) -> float:
+    left, context, total = max(float(prompt), 1.0), 0, 0.0
+    while left > 0:
+        chunk = int(min(left, CHUNK_TOKENS))
+        total += cost.linear_s(chunk) + cost.prefill_attention_s(chunk, context)
+        context += chunk
+        left -= chunk
+    return total
+
+
+def _iteration_s(cost: IterationCostModel, n: float, context: float) -> float:
+    k = max(round(n), 1)
+    d0, d1 = cost.decode_attention_coeffs(k)
+    return float(cost.overhead_s + cost.linear_s(k) + d0 + d1 * context * k)
+
+
+def _normal_cdf(x: FloatArray) -> FloatArray:
+    out: FloatArray = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+    return out
+
+
+def wait_exceeds(rho: float, mean_wait: float, x: FloatArray) -> FloatArray:
+    """P(wait > x) at utilisation ``rho`` < 1 and mean wait ``mean_wait`` (see module doc)."""
+    if rho <= 0 or mean_wait <= 0:
+        return np.where(x < 0, 1.0, 0.0)
+    tail = rho * np.exp(-np.maximum(x, 0.0) * rho / mean_wait)
+    return np.where(x < 0, 1.0, np.minimum(tail, 1.0))
+
+
+def meet_probability(
+    load: ReplicaLoad, cost: IterationCostModel | None, prefill_table: FloatArray | None = None
+) -> FloatArray:
+    """Per unit of ``load``: the probability one of its requests meets its SLO there
+    (``prefill_table``: the kind's tabulated prefill times, else computed per prompt)."""
+    lam = load.rate
+    if lam.sum() <= 0:
+        return np.ones_like(lam)
+    if cost is None:
+        work = np.where(load.capacity > 0, UTILISATION_AT_CAPACITY / load.capacity, np.inf)
+        prefill = np.zeros_like(lam)
+        tpot_ok = np.ones_like(lam)
+    else:
+        prefill = (
+            prefill_times(prefill_table, load.prompt)
+            if prefill_table is not None
+            else np.asarray([_prefill_s(cost, p) for p in load.prompt])
+        )
+        rho_p = float((lam * prefill).sum())
+        context = float((lam * (load.prompt + load.output / 2)).sum() / lam.sum())
+        n, tpot = 1.0, _iteration_s(cost, 1.0, context)
+        for _ in range(FIXED_POINT_STEPS):
+            tpot = _iteration_s(cost, n, context) / max(1.0 - rho_p, 0.05)
+            n = max(float((lam * (prefill + load.output * tpot)).sum()), 1.0)
+        # each prefill chunk rides one iteration with the running decodes
+        chunks = np.ceil(np.maximum(load.prompt, 1.0) / CHUNK_TOKENS)
+        prefill = prefill + chunks * _iteration_s(cost, n, context)
+        work = prefill
+        with np.errstate(divide="ignore"):
+            z = np.log(load.tpot_slo / tpot) / TPOT_SPREAD
+        tpot_ok = _normal_cdf(z)
+    rho = float((lam * work).sum())
+    if not math.isfinite(rho):
+        return np.zeros_like(lam)
+    mean_w = float((lam * work).sum() / lam.sum())
+    second = float((lam * work**2).sum() / lam.sum())
+    scv = second / mean_w**2 - 1.0 if mean_w > 0 else 0.0
+    # at ρ ≥ 1 no steady state exists: the queue grows over the window; take the wait at
+    # RHO_MAX and at most 1/ρ of the work served in time
+    r = min(rho, RHO_MAX)
+    mean_wait = r / (1.0 - r) * (ARRIVAL_SCV + scv) / 2.0 * mean_w
+    ttft_ok = 1.0 - wait_exceeds(r, mean_wait, load.ttft_slo - prefill)
+    out: FloatArray = np.clip(ttft_ok * tpot_ok * min(1.0, 1.0 / rho), 0.0, 1.0)
+    return out
+
+
+def predicted_meet(
+    inst: Instance,
+    pair_unit: list[np.ndarray],
+    pair_replica: list[np.ndarray],
+    pair_rate: list[np.ndarray],
+    pair_warm: list[np.ndarray],
+) -> list[FloatArray]:
+    """Per pool's (unit, replica) pairs: the probability a request sent on that pair meets
+    its SLO, from each replica's whole planned mix."""
+    units = np.concatenate(pair_unit) if pair_unit else np.zeros(0, dtype=np.int64)
+    reps = np.concatenate(pair_replica) if pair_replica else np.zeros(0, dtype=np.int64)
+    rate = np.concatenate(pair_rate) if pair_rate else np.zeros(0)
+    warm = np.concatenate(pair_warm) if pair_warm else np.zeros(0, dtype=np.bool_)
+    prompt = np.where(
+        warm,
+        np.maximum(inst.unit_input[units] - inst.unit_prefix[units], 1.0),
+        inst.unit_input[units],
+    )
+    ttft = np.asarray([s.ttft_p95_s for s in inst.class_slo])[inst.unit_class[units]]
+    tpot = np.asarray([s.tpot_p95_s for s in inst.class_slo])[inst.unit_class[units]]
+    kinds = inst.replica_kind[reps]
+    cap = np.where(warm, inst.capacity[units, kinds], inst.capacity_cold[units, kinds])
+    meet = np.ones(len(units))
+    on = rate > 0
+    order = np.argsort(reps, kind="stable")
+    order = order[on[order]]
+    bounds = np.flatnonzero(np.diff(reps[order])) + 1
+    for idx in np.split(order, bounds):
+        if len(idx) == 0:
+            continue
+        r = int(reps[idx[0]])
+        k = int(inst.replica_kind[r])
+        name = (
+            inst.kind_accelerator[k],
+            inst.models[int(inst.replica_model[r])],
+            int(inst.kind_tp[k]),
+        )
+        cost = _cost_model(*name)
+        load = ReplicaLoad(
+            rate[idx], prompt[idx], inst.unit_output[units[idx]], ttft[idx], tpot[idx], cap[idx]
+        )
+        meet[idx] = meet_probability(load, cost, _prefill_table(*name))
+    out = []
+    start = 0
+    for u in pair_unit:
+        out.append(meet[start : start + len(u)])
+        start += len(u)
+    return out
