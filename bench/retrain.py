@@ -17,15 +17,14 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from placement.paths import repo_root
 from placement.report import print_table, write_json
-from training.tracking import CHAMPION, LATENCY_MODEL, TRACKING_URI_ENV
+from training.tracking import CHAMPION, LATENCY_MODEL, TRACKING_URI_ENV, tracking_to
 
 FLEET = repo_root() / "data" / "fleets" / "h100x8.yaml"
 KEY = "bench-retrain-key-0123456789"
@@ -40,19 +39,6 @@ class RetrainBench:
     @classmethod
     def quick(cls) -> RetrainBench:
         return cls(spans_s=(120.0,), reloads=1)
-
-
-@contextmanager
-def _tracking(uri: str) -> Iterator[None]:
-    before = os.environ.get(TRACKING_URI_ENV)
-    os.environ[TRACKING_URI_ENV] = uri
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(TRACKING_URI_ENV, None)
-        else:
-            os.environ[TRACKING_URI_ENV] = before
 
 
 def _store(folder: Path, span_s: float) -> Path:
@@ -161,7 +147,7 @@ def run_retrain_bench(
     say = progress or (lambda _m: None)
     with tempfile.TemporaryDirectory(prefix="placement-bench-retrain-") as tmp:
         root = Path(tmp)
-        with _tracking(f"sqlite:///{root / 'mlflow.db'}"):
+        with tracking_to(f"sqlite:///{root / 'mlflow.db'}"):
             from training.tracking import mlflow_warnings_only
 
             mlflow_warnings_only()

@@ -5,9 +5,6 @@ tests/conftest.py."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +12,7 @@ from typer.testing import Result
 
 from placement.paths import repo_root, shared_data
 from placement.plan import Plan
-from training.tracking import TRACKING_URI_ENV
+from training.tracking import tracking_to
 
 # the width `placement train` prints its table at in the shared run (a common terminal)
 TRAIN_COLUMNS = 80
@@ -38,20 +35,6 @@ def make_store(folder: Path, *, duration_s: float = 120.0, load: float = 0.8) ->
     requests, samples = telemetry_frames(result)
     write_telemetry(folder, requests, samples)
     return folder
-
-
-@contextmanager
-def tracking_to(uri: str) -> Iterator[None]:
-    """``MLFLOW_TRACKING_URI`` set to ``uri`` inside the block, restored after."""
-    before = os.environ.get(TRACKING_URI_ENV)
-    os.environ[TRACKING_URI_ENV] = uri
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[TRACKING_URI_ENV]
-        else:
-            os.environ[TRACKING_URI_ENV] = before
 
 
 @dataclass(frozen=True, slots=True)

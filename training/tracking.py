@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +30,20 @@ THROUGHPUT_MODEL = "placement-throughput"
 CHAMPION = "champion"
 DEFAULT_EXPERIMENT = "placement-predictors"
 SQLITE_PREFIX = "sqlite:///"
+
+
+@contextlib.contextmanager
+def tracking_to(uri: str) -> Iterator[None]:
+    """``MLFLOW_TRACKING_URI`` set to ``uri`` inside the block, restored after."""
+    before = os.environ.get(TRACKING_URI_ENV)
+    os.environ[TRACKING_URI_ENV] = uri
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(TRACKING_URI_ENV, None)
+        else:
+            os.environ[TRACKING_URI_ENV] = before
 
 
 def default_store() -> Path:

@@ -195,6 +195,20 @@ class _Fleet:
             stop(self.process)
             raise
 
+    def route_with(
+        self, router: str, options: E2EOptions, tools: Tools, *, workdir: Path
+    ) -> RouterStack:
+        """``router`` started in front of these replicas."""
+        return start_router(
+            router,
+            fleet_path=options.fleet,
+            addresses=self.addresses,
+            addresses_file=self.addresses_file,
+            workdir=workdir,
+            tools=tools,
+            gateway_env=options.gateway_env,
+        )
+
     def close(self) -> None:
         stop(self.process)
 
@@ -222,15 +236,7 @@ def _replays(options: E2EOptions, tools: Tools, work: Path) -> list[dict[str, An
             emulated = _Fleet(options.fleet, case)
             stack: RouterStack | None = None
             try:
-                stack = start_router(
-                    router,
-                    fleet_path=options.fleet,
-                    addresses=emulated.addresses,
-                    addresses_file=emulated.addresses_file,
-                    workdir=case,
-                    tools=tools,
-                    gateway_env=options.gateway_env,
-                )
+                stack = emulated.route_with(router, options, tools, workdir=case)
                 idle = _idle_cores(stack) if stack.processes else None
                 args = aiperf_command(
                     venv,
@@ -297,15 +303,7 @@ def _probes(options: E2EOptions, tools: Tools, work: Path) -> list[dict[str, Any
         )
         for router in routers:
             print(f"probe: {options.probe_rate:g} req/s through {router}", flush=True)
-            stack = start_router(
-                router,
-                fleet_path=options.fleet,
-                addresses=emulated.addresses,
-                addresses_file=emulated.addresses_file,
-                workdir=case,
-                tools=tools,
-                gateway_env=options.gateway_env,
-            )
+            stack = emulated.route_with(router, options, tools, workdir=case)
             try:
                 rows.append(
                     probe_row(

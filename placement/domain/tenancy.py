@@ -152,24 +152,8 @@ def tenancy_from_dict(
             field="tenants",
             expected="at most 1: they are shares of one fleet",
         )
-    shares = {n: t.traffic_share for n, t in doc.tenants.items() if t.traffic_share is not None}
-    if shares and len(shares) != len(doc.tenants):
-        missing = sorted(set(doc.tenants) - set(shares))
-        raise InputError(
-            f"traffic_share given for some tenants but not {', '.join(missing)}",
-            source=source,
-            field=f"tenants.{missing[0]}.traffic_share",
-            expected="a share for every tenant, or for none",
-        )
-    sources = {n: t.source for n, t in doc.tenants.items() if t.source is not None}
-    if sources and len(sources) != len(doc.tenants):
-        missing = sorted(set(doc.tenants) - set(sources))
-        raise InputError(
-            f"source given for some tenants but not {', '.join(missing)}",
-            source=source,
-            field=f"tenants.{missing[0]}.source",
-            expected="a source for every tenant, or for none",
-        )
+    shares: dict[str, float] = _all_or_none(doc, "traffic_share", "a share", source=source)
+    sources: dict[str, str] = _all_or_none(doc, "source", "a source", source=source)
     classes = dict(DEFAULT_CLASSES)
     classes.update(
         {
@@ -201,6 +185,21 @@ def tenancy_from_dict(
         ),
         doc=doc.model_dump(mode="json", exclude_defaults=True),
     )
+
+
+def _all_or_none(doc: _TenancyDoc, field: str, what: str, *, source: str) -> dict[str, Any]:
+    """Each tenant's ``field``, given for every tenant or for none; InputError naming the
+    first tenant without it."""
+    given = {n: getattr(t, field) for n, t in doc.tenants.items() if getattr(t, field) is not None}
+    if given and len(given) != len(doc.tenants):
+        missing = sorted(set(doc.tenants) - set(given))
+        raise InputError(
+            f"{field} given for some tenants but not {', '.join(missing)}",
+            source=source,
+            field=f"tenants.{missing[0]}.{field}",
+            expected=f"{what} for every tenant, or for none",
+        )
+    return given
 
 
 def _credit_share(name: str, t: TenantSpec, fleet_gpus: float | None, source: str) -> float:
