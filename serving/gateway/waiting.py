@@ -153,6 +153,14 @@ class WaitingRoom:
         budget = self.service.admission.classes.get(request_class)
         return budget.priority if budget is not None else 0
 
+    @staticmethod
+    def ttft_slo_s(request_class: str, given: float | None) -> float:
+        """A request's TTFT SLO: the one it was sent with, else its class's."""
+        if given is not None:
+            return given
+        known = DEFAULT_CLASSES.get(request_class)
+        return known.ttft_slo_s if known is not None else DEFAULT_TTFT_SLO_S
+
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
         self._wake = asyncio.Event()
@@ -174,10 +182,7 @@ class WaitingRoom:
         raises (:class:`~serving.route.types.NoReplica`, bad input)."""
         band = self.band(query.request_class)
         queue = self.queue
-        slo = ttft_slo_s
-        if slo is None:
-            known = DEFAULT_CLASSES.get(query.request_class)
-            slo = known.ttft_slo_s if known is not None else DEFAULT_TTFT_SLO_S
+        slo = self.ttft_slo_s(query.request_class, ttft_slo_s)
         policy = queue.policy
         deadline = arrival + slo * policy.deadline_slack
         if not self.enabled or queue.waiting_above(band + 1) == 0:

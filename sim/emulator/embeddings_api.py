@@ -42,13 +42,16 @@ def parse_embedding(body: dict[str, Any]) -> EmbeddingRequest:
     if not isinstance(model, str) or not model:
         raise ApiError(400, "'model' is required (a string)", param="model")
     inputs = _inputs(body.get("input"))
-    encoding = body.get("encoding_format")
-    if encoding is None:
-        encoding = "float"
-    if encoding not in ("float", "base64"):
-        raise ApiError(
-            400, "'encoding_format' must be 'float' or 'base64'", param="encoding_format"
-        )
+    encoding: EncodingFormat
+    match body.get("encoding_format"):
+        case None | "float":
+            encoding = "float"
+        case "base64":
+            encoding = "base64"
+        case _:
+            raise ApiError(
+                400, "'encoding_format' must be 'float' or 'base64'", param="encoding_format"
+            )
     dimensions = body.get("dimensions")
     if dimensions is not None and (
         isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1
