@@ -188,6 +188,7 @@ class EmbeddingPath:
             wait_s = self.policy.wait_budget(slo)
             answer = await self.batcher.submit(key, call, size=len(call.inputs), wait_s=wait_s)
         else:
+            self.metrics.observe(1, len(call.inputs))
             answer = (await self._send_batch(key, [call]))[0]
         outcome.first_byte = outcome.finish = time.monotonic()
         outcome.status = answer.status
