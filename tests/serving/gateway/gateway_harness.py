@@ -81,7 +81,9 @@ def running_gateway(
         scrape_interval_s=0.2,
         port=free_port(),
     )
-    with EmulatorThread(load_fleet(fleet_file), EmulatorOptions(base_port=0, time_scale=time_scale)) as emulator:
+    with EmulatorThread(
+        load_fleet(fleet_file), EmulatorOptions(base_port=0, time_scale=time_scale)
+    ) as emulator:
         app = build_app(
             settings,
             addresses=emulator.addresses(),
