@@ -65,9 +65,11 @@ def run_batching_bench(
     input_words: int = 150,
     slo_s: float = DEFAULT_SLO_S,
     accelerator: str = "L4",
+    max_wait_s: float | None = None,
     seed: int = 0,
     out: Path | None = None,
 ) -> dict[str, Any]:
+    """``max_wait_s``: the gateway's batching wait cap (None: its default)."""
     if not rates or min(rates) <= 0 or duration_s <= 0 or time_scale <= 0 or input_words < 1:
         raise InputError("rates, duration, time scale and input words must be > 0", field="--rate")
     if slo_s <= 0:
@@ -106,6 +108,8 @@ def run_batching_bench(
                 }
                 if batch_max is not None:
                     env["PLACEMENT_GATEWAY_EMBED_BATCH_MAX"] = batch_max
+                elif max_wait_s is not None:
+                    env["PLACEMENT_GATEWAY_EMBED_BATCH_MAX_WAIT_S"] = str(max_wait_s)
                 rows += _mode(
                     mode, env, fleet_path, addresses_file, Path(tmp), key, rates, duration_s,
                     input_words, slo_s, seed,
@@ -120,6 +124,7 @@ def run_batching_bench(
         "duration_s": duration_s,
         "input_words": input_words,
         "slo_s": slo_s,
+        "max_wait_s": max_wait_s,
         "rows": rows,
         "summary": summary,
         "load_average_1m": os.getloadavg()[0],

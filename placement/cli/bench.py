@@ -430,6 +430,9 @@ def batching(
     input_words: Annotated[int, typer.Option(help="words in each request's one input")] = 150,
     slo_ms: Annotated[float, typer.Option(help="the requests' latency SLO (x-slo-ttft-ms)")] = 1000,
     accelerator: Annotated[str, typer.Option(help="the embedding replica's accelerator")] = "L4",
+    max_wait_ms: Annotated[
+        float | None, typer.Option(help="the gateway's batching wait cap (default: its own)")
+    ] = None,
 ) -> None:
     """Dynamic batching of /v1/embeddings in the gateway: throughput gained and latency added,
     against sending each request alone, on an emulated embedding replica."""
@@ -442,6 +445,7 @@ def batching(
         input_words=input_words,
         slo_s=slo_ms / 1e3,
         accelerator=accelerator,
+        max_wait_s=None if max_wait_ms is None else max_wait_ms / 1e3,
         out=out,
     )
 

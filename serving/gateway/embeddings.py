@@ -33,6 +33,7 @@ from starlette.types import Receive, Scope, Send
 
 from placement.domain.llm import get_model, text_token_estimate
 from placement.errors import InputError
+from serving.flow.waiting import WaitingRoom
 from serving.gateway.batching import Batcher, BatchPolicy
 from serving.gateway.errors import GatewayError
 from serving.gateway.forward import UPSTREAM_ERRORS, Upstream, base_url, refused
@@ -40,7 +41,6 @@ from serving.gateway.headers import RequestMeta, header_map
 from serving.gateway.outcome import Outcome, OutcomeRecorder
 from serving.gateway.prompt import MAX_CHARS_PER_TOKEN
 from serving.gateway.replies import JSON, read_body, send_error, send_whole
-from serving.gateway.waiting import WaitingRoom
 from serving.route.types import RouteQuery
 from serving.service import PlacementService, Routed
 from sim.emulator import embeddings_api as embed_api

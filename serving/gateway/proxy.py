@@ -32,6 +32,7 @@ from starlette.types import Message, Receive, Scope, Send
 from placement.errors import InputError, PlacementError
 from serving.api.runtime import ServiceRuntime
 from serving.flow import FlowPolicy
+from serving.flow.waiting import ClientGone, WaitingRoom
 from serving.gateway.batching import BatchPolicy
 from serving.gateway.embeddings import EmbeddingPath
 from serving.gateway.errors import GatewayError
@@ -48,7 +49,6 @@ from serving.gateway.result_cache import CachedAnswer, ResultCache
 from serving.gateway.retry import RetryBudget
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.stream import EventRelay, read_usage
-from serving.gateway.waiting import ClientGone, WaitingRoom
 from serving.route.types import NoReplica, RouteQuery
 from serving.service import Refused, Routed
 from serving.telemetry_sink import TelemetrySink

@@ -57,8 +57,8 @@ class GatewaySettings(BaseSettings):
     # its batches are out; none waits past min(embed_batch_max_wait_s, embed_batch_wait_share
     # × its SLO) for others to join it
     embed_batch_max: int = Field(default=64, ge=0, le=2048)
-    embed_batch_wait_share: float = Field(default=0.1, ge=0, le=1)
-    embed_batch_max_wait_s: float = Field(default=0.05, ge=0, le=60)
+    embed_batch_wait_share: float = Field(default=0.25, ge=0, le=1)
+    embed_batch_max_wait_s: float = Field(default=0.5, ge=0, le=60)
     embed_batch_in_flight: int = Field(default=1, ge=1, le=1024)
     # the Batch API (/v1/files, /v1/batches): its files and jobs kept in this folder (None: off)
     batch_dir: Path | None = None
