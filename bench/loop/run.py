@@ -53,7 +53,7 @@ from bench.policies import (
 )
 from placement.domain.fleet import Fleet
 from placement.plan import Plan
-from placement.solver.capacity import CapacitySource
+from placement.solver.capacity import CapacitySource, class_slos
 from placement.solver.instance import WARM_KV_SHARE
 from placement.solver.model import Weights
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
@@ -240,7 +240,7 @@ def ours_with_policy(
         fleet=ctx.case.fleet,
         tenants=ctx.tune.tenants if v.credits else {},
         classes=ctx.tune.classes,
-        capacity=ctx.capacity if v.learned else roofline_capacity(),
+        capacity=ctx.capacity if v.learned else roofline_capacity(class_slos(ctx.tune.classes)),
         block_tokens=ctx.tune.block_tokens,
         rule=planning_rule(v),
         options=SolveOptions(weights=Weights(churn=0.0)) if not v.churn else SolveOptions(),
@@ -285,12 +285,13 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     """Split, scale, learn, and tune the route profile and the gate — all on the head."""
     tune, report = case.workload.split(case.tune_share)
     weights = fleet_capacity(case.fleet, tune, cost_model_for_replica)
+    slos = class_slos(tune.classes)
     if case.learn:
-        learned = learn_capacity(tune, case.fleet, store, seed=case.seed, say=say)
+        learned = learn_capacity(tune, case.fleet, store, seed=case.seed, say=say, slos=slos)
         capacity: CapacitySource = learned.capacity
         uri = learned.model_uri
     else:
-        capacity, uri = roofline_capacity(), "roofline-prior"
+        capacity, uri = roofline_capacity(slos), "roofline-prior"
     ctx = CaseContext(
         case=case, tune=tune, report=report, weights=weights, capacity=capacity, model_uri=uri
     )

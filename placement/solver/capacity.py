@@ -7,10 +7,11 @@ at its *uncached* prompt length (mean prompt − prefix tokens); defaults at the
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from models.capacity import CapacityTable, Slo, build_capacity_table, replica_kind
+from models.capacity import DEFAULT_SLOS, CapacityTable, Slo, build_capacity_table, replica_kind
 from models.predictor import LatencyModel
 from placement.plan.capacity_source import ROOFLINE_SOURCE
 
@@ -30,20 +31,40 @@ class CapacitySource(Protocol):
     def table(self, accelerator: str, model: str, tp: int) -> CapacityLookup: ...
 
 
+class HasSlo(Protocol):
+    """A request class's SLOs (``placement.domain.requests.RequestClass`` has them)."""
+
+    @property
+    def ttft_slo_s(self) -> float: ...
+    @property
+    def tpot_slo_s(self) -> float: ...
+
+
+def class_slos(classes: Mapping[str, HasSlo] | Iterable[HasSlo]) -> tuple[Slo, ...]:
+    """The SLO levels a table needs for ``classes``: the default levels and each class's own
+    (a class tighter than every default level, such as a 0.5-s TTFT, finds no level without
+    its own), loosest TTFT last."""
+    values = classes.values() if isinstance(classes, Mapping) else classes
+    levels = set(DEFAULT_SLOS) | {Slo(c.ttft_slo_s, c.tpot_slo_s) for c in values}
+    return tuple(sorted(levels, key=lambda s: (s.ttft_p95_s, s.tpot_p95_s)))
+
+
 @dataclass
 class TableCapacity:
-    """Capacity tables built once per replica kind from a latency model (None: the prior)."""
+    """Capacity tables built once per replica kind from a latency model (None: the prior),
+    at the SLO levels ``slos`` (:func:`class_slos` of the classes to plan for)."""
 
     latency: LatencyModel | None
     source: str
     note: str = ""
+    slos: tuple[Slo, ...] = DEFAULT_SLOS
     _tables: dict[tuple[str, str, int], CapacityTable] = field(default_factory=dict)
 
     def table(self, accelerator: str, model: str, tp: int) -> CapacityLookup:
         key = (accelerator, model, tp)
         if key not in self._tables:
             self._tables[key] = build_capacity_table(
-                replica_kind(accelerator, model, tp), self.latency
+                replica_kind(accelerator, model, tp), self.latency, slos=self.slos
             )
         return self._tables[key]
 

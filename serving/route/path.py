@@ -82,8 +82,9 @@ class PlacementRoutePath:
             load_cap.cap_of if load_cap is not None else (lambda _: _INF)
         )
         self._spill = p.spill_to_secondary
-        self._scored = p.plan_picker in ("scored", "warm")
+        self._scored = p.plan_picker in ("scored", "warm", "planned")
         self._warm_only = p.plan_picker == "warm"
+        self._planned_only = p.plan_picker == "planned"
         self._reasons = {f.cause: f"fallback:{f.cause}" for f in p.filters}
         self._reasons.setdefault("unhealthy", "fallback:unhealthy")
         self._prefixes = RouterPrefixIndex(p.block_tokens) if p.uses_prefix_index else None
@@ -175,6 +176,24 @@ class PlacementRoutePath:
                     )
                 except NoReplica:
                     pass
+            if self._planned_only:
+                # the planned replicas, then the spill: the replicas the plan chose for this
+                # tenant's class (an interactive tenant's fast accelerators, a batch tenant's
+                # cheap ones); the gate's second look still takes a faster one when these miss
+                for tier, reason in ((entry.replicas, PLAN), (entry.secondary, SPILL)):
+                    if tier:
+                        try:
+                            return self._fallback(
+                                routing,
+                                query,
+                                now,
+                                reason,
+                                self.profile.no_plan,
+                                entry,
+                                tier.__contains__,
+                            )
+                        except NoReplica:
+                            pass
             return self._fallback(routing, query, now, PLAN, self.profile.no_plan, entry)
         states = fleet.states
         caps = routing.cap_in_flight
