@@ -37,6 +37,7 @@ from bench.loop.plans import NO_GROUPS, Planning
 from bench.loop.replan import Replanning
 from bench.loop.tuning import (
     BASE_PROFILE,
+    PLAN_PICKER_CHOICES,
     TUNE_LOADS,
     WARM_KV_SHARES,
     Setting,
@@ -299,16 +300,29 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     profiles = store / "profiles"
     # the warm-prefix budget matters only to traffic with shared prefixes
     shares = WARM_KV_SHARES if any(r.block_hashes for r in tune.requests) else (WARM_KV_SHARE,)
-    for setting in case.settings or grid(shares):
+
+    def score(setting: Setting) -> float:
         ctx.profile = write_profile(setting, profiles)
         ctx.warm_kv_share = setting.warm_kv_share
-        score = 0.0
+        total = 0.0
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
             result, wl, _ = ours(ctx, load, on=tune, headroom=setting.headroom)
-            score += summarise(result, wl).goodput_rps
-        if score > best[0]:
-            best = (score, setting)
+            total += summarise(result, wl).goodput_rps
+        return total
+
+    for setting in case.settings or grid(shares):
+        got = score(setting)
+        if got > best[0]:
+            best = (got, setting)
+    # with several classes the plan may place them apart: does binding its choice pay?
+    if not case.settings and len({r.request_class for r in tune.requests}) > 1:
+        for picker in PLAN_PICKER_CHOICES:
+            if picker != best[1].plan_picker:
+                setting = dataclasses.replace(best[1], plan_picker=picker)
+                got = score(setting)
+                if got > best[0]:
+                    best = (got, setting)
     chosen = best[1]
     ctx.headroom = chosen.headroom
     ctx.warm_kv_share = chosen.warm_kv_share
@@ -317,7 +331,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
         f"{chosen.headroom}, prefix-match weight {chosen.prefix_weight}, predicted-TTFT weight "
         f"{chosen.ttft_weight} ({ctx.profile.name}), warm-prefix KV share "
-        f"{chosen.warm_kv_share}"
+        f"{chosen.warm_kv_share}, plan picker {chosen.plan_picker}"
     )
     return ctx
 
