@@ -37,11 +37,11 @@ from bench.loop.plans import NO_GROUPS, Planning
 from bench.loop.replan import Replanning
 from bench.loop.tuning import (
     BASE_PROFILE,
-    PLAN_PICKER_CHOICES,
     TUNE_LOADS,
     WARM_KV_SHARES,
     Setting,
     grid,
+    plan_pickers,
     write_profile,
 )
 from bench.policies import (
@@ -316,8 +316,8 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         if got > best[0]:
             best = (got, setting)
     # with several classes the plan may place them apart: does binding its choice pay?
-    if not case.settings and len({r.request_class for r in tune.requests}) > 1:
-        for picker in PLAN_PICKER_CHOICES:
+    if not case.settings:
+        for picker in plan_pickers(r.request_class for r in tune.requests):
             if picker != best[1].plan_picker:
                 setting = dataclasses.replace(best[1], plan_picker=picker)
                 got = score(setting)

@@ -17,6 +17,7 @@ inspected and reused (``placement bench routing`` and the service read the same 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,12 @@ def grid(warm_kv_shares: tuple[float, ...] = (WARM_KV_SHARE,)) -> list[Setting]:
         Setting(*s)
         for s in itertools.product(PREFIX_WEIGHTS, TTFT_WEIGHTS, HEADROOMS, warm_kv_shares)
     ]
+
+
+def plan_pickers(request_classes: Iterable[str]) -> tuple[str, ...]:
+    """The plan pickers worth trying on traffic of these request classes: whether the plan's
+    replicas bind matters only where it may place classes apart."""
+    return PLAN_PICKER_CHOICES if len(set(request_classes)) > 1 else (BASE_PLAN_PICKER,)
 
 
 def write_profile(setting: Setting, directory: Path, base: Path = BASE_PROFILE) -> Path:

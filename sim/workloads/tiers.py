@@ -36,6 +36,4 @@ def load_tiers(
     """The ``tiers`` workload over ``duration_s`` (default :data:`DEFAULT_SPAN_S`): the tenant
     mix of ``tenants``, its sources (``known`` names) loaded by ``load``."""
     span = DEFAULT_SPAN_S if duration_s is None else duration_s
-    return mix_tenants(
-        load_tenancy(tenants), load, known, name="tiers", seed=seed, duration_s=span
-    )
+    return mix_tenants(load_tenancy(tenants), load, known, name="tiers", seed=seed, duration_s=span)
