@@ -94,13 +94,13 @@ class _Fixed:
 # the champion's capacity tables, kept between solves in the process that built them (the
 # planner's worker): (tracking store, version) → tables. Loading a predictor from MLflow and
 # tabulating it cost seconds; a promotion changes the version, and the next solve loads that.
-_champion_tables: dict[tuple[str, str], TableCapacity] = {}
+_champion_tables: dict[tuple[str, str, tuple[Slo, ...]], TableCapacity] = {}
 
 
-def default_capacity() -> TableCapacity:
+def default_capacity(slos: tuple[Slo, ...] = DEFAULT_SLOS) -> TableCapacity:
     """The champion latency predictor if one is promoted (the plan records its version:
     ``models:/placement-latency/<v> (@champion)``), else the roofline prior; ``note`` says why
-    the prior was used.
+    the prior was used. Tables at the SLO levels ``slos`` (:func:`class_slos`).
 
     The champion's tables are kept per version when the local store tells the version without
     MLflow: a later call with the same champion reuses them, one after a promotion loads the
@@ -112,8 +112,10 @@ def default_capacity() -> TableCapacity:
         from training.tracking import missing_champion
 
         missing = missing_champion() or f"no {CHAMPION} in {tracking_uri()}"
-        return TableCapacity(None, ROOFLINE_SOURCE, note=f"PredictorUnavailable: {missing}"[:300])
-    key = (tracking_uri(), lookup.version or "")
+        return TableCapacity(
+            None, ROOFLINE_SOURCE, note=f"PredictorUnavailable: {missing}"[:300], slos=slos
+        )
+    key = (tracking_uri(), lookup.version or "", slos)
     if lookup.version is not None and key in _champion_tables:
         return _champion_tables[key]
     try:
@@ -121,13 +123,15 @@ def default_capacity() -> TableCapacity:
 
         champion = load_champion()
     except Exception as exc:  # PredictorUnavailable, or the tracking store failing to open
-        return TableCapacity(None, ROOFLINE_SOURCE, note=f"{type(exc).__name__}: {exc}"[:300])
+        return TableCapacity(
+            None, ROOFLINE_SOURCE, note=f"{type(exc).__name__}: {exc}"[:300], slos=slos
+        )
     predictor = champion.predictor
     # a table is ~2,000 predictions of a few rows each: one thread each (measured on the shared
     # 2-core machine: 28 s with LightGBM's two OpenMP threads, 1.2 s with one; same numbers)
     predictor.config = replace(predictor.config, predict_threads=1)
-    tables = TableCapacity(predictor, champion.source)
+    tables = TableCapacity(predictor, champion.source, slos=slos)
     if lookup.version is not None:
-        _champion_tables.clear()  # one champion at a time
-        _champion_tables[(key[0], champion.version)] = tables
+        _champion_tables.clear()  # one champion (and one set of classes) at a time
+        _champion_tables[(key[0], champion.version, slos)] = tables
     return tables
