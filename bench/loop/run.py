@@ -311,18 +311,14 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             total += summarise(result, wl).goodput_rps
         return total
 
-    for setting in case.settings or grid(shares):
+    # with several classes on several accelerator kinds the plan may place the classes apart:
+    # whether its choice binds is tuned with the weights
+    kinds = {r.accelerator.kind for r in case.fleet.replicas}
+    pickers = plan_pickers((r.request_class for r in tune.requests), kinds)
+    for setting in case.settings or grid(shares, pickers):
         got = score(setting)
         if got > best[0]:
             best = (got, setting)
-    # with several classes the plan may place them apart: does binding its choice pay?
-    if not case.settings:
-        for picker in plan_pickers(r.request_class for r in tune.requests):
-            if picker != best[1].plan_picker:
-                setting = dataclasses.replace(best[1], plan_picker=picker)
-                got = score(setting)
-                if got > best[0]:
-                    best = (got, setting)
     chosen = best[1]
     ctx.headroom = chosen.headroom
     ctx.warm_kv_share = chosen.warm_kv_share

@@ -1,8 +1,8 @@
 """What the loop tunes on the head of a trace: the route profile's scorer weights and, on traffic
 with shared prefixes, the share of each replica's KV memory the plan may fill with warm
-prefixes, picked from a small grid by goodput summed over a few loads; on traffic of more than
-one request class, then, whether the plan's choice of replicas binds (``plan_picker:
-planned``, :data:`PLAN_PICKER_CHOICES`) with the weights picked.
+prefixes, picked from a small grid by goodput summed over a few loads; and, on traffic of more
+than one request class over more than one accelerator kind, whether the plan's choice of
+replicas binds (``plan_picker: planned``, :data:`PLAN_PICKER_CHOICES`).
 
 The admission gate's headroom is not tuned (:data:`HEADROOMS` holds 1.0 alone): the gate
 refuses by the chance that a request misses its SLO (:mod:`serving.admission.slo_gate`),
@@ -49,17 +49,23 @@ class Setting:
     plan_picker: str = BASE_PLAN_PICKER
 
 
-def grid(warm_kv_shares: tuple[float, ...] = (WARM_KV_SHARE,)) -> list[Setting]:
+def grid(
+    warm_kv_shares: tuple[float, ...] = (WARM_KV_SHARE,),
+    plan_pickers: tuple[str, ...] = (BASE_PLAN_PICKER,),
+) -> list[Setting]:
     return [
         Setting(*s)
-        for s in itertools.product(PREFIX_WEIGHTS, TTFT_WEIGHTS, HEADROOMS, warm_kv_shares)
+        for s in itertools.product(
+            PREFIX_WEIGHTS, TTFT_WEIGHTS, HEADROOMS, warm_kv_shares, plan_pickers
+        )
     ]
 
 
-def plan_pickers(request_classes: Iterable[str]) -> tuple[str, ...]:
-    """The plan pickers worth trying on traffic of these request classes: whether the plan's
-    replicas bind matters only where it may place classes apart."""
-    return PLAN_PICKER_CHOICES if len(set(request_classes)) > 1 else (BASE_PLAN_PICKER,)
+def plan_pickers(request_classes: Iterable[str], accelerators: Iterable[str]) -> tuple[str, ...]:
+    """The plan pickers worth tuning: whether the plan's replicas bind matters only where it
+    may place classes apart (several request classes) on accelerators that differ."""
+    several = len(set(request_classes)) > 1 and len(set(accelerators)) > 1
+    return PLAN_PICKER_CHOICES if several else (BASE_PLAN_PICKER,)
 
 
 def write_profile(setting: Setting, directory: Path, base: Path = BASE_PROFILE) -> Path:

@@ -42,10 +42,16 @@ def test_the_warm_prefix_budget_is_tuned_only_when_asked() -> None:
     assert len(both) == len(plain) * len(WARM_KV_SHARES)
 
 
-def test_the_plan_picker_is_tuned_only_on_traffic_of_several_classes(tmp_path: Path) -> None:
-    assert plan_pickers(["interactive", "interactive"]) == (BASE_PLAN_PICKER,)
-    assert plan_pickers(["interactive", "batch"]) == PLAN_PICKER_CHOICES
+def test_the_plan_picker_is_tuned_only_for_several_classes_on_several_kinds(
+    tmp_path: Path,
+) -> None:
+    hetero = ["H100-SXM", "L40S"]
+    assert plan_pickers(["interactive", "interactive"], hetero) == (BASE_PLAN_PICKER,)
+    assert plan_pickers(["interactive", "batch"], ["H100-SXM"] * 2) == (BASE_PLAN_PICKER,)
+    assert plan_pickers(["interactive", "batch"], hetero) == PLAN_PICKER_CHOICES
     assert "planned" in PLAN_PICKER_CHOICES
+    both = grid(plan_pickers=PLAN_PICKER_CHOICES)
+    assert len(both) == 2 * len(grid()) and {s.plan_picker for s in both} == {*PLAN_PICKER_CHOICES}
     path = write_profile(Setting(1.0, 2.0, 1.0, plan_picker="planned"), tmp_path)
     profile = load_profile(path)
     assert profile.plan_picker == "planned" and path.stem.startswith("planned-")
