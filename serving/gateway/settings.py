@@ -52,6 +52,14 @@ class GatewaySettings(BaseSettings):
     queue_band_headroom: float = Field(default=1.0, gt=0, le=1)
     # the prefill rate the queue assumes to tell when a waiting request's first token is due
     queue_prefill_tokens_per_s: float = Field(default=20000.0, gt=0)
+    # dynamic batching of POST /v1/embeddings: requests for the same replica and model go as one
+    # request of up to embed_batch_max inputs (0: each alone) while embed_batch_in_flight of
+    # its batches are out; none waits past min(embed_batch_max_wait_s, embed_batch_wait_share
+    # × its SLO) for others to join it
+    embed_batch_max: int = Field(default=64, ge=0, le=2048)
+    embed_batch_wait_share: float = Field(default=0.25, ge=0, le=1)
+    embed_batch_max_wait_s: float = Field(default=0.5, ge=0, le=60)
+    embed_batch_in_flight: int = Field(default=1, ge=1, le=1024)
     # the Batch API (/v1/files, /v1/batches): its files and jobs kept in this folder (None: off)
     batch_dir: Path | None = None
     batch_max_file_bytes: int = Field(default=200 << 20, ge=1)
