@@ -24,7 +24,6 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
 
 from starlette.types import Message, Receive, Scope, Send
 
@@ -48,7 +47,6 @@ from serving.telemetry_sink import TelemetrySink
 from sim.emulator.openai_api import error_event
 
 JSON = b"application/json"
-FIRST_CHUNK_ERRORS: tuple[type[BaseException], ...] = (*UPSTREAM_ERRORS, StopAsyncIteration)
 SSE = b"text/event-stream"
 
 
@@ -404,7 +402,7 @@ class Gateway:
             finally:
                 response.release()
             status = response.status
-            content_type = response.headers.get("content-type", "application/json").encode()
+            content_type = response.content_type or JSON
             if status >= 500:
                 last = (status, body, content_type)
                 self._failed(outcome, "5xx", f"HTTP {status}", attempt, targets)
@@ -458,7 +456,7 @@ class Gateway:
                 continue
             try:
                 status = response.status
-                content_type = response.headers.get("content-type", "text/event-stream").encode()
+                content_type = response.content_type or SSE
                 if status != 200:
                     try:
                         body = await response.read()
@@ -474,11 +472,13 @@ class Gateway:
                     outcome.finish = time.monotonic()
                     await _send(send, status, body, content_type, _served_by(replica_id, outcome))
                     return
-                chunks = response.content.iter_any()
                 try:
-                    first = await anext(chunks)
-                except FIRST_CHUNK_ERRORS as exc:
+                    first = await response.next_chunk()
+                except UPSTREAM_ERRORS as exc:
                     self._failed(outcome, "read", type(exc).__name__, attempt, targets)
+                    continue
+                if first is None:  # an empty stream: nothing came
+                    self._failed(outcome, "read", "EmptyStream", attempt, targets)
                     continue
                 outcome.first_byte = time.monotonic()
                 outcome.status = 200
@@ -493,7 +493,7 @@ class Gateway:
                     ],
                 }
                 await send(start)
-                await self._relay(receive, send, request, outcome, first, chunks, key)
+                await self._relay(receive, send, request, outcome, first, response, key)
                 return
             finally:
                 response.release()
@@ -506,7 +506,7 @@ class Gateway:
         request: ProxyRequest,
         outcome: Outcome,
         first: bytes,
-        chunks: AsyncIterator[bytes],
+        response: Response,
         key: bytes | None,
     ) -> None:
         """Pass the events on as they come; end with an error event if the replica fails."""
@@ -525,7 +525,7 @@ class Gateway:
                 if gone.done():
                     outcome.error, outcome.label = "client disconnected", "client_gone"
                     return
-                chunk = await anext(chunks, None)
+                chunk = await response.next_chunk()
             rest = relay.rest()
             if rest:
                 await send({"type": "http.response.body", "body": rest, "more_body": True})
