@@ -67,7 +67,7 @@ class Response:
     """One answer being read: its status and content type once its head is in, then its body
     as it arrives (:meth:`read` whole, or :meth:`next_chunk` piece by piece)."""
 
-    __slots__ = ("_conn", "_chunks", "_waiter", "_error", "complete", "status", "content_type")
+    __slots__ = ("_chunks", "_conn", "_error", "_waiter", "complete", "content_type", "status")
 
     def __init__(self, conn: _Connection) -> None:
         self._conn: _Connection | None = conn

@@ -86,6 +86,7 @@ class Gateway:
             ),
             prefill_tokens_per_s=settings.queue_prefill_tokens_per_s,
         )
+        self._bad_request = self.metrics.requests.labels("bad_request")
         self._ids = itertools.count(1)
         self._bases: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -136,17 +137,55 @@ class Gateway:
 
     # ---- POST /v1/completions, /v1/chat/completions --------------------------------------
     async def generate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request as an ASGI app (:class:`~serving.gateway.asgi.GatewayMiddleware`)."""
         arrival, arrival_wall = time.monotonic(), time.time()
         try:
             headers = header_map(scope["headers"])
             meta = self._meta(headers)
             raw = await _read_body(receive, headers, self.runtime.settings.max_body_bytes)
-            request = parse_request(
-                scope["path"], raw, block_chars=self.runtime.settings.text_block_chars
-            )
+        except GatewayError as exc:
+            self._bad_request.inc()
+            await _send_error(send, exc)
+            return
+        await self._generate(scope["path"], meta, raw, arrival, arrival_wall, receive, send)
+
+    async def generate_read(
+        self,
+        path: str,
+        raw_headers: list[tuple[bytes, bytes]],
+        raw: bytes | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Answer one request whose body the HTTP protocol has read (None: over the limit;
+        :mod:`.protocol`); ``receive`` gives only the disconnect."""
+        arrival, arrival_wall = time.monotonic(), time.time()
+        try:
+            meta = self._meta(header_map(raw_headers))
+            if raw is None:
+                limit = self.runtime.settings.max_body_bytes
+                raise GatewayError(413, f"request body over {limit} bytes", code="body_too_large")
+        except GatewayError as exc:
+            self._bad_request.inc()
+            await _send_error(send, exc)
+            return
+        await self._generate(path, meta, raw, arrival, arrival_wall, receive, send)
+
+    async def _generate(
+        self,
+        path: str,
+        meta: RequestMeta,
+        raw: bytes,
+        arrival: float,
+        arrival_wall: float,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        try:
+            request = parse_request(path, raw, block_chars=self.runtime.settings.text_block_chars)
             self._check_model(request.gen.model)
         except GatewayError as exc:
-            self.metrics.requests.labels("bad_request").inc()
+            self._bad_request.inc()
             await _send_error(send, exc)
             return
         outcome = Outcome(
@@ -169,7 +208,7 @@ class Gateway:
                 await self._answer_cached(send, cached, outcome)
                 return
         try:
-            await self._forward(scope, receive, send, request, outcome, key)
+            await self._forward(receive, send, request, outcome, key)
         finally:
             self.recorder.finish(outcome)
             self.waiting.pump()  # what it held is free: what waits may go
@@ -242,7 +281,6 @@ class Gateway:
 
     async def _forward(
         self,
-        scope: Scope,
         receive: Receive,
         send: Send,
         request: ProxyRequest,

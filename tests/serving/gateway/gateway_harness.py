@@ -58,7 +58,9 @@ class Running:
 
 
 @contextlib.contextmanager
-def running_gateway(tmp_path: Path, *, replicas: int = 2, **gateway: Any) -> Iterator[Running]:
+def running_gateway(
+    tmp_path: Path, *, replicas: int = 2, asgi: bool = False, **gateway: Any
+) -> Iterator[Running]:
     fleet_file = tmp_path / "fleet.yaml"
     fleet_file.write_text(
         yaml.safe_dump(
@@ -87,7 +89,14 @@ def running_gateway(tmp_path: Path, *, replicas: int = 2, **gateway: Any) -> Ite
             gateway=GatewaySettings(enabled=True, **gateway),
         )
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on"
+            app,
+            host="127.0.0.1",
+            port=settings.port,
+            log_level="warning",
+            lifespan="on",
+            # as `placement serve --proxy` serves it (completions answered in the protocol);
+            # "httptools": uvicorn's own protocol, every request through ASGI
+            http="httptools" if asgi else app.state.http_protocol,
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, daemon=True)
