@@ -9,7 +9,9 @@ the mode requires. (STREAMED, which the protocol does not name, is answered chun
 decided on the last; whether the proxy still applies a header mutation then is its own
 affair.) A request without a body (or with the body mode NONE) is placed from its
 headers alone (:meth:`EndpointPicker.pick_any`). A Content-Length, or a body, over the limit is
-answered 413 at once.
+answered 413 at once. With flow control on, the decision may wait in the flow-control queue
+(:meth:`EndpointPicker.place`): the answer that carries the destination (or the 429) is simply
+sent when it comes; the stream holds meanwhile.
 
 **Response**: the headers tell the status and, from the proxy, the endpoint that served
 (``envoy.lb`` metadata, or the same-named header, which is removed before the client sees it);
@@ -22,7 +24,7 @@ lease from what was seen.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from serving.epp.body import BadBody, parse_body
 from serving.epp.picker import EndpointPicker, Pick
@@ -66,16 +68,20 @@ class Exchange:
         self.first_token = False
         self.finished = False
         self.output = OutputTokens()
-        self._handlers: dict[str, Callable[[Message], list[Message]]] = {
+        self.arrival = picker.now()  # the stream opens with the request's headers
+        # the messages that may have to wait for a decision
+        self._deciding: dict[str, Callable[[Message], Awaitable[list[Message]]]] = {
             "request_headers": self._request_headers,
             "request_body": self._request_body,
             "request_trailers": self._request_trailers,
+        }
+        self._handlers: dict[str, Callable[[Message], list[Message]]] = {
             "response_headers": self._response_headers,
             "response_body": self._response_body,
             "response_trailers": self._response_trailers,
         }
 
-    def handle(self, request: Message) -> list[Message]:
+    async def handle(self, request: Message) -> list[Message]:
         """The answers to one ProcessingRequest (none while a full-duplex body streams in)."""
         modes = body_modes(request)
         if modes is not None:
@@ -83,12 +89,16 @@ class Exchange:
         subset = subset_hint(request)
         if subset is not None:
             self.subset = subset
-        handler = self._handlers.get(message_kind(request))
+        kind = message_kind(request)
+        deciding = self._deciding.get(kind)
+        if deciding is not None:
+            return await deciding(request)
+        handler = self._handlers.get(kind)
         return [] if handler is None else handler(request)
 
     # --- the request ---------------------------------------------------------------------
 
-    def _request_headers(self, request: Message) -> list[Message]:
+    async def _request_headers(self, request: Message) -> list[Message]:
         headers = request.request_headers
         self.headers = header_map(headers)
         length = self.headers.get("content-length", "")
@@ -96,12 +106,12 @@ class Exchange:
         if length.isdigit() and int(length) > limit:
             return self._refuse(_too_large(limit))
         if headers.end_of_stream or self.request_mode == NONE:
-            return self._decide(None, duplex=False, end_of_stream=True)
+            return await self._decide(None, duplex=False, end_of_stream=True)
         if self.request_mode == FULL_DUPLEX_STREAMED:
             return []
         return [request_headers_response()]
 
-    def _request_body(self, request: Message) -> list[Message]:
+    async def _request_body(self, request: Message) -> list[Message]:
         if self.decided:  # a refusal was answered: Envoy stops the request
             return []
         chunk = request.request_body
@@ -112,20 +122,22 @@ class Exchange:
         if self.request_mode == FULL_DUPLEX_STREAMED:
             if not chunk.end_of_stream:
                 return []
-            return self._decide(bytes(self.body), duplex=True, end_of_stream=True)
+            return await self._decide(bytes(self.body), duplex=True, end_of_stream=True)
         if self.request_mode == STREAMED and not chunk.end_of_stream:
             return [continue_response("request_body")]  # each chunk answered; decide at the end
-        return self._decide(bytes(self.body), duplex=False, end_of_stream=True)
+        return await self._decide(bytes(self.body), duplex=False, end_of_stream=True)
 
-    def _request_trailers(self, request: Message) -> list[Message]:
+    async def _request_trailers(self, request: Message) -> list[Message]:
         answers = []
         if not self.decided and self.request_mode == FULL_DUPLEX_STREAMED:
-            answers = self._decide(bytes(self.body), duplex=True, end_of_stream=False)
+            answers = await self._decide(bytes(self.body), duplex=True, end_of_stream=False)
         if self.refusal is None:
             answers.append(continue_response("request_trailers"))
         return answers
 
-    def _decide(self, raw: bytes | None, *, duplex: bool, end_of_stream: bool) -> list[Message]:
+    async def _decide(
+        self, raw: bytes | None, *, duplex: bool, end_of_stream: bool
+    ) -> list[Message]:
         self.decided = True
         picker = self.picker
         outcome: Pick | Refusal
@@ -138,7 +150,7 @@ class Exchange:
                 outcome = Refusal(status=400, message=str(exc), code="invalid_request_body")
                 picker.count(outcome)
             else:
-                outcome = picker.pick(body, self.headers, self.subset)
+                outcome = await picker.place(body, self.headers, self.subset, arrival=self.arrival)
         if isinstance(outcome, Refusal):
             return self._refuse(outcome)
         self.pick = outcome

@@ -1,6 +1,7 @@
 """The gateway's request path: authenticate, read, route, forward, retry, relay, record.
 
-For each ``POST /v1/completions`` or ``/v1/chat/completions``:
+For each ``POST /v1/completions`` or ``/v1/chat/completions`` (``/v1/embeddings``:
+:mod:`.embeddings`, batched by :mod:`.batching`):
 
 1. the caller's key, tenant, request class and SLOs from the headers (:mod:`.headers`); the body
    read up to the service's limit and checked (:mod:`.prompt`); the model must be served;
@@ -30,23 +31,28 @@ from starlette.types import Message, Receive, Scope, Send
 from placement.errors import InputError, PlacementError
 from serving.api.runtime import ServiceRuntime
 from serving.flow import FlowPolicy
+from serving.flow.waiting import ClientGone, WaitingRoom
+from serving.gateway.batching import BatchPolicy
+from serving.gateway.embeddings import EmbeddingPath
 from serving.gateway.errors import GatewayError
 from serving.gateway.forward import UPSTREAM_ERRORS, Response, Upstream, base_url, refused
 from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_meta
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.outcome import Outcome, OutcomeRecorder
 from serving.gateway.prompt import ProxyRequest, cache_key, parse_request
+from serving.gateway.replies import JSON
+from serving.gateway.replies import read_body as _read_body
+from serving.gateway.replies import send_error as _send_error
+from serving.gateway.replies import send_whole as _send
 from serving.gateway.result_cache import CachedAnswer, ResultCache
 from serving.gateway.retry import RetryBudget
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.stream import EventRelay, read_usage
-from serving.gateway.waiting import ClientGone, WaitingRoom
 from serving.route.types import NoReplica, RouteQuery
 from serving.service import Refused, Routed
 from serving.telemetry_sink import TelemetrySink
 from sim.emulator.openai_api import error_event
 
-JSON = b"application/json"
 SSE = b"text/event-stream"
 
 
@@ -89,6 +95,23 @@ class Gateway:
         self._bad_request = self.metrics.requests.labels("bad_request")
         self._ids = itertools.count(1)
         self._bases: dict[str, str] = {}
+        self.embeddings = EmbeddingPath(
+            service=self.service,
+            upstream=self.upstream,
+            recorder=self.recorder,
+            waiting=self.waiting,
+            policy=BatchPolicy(
+                max_items=settings.embed_batch_max,
+                wait_share=settings.embed_batch_wait_share,
+                max_wait_s=settings.embed_batch_max_wait_s,
+                in_flight=settings.embed_batch_in_flight,
+            ),
+            meta=self._meta,
+            place=self.place,
+            check_model=self._check_model,
+            max_body_bytes=lambda: self.runtime.settings.max_body_bytes,
+            ids=self._ids,
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -102,6 +125,7 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        await self.embeddings.close()
         await self.waiting.close()
         if self.sink is not None and self.sink is not self.runtime.telemetry:
             await self.sink.flush()
@@ -295,13 +319,22 @@ class Gateway:
             input_tokens=request.input_tokens,
             max_output_tokens=request.gen.max_tokens,
         )
+        routed = await self.place(query, outcome, receive, send)
+        if routed is not None:
+            await self._send_routed(receive, send, request, outcome, routed, key)
+
+    async def place(
+        self, query: RouteQuery, outcome: Outcome, receive: Receive, send: Send
+    ) -> Routed | None:
+        """Admit and place ``query`` (waiting in the flow-control queue if need be); None when
+        it was refused, its client left or it is bad input (the answer already sent)."""
         try:
             routed = await self.waiting.route(
                 query, arrival=outcome.arrival, ttft_slo_s=outcome.ttft_slo_s, receive=receive
             )
         except ClientGone:
             self._refused(outcome, "client disconnected while queued", "client_gone", 499)
-            return
+            return None
         except Refused as exc:
             self._refused(outcome, f"refused: {exc.reason}", "refused", 429)
             await _send_error(
@@ -313,20 +346,20 @@ class Gateway:
                     headers={"Retry-After": str(exc.retry_after_s)},
                 ),
             )
-            return
+            return None
         except NoReplica as exc:
             self._refused(outcome, f"refused: {exc}", "no_replica", 503)
             await _send_error(send, GatewayError(503, str(exc) or "no replica can serve"))
-            return
+            return None
         except InputError as exc:
             self._refused(outcome, "", "bad_request", 400)
             await _send_error(send, GatewayError(400, str(exc), param=OBJECTIVE))
-            return
+            return None
         except PlacementError as exc:
             self._refused(outcome, "", "bad_request", 400)
             await _send_error(send, GatewayError(400, str(exc)))
-            return
-        await self._send_routed(receive, send, request, outcome, routed, key)
+            return None
+        return routed
 
     async def _send_routed(
         self,
@@ -622,41 +655,3 @@ async def _disconnect(receive: Receive) -> None:
         message = await receive()
         if message["type"] == "http.disconnect":
             return
-
-
-async def _read_body(receive: Receive, headers: dict[str, str], max_bytes: int) -> bytes:
-    length = headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > max_bytes:
-        raise GatewayError(413, f"request body over {max_bytes} bytes", code="body_too_large")
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise GatewayError(400, "client disconnected")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > max_bytes:
-            raise GatewayError(413, f"request body over {max_bytes} bytes", code="body_too_large")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def _send(
-    send: Send,
-    status: int,
-    body: bytes,
-    content_type: bytes,
-    extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
-    if extra:
-        headers += extra
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _send_error(send: Send, exc: GatewayError) -> None:
-    extra = [(k.lower().encode(), v.encode()) for k, v in exc.headers.items()]
-    await _send(send, exc.status, exc.body(), JSON, extra)

@@ -5,7 +5,9 @@ with ``stream``; the usage in a last event when ``stream_options.include_usage``
 ``GET /v1/models``, ``/health`` and ``/metrics`` (with an ETag: a conditional GET is answered
 304 when nothing changed). The prompt is tokenized with a real BPE vocabulary, hashed into
 prefix blocks and served by a :class:`RealtimeEngine`; the answer has exactly ``max_tokens``
-tokens. Faults (:class:`ReplicaFaults`) apply per request.
+tokens. A replica of an embedding model (``task: embed`` in the catalogue) serves
+``POST /v1/embeddings`` instead, each request one batch through a :class:`PoolingEngine`.
+Faults (:class:`ReplicaFaults`) apply per request.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from aiohttp import web
 
 from placement.domain.fleet import ReplicaSpec
 from sim.costmodel.factory import cost_model_for_replica
+from sim.emulator import embeddings_api as embed_api
 from sim.emulator import openai_api as api
 from sim.emulator.faults import ReplicaFaults
+from sim.emulator.pooling import PoolingEngine
 from sim.emulator.realtime import Job, RealtimeEngine
 from sim.emulator.tokenizer import Tokenizer
 from sim.emulator.vllm_metrics import CONTENT_TYPE, VllmMetrics
@@ -54,14 +58,17 @@ class EmulatedReplica:
         self.model_name = spec.model.name
         self.max_model_len = max_model_len or spec.model.context_tokens
         self.tokenizer = tokenizer
+        cost = cost_model_for_replica(spec)
         self.engine = RealtimeEngine(
-            index,
-            spec,
-            cost_model_for_replica(spec),
-            time_scale=time_scale,
-            on_finished=self._finished,
+            index, spec, cost, time_scale=time_scale, on_finished=self._finished
         )
-        self.metrics = VllmMetrics(self.engine, self.model_name)
+        # an embedding model: its requests go through a pooling engine (the other stays idle)
+        self.pooling = (
+            PoolingEngine(cost, max_num_seqs=spec.max_num_seqs, time_scale=time_scale)
+            if spec.model.task == "embed"
+            else None
+        )
+        self.metrics = VllmMetrics(self.pooling or self.engine, self.model_name)
         self.faults = ReplicaFaults()
         self.rng = random.Random(f"{seed}:{spec.id}")
         self.created = int(time.time())
@@ -71,9 +78,15 @@ class EmulatedReplica:
         """Switch to ``faults`` (stopping or restarting the engine as needed)."""
         if faults.stopped and not self.faults.stopped:
             self.engine.stop()
+            if self.pooling is not None:
+                self.pooling.stop()
         elif self.faults.stopped and not faults.stopped:
             self.engine.start()
+            if self.pooling is not None:
+                self.pooling.start()
         self.engine.set_slowdown(faults.slowdown)
+        if self.pooling is not None:
+            self.pooling.slowdown = faults.slowdown
         self.faults = faults
 
     def _finished(self, job: Job) -> None:
@@ -83,6 +96,7 @@ class EmulatedReplica:
         app = web.Application(client_max_size=64 << 20)
         app.router.add_post(api.COMPLETIONS, self.completions)
         app.router.add_post(api.CHAT, self.chat)
+        app.router.add_post(embed_api.EMBEDDINGS, self.embeddings)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_page)
@@ -113,6 +127,67 @@ class EmulatedReplica:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, "chat")
+
+    async def embeddings(self, request: web.Request) -> web.StreamResponse:
+        faults = self.faults
+        if faults.stopped:
+            return _cut(request)
+        try:
+            ask = embed_api.parse_embedding(api.parse_json(await request.read()))
+            counts = self._input_tokens(ask)
+        except api.ApiError as exc:
+            return _json(exc.status, exc.body())
+        if faults.fail_rate and self.rng.random() < faults.fail_rate:
+            body = api.error_body(
+                "injected failure", type="server_error", code=str(faults.fail_status)
+            )
+            return _json(faults.fail_status, body)
+        assert self.pooling is not None
+        job = await self.pooling.embed(counts)
+        self.metrics.observe_pooled(job)
+        if job.error:
+            if self.faults.stopped:
+                return _cut(request)
+            return _json(500, api.error_body(job.error, type="server_error"))
+        size = ask.dimensions or self.spec.model.hidden
+        encoded = [
+            embed_api.encode_vector(embed_api.embedding_vector(item, size), ask.encoding_format)
+            for item in ask.inputs
+        ]
+        return _json(200, embed_api.embeddings_body(self.model_name, encoded, sum(counts)))
+
+    def _input_tokens(self, ask: embed_api.EmbeddingRequest) -> tuple[int, ...]:
+        """Each input's token count, once the request is one this replica serves."""
+        if ask.model != self.model_name:
+            raise api.ApiError(
+                404, f"The model `{ask.model}` does not exist.", param="model",
+                code="model_not_found",
+            )  # fmt: skip
+        if self.pooling is None:
+            raise api.ApiError(
+                400, f"The model `{self.model_name}` does not support the Embeddings API",
+                param="model",
+            )  # fmt: skip
+        hidden = self.spec.model.hidden
+        if ask.dimensions is not None and ask.dimensions > hidden:
+            raise api.ApiError(
+                400, f"dimensions must be at most {hidden} for {self.model_name}",
+                param="dimensions",
+            )  # fmt: skip
+        counts = tuple(
+            len(self.tokenizer.encode(item)) if isinstance(item, str) else len(item)
+            for item in ask.inputs
+        )
+        for i, n in enumerate(counts):
+            if n > self.max_model_len:
+                raise api.ApiError(
+                    400,
+                    f"This model's maximum context length is {self.max_model_len} tokens; "
+                    f"input[{i}] has {n}.",
+                    param="input",
+                    code="context_length_exceeded",
+                )
+        return counts
 
     # ---- generation ----------------------------------------------------------------------
     async def _generate(self, request: web.Request, kind: api.Kind) -> web.StreamResponse:
@@ -152,6 +227,13 @@ class EmulatedReplica:
                 f"The model `{gen.model}` does not exist.",
                 param="model",
                 code="model_not_found",
+            )
+        if self.pooling is not None:
+            raise api.ApiError(
+                400,
+                f"The model `{self.model_name}` is an embedding model: it serves "
+                f"{embed_api.EMBEDDINGS} only",
+                param="model",
             )
         if gen.prompt_tokens is not None:
             tokens = list(gen.prompt_tokens)
