@@ -111,6 +111,8 @@ class Gateway:
             check_model=self._check_model,
             max_body_bytes=lambda: self.runtime.settings.max_body_bytes,
             ids=self._ids,
+            retries=self.budget,
+            max_attempts=settings.max_attempts,
         )
         self._tasks: list[asyncio.Task[None]] = []
 

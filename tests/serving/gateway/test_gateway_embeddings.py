@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -129,3 +130,31 @@ def test_an_idle_replica_is_not_made_to_wait(gateway: Running) -> None:
     assert r.headers["x-placement-batch"] == "1"
     # the budget here is 0.5 s: a lone request on an idle replica goes at once, in ~50 ms
     assert r.elapsed.total_seconds() < 0.4
+
+
+def test_a_failing_replica_s_batch_is_served_by_another(tmp_path: Path) -> None:
+    groups = [{"kind": "bge", "accelerator": "L4", "count": 2, "model": EMBED}]
+    with running_gateway(tmp_path, groups=groups, time_scale=10.0) as gateway:
+        broken = "bge-0"
+        gateway.emulator.set_faults(broken, fail_rate=1.0, fail_status=500)
+
+        async def burst() -> list[httpx.Response]:
+            async with httpx.AsyncClient(
+                base_url=gateway.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30
+            ) as c:
+                return await asyncio.gather(
+                    *(
+                        c.post("/v1/embeddings", json={"model": EMBED, "input": f"text {i}"})
+                        for i in range(8)
+                    )
+                )
+
+        answers = asyncio.run(burst())
+        with httpx.Client(base_url=gateway.url) as c:
+            metrics = c.get("/metrics").text
+    assert [a.status_code for a in answers] == [200] * 8
+    assert {a.headers["x-placement-replica"] for a in answers} == {"bge-1"}
+    # least-outstanding sent some to the broken one: their batches went on to bge-1
+    assert gateway.metric(metrics, 'placement_gateway_retries_total{cause="5xx"}') >= 1
+    for i, answer in enumerate(answers):
+        assert _same(answer.json()["data"][0]["embedding"], f"text {i}")
