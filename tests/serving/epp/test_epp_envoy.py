@@ -314,7 +314,7 @@ def test_with_the_picker_down_envoy_fails_closed(stack: Stack) -> None:
 
 def test_a_request_waits_in_the_picker_s_queue_past_envoy_s_message_timeout(stack: Stack) -> None:
     """The replica takes one request; a second one waits in the picker's flow-control queue
-    for ~1 s, over Envoy's 0.3 s message timeout: the picker asks Envoy to wait, and it is
+    for ~0.5 s, over Envoy's 0.3 s message timeout: the picker asks Envoy to wait, and it is
     served once the first ends (a 503 from Envoy without the override, a 429 without flow
     control)."""
     import threading
@@ -329,7 +329,7 @@ def test_a_request_waits_in_the_picker_s_queue_past_envoy_s_message_timeout(stac
                 headers={"x-test-delay-s": str(delay_s)},
             )
 
-    first = threading.Thread(target=send, args=("first", 1.0))
+    first = threading.Thread(target=send, args=("first", 0.6))
     first.start()
     room = stack.flow.picker.room
     assert room is not None
