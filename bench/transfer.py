@@ -101,6 +101,8 @@ def _model_shape_masks(target: Profiled) -> dict[Family, FloatArray]:
     heads: set[tuple[int, int, int]] = set()
     moe_keys: set[tuple[int, int, int, int, int]] = set()
     for model in MODELS.values():
+        if model.pooling:  # a pooling model reads no decode-serving kernels
+            continue
         for tp in TP_RANGE:
             try:
                 shapes = shard_shapes(model, tp)

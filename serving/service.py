@@ -472,7 +472,7 @@ class PlacementService:
         )
         self.admission.release(query.tenant, query.request_class, output_tokens, query.input_tokens)
         if self.slo_gate is not None:
-            self.slo_gate.finished(query.tenant, output_tokens if ok else 0, query)
+            self.slo_gate.finished(query.tenant, output_tokens if ok else 0, query, now)
 
     def _expire(self, now: float) -> None:
         if not self.leases.due(now):

@@ -94,4 +94,4 @@ class Gated:
     def on_complete(self, req: Request, replica: ReplicaView, now: float) -> None:
         self.inner.on_complete(req, replica, now)
         query = self._queries.pop(req.id, None)
-        self.gate.finished(req.tenant, 0 if req.error else req.output_tokens, query)
+        self.gate.finished(req.tenant, 0 if req.error else req.output_tokens, query, now)

@@ -173,7 +173,7 @@ class PlacementPolicy:
                 replica.id, query, now, ok=not req.error, output_tokens=req.output_tokens
             )
             if self.gate is not None:
-                self.gate.finished(req.tenant, 0 if req.error else req.output_tokens, query)
+                self.gate.finished(req.tenant, 0 if req.error else req.output_tokens, query, now)
 
 
 def build(ctx: PolicyContext) -> PlacementPolicy:

@@ -416,6 +416,40 @@ def gateway(
     )
 
 
+@app.command("batching")
+@user_errors
+def batching(
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+    rate: Annotated[
+        list[float] | None, typer.Option(help="requests per second (repeatable; default 5…80)")
+    ] = None,
+    duration: Annotated[float, typer.Option(help="seconds per rate")] = 10.0,
+    time_scale: Annotated[
+        float, typer.Option(help="the emulator's wall seconds per engine second")
+    ] = 10.0,
+    input_words: Annotated[int, typer.Option(help="words in each request's one input")] = 150,
+    slo_ms: Annotated[float, typer.Option(help="the requests' latency SLO (x-slo-ttft-ms)")] = 1000,
+    accelerator: Annotated[str, typer.Option(help="the embedding replica's accelerator")] = "L4",
+    max_wait_ms: Annotated[
+        float | None, typer.Option(help="the gateway's batching wait cap (default: its own)")
+    ] = None,
+) -> None:
+    """Dynamic batching of /v1/embeddings in the gateway: throughput gained and latency added,
+    against sending each request alone, on an emulated embedding replica."""
+    from bench.embed_batching import DEFAULT_RATES, run_batching_bench
+
+    run_batching_bench(
+        rates=tuple(rate) if rate else DEFAULT_RATES,
+        duration_s=duration,
+        time_scale=time_scale,
+        input_words=input_words,
+        slo_s=slo_ms / 1e3,
+        accelerator=accelerator,
+        max_wait_s=None if max_wait_ms is None else max_wait_ms / 1e3,
+        out=out,
+    )
+
+
 @app.command("flow")
 @user_errors
 def flow(

@@ -69,7 +69,8 @@ def emulate(
     ] = None,
 ) -> None:
     """Serve /v1/completions, /v1/chat/completions, /v1/models, /health and vLLM /metrics per
-    replica, timed by the engine cost model; faults through the admin port until Ctrl-C."""
+    replica (/v1/embeddings for an embedding model), timed by the engine cost model; faults
+    through the admin port until Ctrl-C."""
     from placement.domain.fleet import load_fleet
     from sim.emulator import EmulatorOptions, FleetEmulator, ReplicaFaults
 

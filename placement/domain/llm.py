@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from placement.domain.catalogue_files import (
     Located,
@@ -23,7 +24,9 @@ from placement.errors import InputError, UnknownModel
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelArchitecture:
-    """A decoder-only transformer. MoE models set ``num_experts`` and ``experts_per_token``."""
+    """A transformer. MoE models set ``num_experts`` and ``experts_per_token``; ``task`` is
+    ``generate`` (a decoder served for completions), or a pooling model (one forward pass over
+    the prompt, no decode): ``embed`` (``/v1/embeddings``) or ``classify`` (``/classify``)."""
 
     name: str
     layers: int
@@ -38,6 +41,12 @@ class ModelArchitecture:
     dtype_bytes: int = 2
     num_experts: int = 0
     experts_per_token: int = 0
+    task: Literal["generate", "embed", "classify"] = "generate"
+
+    @property
+    def pooling(self) -> bool:
+        """A model served by pooling (embeddings, classification), not by generation."""
+        return self.task != "generate"
 
     @property
     def is_moe(self) -> bool:
@@ -89,6 +98,7 @@ def model_from_entry(entry: ModelEntry) -> ModelArchitecture:
         dtype_bytes=entry.dtype_bytes,
         num_experts=entry.num_experts,
         experts_per_token=entry.experts_per_token,
+        task=entry.task,
     )
 
 

@@ -30,6 +30,11 @@ That work comes in requests of mean size ``s``: a compound Poisson sum, whose va
 exponentially distributed sizes is ``2·mean·s``; the chance of a miss is its normal tail. A
 short decode spans few arrivals, so its TPOT is close to a coin toss; a long one averages.
 
+Prompt work arrives in bursts, not as a Poisson stream, and a short decode's miss is mostly
+decided by a burst that comes after it is admitted: the chance the model gives is blended with
+the share of the replica's recent decodes of the same length that missed by as much
+(:mod:`serving.admission.tpot_calibration`).
+
 A request with one output token has no TPOT.
 """
 
@@ -40,6 +45,7 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from serving.admission.tpot_calibration import PRIOR_WEIGHT, ChunkShares
 from serving.route.decode_steps import DecodeStepTable
 from serving.route.plugins.base import queued_prefill_tokens
 from serving.route.types import ReplicaState
@@ -71,6 +77,8 @@ class Forecast:
     # the wait for what is queued ahead (None: not split, the caller gave only a TTFT)
     own_s: float | None = None
     wait_s: float | None = None
+    # the chunk shares the replica's recent decodes of this length saw (None: none yet)
+    observed: ChunkShares | None = None
 
     def alone_miss(self, limit_s: float) -> float:
         """Chance that the TTFT exceeds ``limit_s`` even with nothing queued ahead (0 when
@@ -90,12 +98,23 @@ class Forecast:
         return _NORMAL.cdf(math.log(self.ttft_s / limit_s) / self.ttft_spread)
 
     def tpot_miss(self, limit_s: float) -> float:
-        """Chance that the TPOT exceeds ``limit_s`` (see the module docstring)."""
+        """Chance that the TPOT exceeds ``limit_s`` (see the module docstring): the model's,
+        blended with the replica's observed decodes."""
         if self.gaps <= 0 or self.full_step_s <= limit_s:
             return 0.0
         if self.step_s >= limit_s:
             return 1.0
         share = (limit_s - self.step_s) / (self.full_step_s - self.step_s)
+        model = self._modelled_tpot_miss(share, limit_s)
+        seen = self.observed
+        weight = seen.total if seen is not None else 0.0
+        if seen is None or weight <= 0.0:
+            return model
+        return (weight * seen.past(share) + PRIOR_WEIGHT * model) / (weight + PRIOR_WEIGHT)
+
+    def _modelled_tpot_miss(self, share: float, limit_s: float) -> float:
+        """The Poisson model's chance that prompt chunks fill more than ``share`` of its
+        decode iterations."""
         needed = share * self.gaps * self.budget_tokens
         behind = max(self.prompt_rate * self.ttft_s, self.queued_tokens)
         mean = behind + self.prompt_rate * 0.5 * self.gaps * limit_s
@@ -137,6 +156,7 @@ def forecast(
     input_tokens: int,
     output_tokens: int,
     own_prefill_s: float | None = None,
+    observed: ChunkShares | None = None,
 ) -> Forecast:
     """The forecast for a request on the replica whose live state is ``state`` and decode
     table is ``table`` (None: an unknown replica, judged by its calibrated TTFT alone).
@@ -144,7 +164,8 @@ def forecast(
     by :func:`interleave` (see :mod:`serving.admission.ttft_calibration`). ``own_prefill_s``
     (the part of the prediction that is the request's own prefill) splits the TTFT into its
     own part, alone on the replica (the prior's, neither stretched nor calibrated), and the
-    wait for the queue (the rest)."""
+    wait for the queue (the rest). ``observed``: the chunk shares the replica's recent decodes
+    of this length saw (:mod:`serving.admission.tpot_calibration`)."""
     own = wait = None
     if own_prefill_s is not None:
         # not calibrated: the ratio also learns queueing the prediction misses, which would
@@ -195,4 +216,5 @@ def forecast(
         queued_tokens=queued_prefill_tokens(state),
         own_s=own,
         wait_s=wait,
+        observed=observed,
     )

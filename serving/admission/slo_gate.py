@@ -76,6 +76,7 @@ from placement.errors import InputError
 from serving.admission.cost import GpuRates, gpu_rates
 from serving.admission.forecast import Forecast, forecast
 from serving.admission.prompt_rate import PromptRates
+from serving.admission.tpot_calibration import TpotCalibration
 from serving.admission.ttft_calibration import TtftCalibration
 from serving.admission.vtc import VirtualTokenCounter
 from serving.route.decode_steps import decode_step_table
@@ -185,6 +186,7 @@ class SloGate:
         self.tpot_headroom = tpot_headroom
         self.vtc = vtc if vtc is not None else VirtualTokenCounter()
         self.calibration = TtftCalibration()
+        self.tpot_calibration = TpotCalibration()
         self.prompt_rates = PromptRates()
         self.refused: Counter[tuple[str, str]] = Counter()  # (tenant, class) → refusals
         # credits are charged in GPU-seconds (:mod:`serving.admission.cost`): a request's on
@@ -372,6 +374,7 @@ class SloGate:
             input_tokens=query.input_tokens,
             output_tokens=query.max_output_tokens,
             own_prefill_s=own,
+            observed=self.tpot_calibration.shares(replica_id, query.max_output_tokens - 1),
         )
 
     def _decodes_in_time(
@@ -440,6 +443,8 @@ class SloGate:
         the ``cached_tokens`` the route path expects there discounted."""
         self.prompt_rates.add(replica_id, query.input_tokens, now)
         self.calibration.dispatched(id(query), replica_id, seen.prior_ttft_s, now)
+        if seen.gaps > 0:
+            self.tpot_calibration.dispatched(id(query), replica_id, seen.step_s, seen.full_step_s)
         rates = (
             self.default_rates
             if state is None
@@ -455,6 +460,7 @@ class SloGate:
     def first_token(self, query: RouteQuery, now: float) -> None:
         """The first token of a dispatched query arrived: calibrate its replica's TTFT."""
         self.calibration.first_token(id(query), now)
+        self.tpot_calibration.first_token(id(query), now)
 
     def started(
         self,
@@ -471,11 +477,20 @@ class SloGate:
         use = rates if rates is not None else self.default_rates
         self.vtc.start_cost(tenant, use.prefill(input_tokens, cached_tokens))
 
-    def finished(self, tenant: str, output_tokens: int, query: RouteQuery | None = None) -> None:
-        """A request of ``tenant`` completed after ``output_tokens``: its decode's GPU-seconds
-        on the kind it was dispatched to (``query`` as dispatched), charged at dispatch for the
-        tokens it asked for, are settled for those it generated (unknown query: the default
-        rates, without its prompt's context)."""
+    def finished(
+        self,
+        tenant: str,
+        output_tokens: int,
+        query: RouteQuery | None = None,
+        now: float | None = None,
+    ) -> None:
+        """A request of ``tenant`` completed after ``output_tokens`` at ``now``: its TPOT
+        calibrates its replica's (when ``now`` is given), and its decode's GPU-seconds on the
+        kind it was dispatched to (``query`` as dispatched), charged at dispatch for the tokens
+        it asked for, are settled for those it generated (unknown query: the default rates,
+        without its prompt's context)."""
+        if query is not None and now is not None:
+            self.tpot_calibration.finished(id(query), output_tokens, now)
         rates = self._rates.pop(id(query), None) if query is not None else None
         if self.charge == TOKENS:
             self.vtc.finish(tenant, output_tokens)

@@ -17,7 +17,12 @@ so a request gets the same decision through Envoy as through the HTTP API.
   decision's, the least loaded healthy replica of the model in the subset serves, and the lease
   moves there; none at all is a 503;
 - the proxy's report of the endpoint that served (after a retry to a fallback) moves the lease
-  too, so in-flight counts and the prefix index follow where the request really went.
+  too, so in-flight counts and the prefix index follow where the request really went;
+- flow control (:attr:`PickerConfig.flow`): :meth:`EndpointPicker.place` lets a request that
+  cannot be placed now wait in the flow-control queue the gateway uses
+  (:class:`serving.flow.waiting.WaitingRoom`) until it can, or until its TTFT deadline can no
+  longer be met (then 429); the caller's gRPC stream simply holds its answer meanwhile, and a
+  cancelled stream takes the request out of the queue at once.
 
 Authentication is the proxy's: the picker trusts the headers Envoy forwards, as the Inference
 Extension's picker does.
@@ -28,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -41,6 +46,8 @@ from serving.epp.body import InferenceBody
 from serving.epp.metrics import PickerMetrics
 from serving.epp.protocol import FAIRNESS_ID, FULL_DUPLEX_STREAMED, NONE, OBJECTIVE
 from serving.epp.refusals import Refusal
+from serving.flow import FlowPolicy
+from serving.flow.waiting import WaitingRoom
 from serving.leases import Lease
 from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery
 from serving.service import PlacementService, Refused, Routed, UnknownDecision
@@ -65,6 +72,10 @@ class PickerConfig:
     # body modes assumed when Envoy does not say (it does, in the stream's first message)
     request_body_mode: int = FULL_DUPLEX_STREAMED
     response_body_mode: int = NONE
+    # flow control: a request admission refuses waits in this queue (None: refused at once)
+    flow: FlowPolicy | None = None
+    # the prefill rate the queue assumes to tell when a waiting request's first token is due
+    queue_prefill_tokens_per_s: float = 20000.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -101,6 +112,30 @@ class EndpointPicker:
         self.metrics = metrics or PickerMetrics(service.metrics.registry)
         self.telemetry = telemetry  # where outcomes are recorded (None: not recorded)
         self._request_ids = itertools.count(1)
+        flow = self.config.flow
+        self.room = (
+            WaitingRoom(
+                service,
+                flow,
+                prefill_tokens_per_s=self.config.queue_prefill_tokens_per_s,
+                metric_prefix="placement_epp",
+            )
+            if flow is not None and flow.max_queued > 0
+            else None
+        )
+
+    def now(self) -> float:
+        """The clock the flow-control queue's deadlines are read on."""
+        return self.room.clock() if self.room is not None else self.service.clock()
+
+    def start(self) -> None:
+        """Start the flow-control queue's pump (on the serving event loop)."""
+        if self.room is not None:
+            self.room.start()
+
+    async def close(self) -> None:
+        if self.room is not None:
+            await self.room.close()
 
     # --- picking ---------------------------------------------------------------------------
 
@@ -129,8 +164,53 @@ class EndpointPicker:
     def _pick(
         self, body: InferenceBody, headers: Mapping[str, str], subset: tuple[str, ...] | None
     ) -> Pick | Refusal:
-        service = self.service
-        if not any(s.model == body.model for s in service.replicas.values()):
+        query = self._prepare(body, headers)
+        if isinstance(query, Refusal):
+            return query
+        try:
+            routed = self.service.route(query)
+        except PlacementError as exc:
+            return _refusal(exc, body.model)
+        return self._destination(routed, query, subset)
+
+    async def place(
+        self,
+        body: InferenceBody,
+        headers: Mapping[str, str],
+        subset: tuple[str, ...] | None,
+        *,
+        arrival: float,
+        on_queued: Callable[[float], None] | None = None,
+    ) -> Pick | Refusal:
+        """:meth:`pick`, but a request admission refuses waits in the flow-control queue
+        (from ``arrival``, the service clock when its headers came) until it is placed or its
+        deadline passes; cancelled meanwhile, it leaves the queue. ``on_queued`` is told the
+        longest it may wait when it starts waiting."""
+        room = self.room
+        if room is None:
+            return self.pick(body, headers, subset)
+        started = time.perf_counter()
+        offered = room.offered
+        outcome: Pick | Refusal
+        query = self._prepare(body, headers)
+        if isinstance(query, Refusal):
+            outcome = query
+        else:
+            try:
+                routed = await room.route(
+                    query, arrival=arrival, ttft_slo_s=None, on_queued=on_queued
+                )
+            except PlacementError as exc:
+                outcome = _refusal(exc, body.model)
+            else:
+                outcome = self._destination(routed, query, subset)
+        if room.offered == offered:  # it did not wait: its wait is timed by the queue's metrics
+            self.metrics.pick_latency.observe(time.perf_counter() - started)
+        self.count(outcome)
+        return outcome
+
+    def _prepare(self, body: InferenceBody, headers: Mapping[str, str]) -> RouteQuery | Refusal:
+        if not any(s.model == body.model for s in self.service.replicas.values()):
             return Refusal(
                 status=404,
                 message=f"The model '{body.model}' does not exist.",
@@ -138,35 +218,10 @@ class EndpointPicker:
                 param="model",
             )
         try:
-            query = self._query(body, headers)
+            return self._query(body, headers)
         except _BadField as exc:
             param = (exc.source or "").removeprefix("header ")
             return Refusal(status=400, message=str(exc), code="invalid_value", param=param)
-        try:
-            routed = service.route(query)
-        except Refused as exc:
-            return Refusal(
-                status=429,
-                message=f"Request shed by admission ({exc.reason}); retry after "
-                f"{exc.retry_after_s} s.",
-                code="rate_limit_exceeded",
-                retry_after_s=exc.retry_after_s,
-            )
-        except NoReplica as exc:
-            return Refusal(
-                status=503,
-                message=str(exc) or f"No replica can serve '{body.model}' now.",
-                code="no_replica",
-            )
-        except InputError as exc:  # e.g. an unknown request class: name the header it came from
-            header = _FIELD_SOURCES.get(exc.field or "")
-            message = str(exc)
-            if header is not None:
-                message = f"header {header}: {message.split(': ', 1)[-1]}"
-            return Refusal(status=400, message=message, code="invalid_value", param=header)
-        except PlacementError as exc:
-            return Refusal(status=400, message=str(exc), code="invalid_request")
-        return self._destination(routed, query, subset)
 
     def _query(self, body: InferenceBody, headers: Mapping[str, str]) -> RouteQuery:
         request: dict[str, object] = {
@@ -331,6 +386,8 @@ class EndpointPicker:
             if self.telemetry is not None:
                 self._record(self.telemetry, lease, ok=ok, ttft_s=ttft, output_tokens=output_tokens)
         pick.decision_id = None
+        if self.room is not None:
+            self.room.pump()  # what it held is free: what waits may go
 
     def _record(
         self,
@@ -365,3 +422,27 @@ class EndpointPicker:
 
 class _BadField(InputError):
     pass
+
+
+def _refusal(exc: PlacementError, model: str) -> Refusal:
+    """What routing (or the flow-control queue) raised, as the picker answers it."""
+    if isinstance(exc, Refused):
+        return Refusal(
+            status=429,
+            message=f"Request shed by admission ({exc.reason}); retry after {exc.retry_after_s} s.",
+            code="rate_limit_exceeded",
+            retry_after_s=exc.retry_after_s,
+        )
+    if isinstance(exc, NoReplica):
+        return Refusal(
+            status=503,
+            message=str(exc) or f"No replica can serve '{model}' now.",
+            code="no_replica",
+        )
+    if isinstance(exc, InputError):  # e.g. an unknown request class: name the header it came from
+        header = _FIELD_SOURCES.get(exc.field or "")
+        message = str(exc)
+        if header is not None:
+            message = f"header {header}: {message.split(': ', 1)[-1]}"
+        return Refusal(status=400, message=message, code="invalid_value", param=header)
+    return Refusal(status=400, message=str(exc), code="invalid_request")

@@ -1,5 +1,6 @@
 """The gRPC ``envoy.service.ext_proc.v3.ExternalProcessor`` service: one :class:`Exchange` per
-stream (Envoy opens one stream per HTTP request)."""
+stream (Envoy opens one stream per HTTP request). A stream that is cancelled while its request
+waits in the flow-control queue cancels the wait (the request leaves the queue at once)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,12 @@ class ExternalProcessor:
         streams.inc()
         try:
             async for request in requests:
-                for answer in exchange.handle(request):
-                    yield answer
+                if exchange.may_wait(request):  # its decision may wait in the queue
+                    async for answer in exchange.answers(request):
+                        yield answer
+                else:
+                    for answer in await exchange.handle(request):
+                        yield answer
         finally:
             exchange.close()
             streams.dec()

@@ -77,9 +77,11 @@ class EppServer:
             self._metrics = _serve_metrics(self.host, self.metrics_port, registry)
             self.metrics_port = int(self._metrics[0].server_port)
         self._health_task = asyncio.create_task(self.health.run(self._interval))
+        self.picker.start()
         return self
 
     async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        await self.picker.close()
         await self.health.shutdown()
         if self._health_task is not None:
             self._health_task.cancel()
@@ -161,6 +163,8 @@ async def _serve(
 ) -> None:
     from serving.api.runtime import ServiceRuntime
     from serving.api.settings import Settings
+    from serving.flow import FlowPolicy
+    from serving.gateway.settings import load_gateway_settings
     from serving.wiring import build_app
 
     assert isinstance(settings, Settings)
@@ -169,11 +173,21 @@ async def _serve(
     assert isinstance(runtime, ServiceRuntime)
     service = runtime.service
     profile = getattr(service.route_path, "profile", None)
+    # flow control as the gateway's (PLACEMENT_GATEWAY_QUEUE_*; queue_max 0: refused at once)
+    queue = load_gateway_settings()
     config = PickerConfig(
         text_block_chars=settings.text_block_chars,
         block_tokens=getattr(profile, "block_tokens", DEFAULT_BLOCK_TOKENS),
         max_body_bytes=settings.max_body_bytes,
         max_fallbacks=max_fallbacks,
+        flow=FlowPolicy(
+            order=queue.queue_order,
+            max_queued=queue.queue_max,
+            deadline_slack=queue.queue_deadline_slack,
+            tenant_floor=queue.queue_tenant_floor,
+            band_headroom=queue.queue_band_headroom,
+        ),
+        queue_prefill_tokens_per_s=queue.queue_prefill_tokens_per_s,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

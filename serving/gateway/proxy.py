@@ -1,6 +1,7 @@
 """The gateway's request path: authenticate, read, route, forward, retry, relay, record.
 
-For each ``POST /v1/completions`` or ``/v1/chat/completions``:
+For each ``POST /v1/completions`` or ``/v1/chat/completions`` (``/v1/embeddings`` and
+``/classify``: :mod:`.pooling`, batched by :mod:`.batching`):
 
 1. the caller's key, tenant, request class and SLOs from the headers (:mod:`.headers`); the body
    read up to the service's limit and checked (:mod:`.prompt`); the model must be served;
@@ -24,31 +25,34 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
 
 from starlette.types import Message, Receive, Scope, Send
 
 from placement.errors import InputError, PlacementError
 from serving.api.runtime import ServiceRuntime
 from serving.flow import FlowPolicy
+from serving.flow.waiting import ClientGone, WaitingRoom
+from serving.gateway.batching import BatchPolicy
 from serving.gateway.errors import GatewayError
 from serving.gateway.forward import UPSTREAM_ERRORS, Response, Upstream, base_url, refused
 from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_meta
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.outcome import Outcome, OutcomeRecorder
+from serving.gateway.pooling import PoolingPath
 from serving.gateway.prompt import ProxyRequest, cache_key, parse_request
+from serving.gateway.replies import JSON
+from serving.gateway.replies import read_body as _read_body
+from serving.gateway.replies import send_error as _send_error
+from serving.gateway.replies import send_whole as _send
 from serving.gateway.result_cache import CachedAnswer, ResultCache
 from serving.gateway.retry import RetryBudget
 from serving.gateway.settings import GatewaySettings
 from serving.gateway.stream import EventRelay, read_usage
-from serving.gateway.waiting import ClientGone, WaitingRoom
 from serving.route.types import NoReplica, RouteQuery
 from serving.service import Refused, Routed
 from serving.telemetry_sink import TelemetrySink
 from sim.emulator.openai_api import error_event
 
-JSON = b"application/json"
-FIRST_CHUNK_ERRORS: tuple[type[BaseException], ...] = (*UPSTREAM_ERRORS, StopAsyncIteration)
 SSE = b"text/event-stream"
 
 
@@ -88,8 +92,28 @@ class Gateway:
             ),
             prefill_tokens_per_s=settings.queue_prefill_tokens_per_s,
         )
+        self._bad_request = self.metrics.requests.labels("bad_request")
         self._ids = itertools.count(1)
         self._bases: dict[str, str] = {}
+        self.pooling = PoolingPath(
+            service=self.service,
+            upstream=self.upstream,
+            recorder=self.recorder,
+            waiting=self.waiting,
+            policy=BatchPolicy(
+                max_items=settings.embed_batch_max,
+                wait_share=settings.embed_batch_wait_share,
+                max_wait_s=settings.embed_batch_max_wait_s,
+                in_flight=settings.embed_batch_in_flight,
+            ),
+            meta=self._meta,
+            place=self.place,
+            check_model=self._check_model,
+            max_body_bytes=lambda: self.runtime.settings.max_body_bytes,
+            ids=self._ids,
+            retries=self.budget,
+            max_attempts=settings.max_attempts,
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -103,6 +127,7 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        await self.pooling.close()
         await self.waiting.close()
         if self.sink is not None and self.sink is not self.runtime.telemetry:
             await self.sink.flush()
@@ -138,17 +163,55 @@ class Gateway:
 
     # ---- POST /v1/completions, /v1/chat/completions --------------------------------------
     async def generate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request as an ASGI app (:class:`~serving.gateway.asgi.GatewayMiddleware`)."""
         arrival, arrival_wall = time.monotonic(), time.time()
         try:
             headers = header_map(scope["headers"])
             meta = self._meta(headers)
             raw = await _read_body(receive, headers, self.runtime.settings.max_body_bytes)
-            request = parse_request(
-                scope["path"], raw, block_chars=self.runtime.settings.text_block_chars
-            )
+        except GatewayError as exc:
+            self._bad_request.inc()
+            await _send_error(send, exc)
+            return
+        await self._generate(scope["path"], meta, raw, arrival, arrival_wall, receive, send)
+
+    async def generate_read(
+        self,
+        path: str,
+        raw_headers: list[tuple[bytes, bytes]],
+        raw: bytes | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Answer one request whose body the HTTP protocol has read (None: over the limit;
+        :mod:`.protocol`); ``receive`` gives only the disconnect."""
+        arrival, arrival_wall = time.monotonic(), time.time()
+        try:
+            meta = self._meta(header_map(raw_headers))
+            if raw is None:
+                limit = self.runtime.settings.max_body_bytes
+                raise GatewayError(413, f"request body over {limit} bytes", code="body_too_large")
+        except GatewayError as exc:
+            self._bad_request.inc()
+            await _send_error(send, exc)
+            return
+        await self._generate(path, meta, raw, arrival, arrival_wall, receive, send)
+
+    async def _generate(
+        self,
+        path: str,
+        meta: RequestMeta,
+        raw: bytes,
+        arrival: float,
+        arrival_wall: float,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        try:
+            request = parse_request(path, raw, block_chars=self.runtime.settings.text_block_chars)
             self._check_model(request.gen.model)
         except GatewayError as exc:
-            self.metrics.requests.labels("bad_request").inc()
+            self._bad_request.inc()
             await _send_error(send, exc)
             return
         outcome = Outcome(
@@ -171,7 +234,7 @@ class Gateway:
                 await self._answer_cached(send, cached, outcome)
                 return
         try:
-            await self._forward(scope, receive, send, request, outcome, key)
+            await self._forward(receive, send, request, outcome, key)
         finally:
             self.recorder.finish(outcome)
             self.waiting.pump()  # what it held is free: what waits may go
@@ -244,7 +307,6 @@ class Gateway:
 
     async def _forward(
         self,
-        scope: Scope,
         receive: Receive,
         send: Send,
         request: ProxyRequest,
@@ -259,13 +321,22 @@ class Gateway:
             input_tokens=request.input_tokens,
             max_output_tokens=request.gen.max_tokens,
         )
+        routed = await self.place(query, outcome, receive, send)
+        if routed is not None:
+            await self._send_routed(receive, send, request, outcome, routed, key)
+
+    async def place(
+        self, query: RouteQuery, outcome: Outcome, receive: Receive, send: Send
+    ) -> Routed | None:
+        """Admit and place ``query`` (waiting in the flow-control queue if need be); None when
+        it was refused, its client left or it is bad input (the answer already sent)."""
         try:
             routed = await self.waiting.route(
                 query, arrival=outcome.arrival, ttft_slo_s=outcome.ttft_slo_s, receive=receive
             )
         except ClientGone:
             self._refused(outcome, "client disconnected while queued", "client_gone", 499)
-            return
+            return None
         except Refused as exc:
             self._refused(outcome, f"refused: {exc.reason}", "refused", 429)
             await _send_error(
@@ -277,20 +348,20 @@ class Gateway:
                     headers={"Retry-After": str(exc.retry_after_s)},
                 ),
             )
-            return
+            return None
         except NoReplica as exc:
             self._refused(outcome, f"refused: {exc}", "no_replica", 503)
             await _send_error(send, GatewayError(503, str(exc) or "no replica can serve"))
-            return
+            return None
         except InputError as exc:
             self._refused(outcome, "", "bad_request", 400)
             await _send_error(send, GatewayError(400, str(exc), param=OBJECTIVE))
-            return
+            return None
         except PlacementError as exc:
             self._refused(outcome, "", "bad_request", 400)
             await _send_error(send, GatewayError(400, str(exc)))
-            return
-        await self._send_routed(receive, send, request, outcome, routed, key)
+            return None
+        return routed
 
     async def _send_routed(
         self,
@@ -404,7 +475,7 @@ class Gateway:
             finally:
                 response.release()
             status = response.status
-            content_type = response.headers.get("content-type", "application/json").encode()
+            content_type = response.content_type or JSON
             if status >= 500:
                 last = (status, body, content_type)
                 self._failed(outcome, "5xx", f"HTTP {status}", attempt, targets)
@@ -458,7 +529,7 @@ class Gateway:
                 continue
             try:
                 status = response.status
-                content_type = response.headers.get("content-type", "text/event-stream").encode()
+                content_type = response.content_type or SSE
                 if status != 200:
                     try:
                         body = await response.read()
@@ -474,11 +545,13 @@ class Gateway:
                     outcome.finish = time.monotonic()
                     await _send(send, status, body, content_type, _served_by(replica_id, outcome))
                     return
-                chunks = response.content.iter_any()
                 try:
-                    first = await anext(chunks)
-                except FIRST_CHUNK_ERRORS as exc:
+                    first = await response.next_chunk()
+                except UPSTREAM_ERRORS as exc:
                     self._failed(outcome, "read", type(exc).__name__, attempt, targets)
+                    continue
+                if first is None:  # an empty stream: nothing came
+                    self._failed(outcome, "read", "EmptyStream", attempt, targets)
                     continue
                 outcome.first_byte = time.monotonic()
                 outcome.status = 200
@@ -493,7 +566,7 @@ class Gateway:
                     ],
                 }
                 await send(start)
-                await self._relay(receive, send, request, outcome, first, chunks, key)
+                await self._relay(receive, send, request, outcome, first, response, key)
                 return
             finally:
                 response.release()
@@ -506,7 +579,7 @@ class Gateway:
         request: ProxyRequest,
         outcome: Outcome,
         first: bytes,
-        chunks: AsyncIterator[bytes],
+        response: Response,
         key: bytes | None,
     ) -> None:
         """Pass the events on as they come; end with an error event if the replica fails."""
@@ -525,7 +598,7 @@ class Gateway:
                 if gone.done():
                     outcome.error, outcome.label = "client disconnected", "client_gone"
                     return
-                chunk = await anext(chunks, None)
+                chunk = await response.next_chunk()
             rest = relay.rest()
             if rest:
                 await send({"type": "http.response.body", "body": rest, "more_body": True})
@@ -584,41 +657,3 @@ async def _disconnect(receive: Receive) -> None:
         message = await receive()
         if message["type"] == "http.disconnect":
             return
-
-
-async def _read_body(receive: Receive, headers: dict[str, str], max_bytes: int) -> bytes:
-    length = headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > max_bytes:
-        raise GatewayError(413, f"request body over {max_bytes} bytes", code="body_too_large")
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise GatewayError(400, "client disconnected")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > max_bytes:
-            raise GatewayError(413, f"request body over {max_bytes} bytes", code="body_too_large")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def _send(
-    send: Send,
-    status: int,
-    body: bytes,
-    content_type: bytes,
-    extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
-    if extra:
-        headers += extra
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _send_error(send: Send, exc: GatewayError) -> None:
-    extra = [(k.lower().encode(), v.encode()) for k, v in exc.headers.items()]
-    await _send(send, exc.status, exc.body(), JSON, extra)

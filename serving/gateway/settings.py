@@ -45,13 +45,21 @@ class GatewaySettings(BaseSettings):
     # requests (0: refused at once, as without a queue), until its TTFT deadline
     # (arrival + SLO × deadline slack) can no longer be met
     queue_max: int = Field(default=4096, ge=0)
-    queue_order: Literal["fair", "edf", "fifo"] = "fair"
+    queue_order: Literal["fair", "edf", "fifo", "sjf"] = "fair"
     queue_deadline_slack: float = Field(default=1.0, gt=0, le=100)
     queue_tenant_floor: float = Field(default=0.05, ge=0, le=1)
     # below the top band, dispatch only when forecast to take this share of the time left
     queue_band_headroom: float = Field(default=1.0, gt=0, le=1)
     # the prefill rate the queue assumes to tell when a waiting request's first token is due
     queue_prefill_tokens_per_s: float = Field(default=20000.0, gt=0)
+    # dynamic batching of POST /v1/embeddings: requests for the same replica and model go as one
+    # request of up to embed_batch_max inputs (0: each alone) while embed_batch_in_flight of
+    # its batches are out; none waits past min(embed_batch_max_wait_s, embed_batch_wait_share
+    # × its SLO) for others to join it
+    embed_batch_max: int = Field(default=64, ge=0, le=2048)
+    embed_batch_wait_share: float = Field(default=0.25, ge=0, le=1)
+    embed_batch_max_wait_s: float = Field(default=0.5, ge=0, le=60)
+    embed_batch_in_flight: int = Field(default=1, ge=1, le=1024)
     # the Batch API (/v1/files, /v1/batches): its files and jobs kept in this folder (None: off)
     batch_dir: Path | None = None
     batch_max_file_bytes: int = Field(default=200 << 20, ge=1)

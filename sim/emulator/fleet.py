@@ -165,6 +165,8 @@ class FleetEmulator:
     async def stop(self) -> None:
         for endpoint in self.endpoints.values():
             endpoint.replica.engine.stop()
+            if endpoint.replica.pooling is not None:
+                endpoint.replica.pooling.stop()
             await endpoint.runner.cleanup()
         if self._admin is not None:
             await self._admin.cleanup()

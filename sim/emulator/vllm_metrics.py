@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from sim.emulator.pooling import PoolingEngine, PoolJob
 from sim.emulator.realtime import Job, RealtimeEngine
 
 TTFT_BUCKETS = (
@@ -44,7 +45,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class _EngineState(Collector):
     """Gauges and counters read from the engine at scrape time."""
 
-    def __init__(self, engine: RealtimeEngine, labels: tuple[str, str]) -> None:
+    def __init__(self, engine: RealtimeEngine | PoolingEngine, labels: tuple[str, str]) -> None:
         self.engine = engine
         self.labels = list(labels)
 
@@ -88,7 +89,7 @@ class _EngineState(Collector):
 class VllmMetrics:
     """The registry behind one replica's ``/metrics``."""
 
-    def __init__(self, engine: RealtimeEngine, model_name: str) -> None:
+    def __init__(self, engine: RealtimeEngine | PoolingEngine, model_name: str) -> None:
         self.engine = engine
         self.observed = 0  # requests that left the engine (every histogram change is one)
         self.registry = CollectorRegistry()
@@ -136,6 +137,16 @@ class VllmMetrics:
             per_token = (job.finish_s - job.first_token_s) / (tokens - 1)
             self.tpot.observe(per_token)
             self.itl.observe(per_token)
+
+    def observe_pooled(self, job: PoolJob) -> None:
+        """An embedding request left the engine (its first token is its whole answer)."""
+        self.observed += 1
+        if job.error:
+            self.failed.inc()
+            return
+        self.finished.inc()
+        self.ttft.observe(job.finish_s - job.arrival_s)
+        self.e2e.observe(job.finish_s - job.arrival_s)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -12,6 +12,7 @@ from serving.route.plugins.params import Params
 from serving.route.plugins.pickers.bounded_load_hash_picker import BoundedLoadHashPicker
 from serving.route.plugins.pickers.least_predicted_ttft_picker import LeastPredictedTtftPicker
 from serving.route.plugins.pickers.max_score_picker import MaxScorePicker
+from serving.route.plugins.scorers.decode_fit_scorer import DecodeFitScorer
 from serving.route.plugins.scorers.kv_usage_scorer import KvUsageScorer
 from serving.route.plugins.scorers.predicted_ttft_scorer import PredictedTtftScorer
 from serving.route.plugins.scorers.prefix_match_scorer import PrefixMatchScorer
@@ -27,6 +28,7 @@ SCORERS: dict[str, Callable[[Params], ReplicaScorer]] = {
     QueueScorer.name: QueueScorer.from_params,
     KvUsageScorer.name: KvUsageScorer.from_params,
     PredictedTtftScorer.name: PredictedTtftScorer.from_params,
+    DecodeFitScorer.name: DecodeFitScorer.from_params,
 }
 #: Fallback pickers get the profile's weighted scorers too (only max-score-picker uses them).
 PickerFactory = Callable[[Params, tuple[tuple[ReplicaScorer, float], ...]], FallbackPicker]

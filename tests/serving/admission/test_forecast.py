@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from serving.admission.forecast import Forecast, forecast, interleave
+from serving.admission.tpot_calibration import BINS, PRIOR_WEIGHT, ChunkShares
 from serving.route.decode_steps import decode_step_table
 from serving.route.types import ReplicaState
 
@@ -96,3 +99,28 @@ def test_one_output_token_and_unknown_replicas_have_no_tpot() -> None:
     assert unknown.ttft_s == 0.5 and unknown.tpot_miss(0.1) == 0.0
     both = Forecast(ttft_s=2.0, ttft_spread=0.05, step_s=0.2, full_step_s=0.2, gaps=3)
     assert both.miss(2.0, 0.1) == 1.0  # decode alone misses
+
+
+def _shares(past: float, count: float) -> ChunkShares:
+    """``count`` decodes observed, a share ``past`` of them through full chunks, the rest
+    alone."""
+    weights = [0.0] * BINS
+    weights[0] = count * (1 - past)
+    weights[-1] = count * past
+    return ChunkShares(tuple(weights))
+
+
+def test_observed_decodes_outweigh_the_model_as_they_accumulate() -> None:
+    idle = _seen(_state(), output_tokens=12, rate=500.0)
+    model = idle.tpot_miss(0.1)
+    assert model < 0.05  # the Poisson model: nothing queued, a trickle arriving
+    few = dataclasses.replace(idle, observed=_shares(0.8, 2.0))
+    many = dataclasses.replace(idle, observed=_shares(0.8, 50.0))
+    assert few.tpot_miss(0.1) == pytest.approx(
+        (2 * 0.8 + PRIOR_WEIGHT * model) / (2 + PRIOR_WEIGHT)
+    )
+    assert model < few.tpot_miss(0.1) < many.tpot_miss(0.1) < 0.8
+    assert many.tpot_miss(0.1) > 0.75
+    # a replica whose full-chunk step meets the SLO cannot miss it, whatever was observed
+    fast = dataclasses.replace(_seen(_state("H100-SXM")), observed=_shares(1.0, 50.0))
+    assert fast.tpot_miss(0.1) == 0.0

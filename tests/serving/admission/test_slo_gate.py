@@ -312,3 +312,25 @@ def test_with_a_credit_slack_a_tenant_far_ahead_yields_under_pressure_only() -> 
     assert not gate.judge("ahead", "interactive", sure)
     assert gate.last.rule == CREDIT
     assert gate.judge("owed", "interactive", sure)
+
+
+def test_the_gate_learns_a_replicas_decodes_from_its_completions() -> None:
+    """Short decodes that kept missing their TPOT on an L40S raise the chance the gate gives
+    the next one there; decodes of another length, or on another replica, learn apart."""
+    gate = SloGate(DEFAULT_CLASSES)
+    l40s = _replica("L40S")
+    query = _request("a", 1_000, 12)
+    before = gate.forecast_on(l40s, "l", 0.2, query, 0.0)
+    assert before.observed is None
+    for k in range(40):
+        q = _request("a", 1_000, 12)
+        now = float(k)
+        seen = gate.forecast_on(l40s, "l", 0.2, q, now)
+        gate.dispatched("l", q, now, seen, state=l40s)
+        gate.first_token(q, now + 0.2)
+        gate.finished("a", 12, q, now + 0.2 + 11 * 0.16)  # full chunks in every iteration
+    after = gate.forecast_on(l40s, "l", 0.2, query, 40.0)
+    assert after.observed is not None and after.observed.total > 20
+    assert after.tpot_miss(0.1) > 0.9 > before.tpot_miss(0.1) + 0.5
+    assert gate.forecast_on(l40s, "other", 0.2, query, 40.0).observed is None
+    assert gate.forecast_on(l40s, "l", 0.2, _request("a", 1_000, 800), 40.0).observed is None

@@ -153,6 +153,10 @@ class Stream:
         self._outbox.put(self._END)
         return list(self._answers)
 
+    def cancel(self) -> None:
+        """Cancel the call, as Envoy does when its client goes away."""
+        self._answers.cancel()
+
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout_s

@@ -58,18 +58,21 @@ class Running:
 
 
 @contextlib.contextmanager
-def running_gateway(tmp_path: Path, *, replicas: int = 2, **gateway: Any) -> Iterator[Running]:
+def running_gateway(
+    tmp_path: Path,
+    *,
+    replicas: int = 2,
+    groups: list[dict[str, Any]] | None = None,
+    time_scale: float = 1.0,
+    asgi: bool = False,
+    **gateway: Any,
+) -> Iterator[Running]:
+    """``groups``: the fleet file's replica groups (default: ``replicas`` × H100 of MODEL);
+    ``asgi``: every request through ASGI rather than answered in the HTTP protocol."""
     fleet_file = tmp_path / "fleet.yaml"
-    fleet_file.write_text(
-        yaml.safe_dump(
-            {
-                "name": "gw",
-                "replicas": [
-                    {"kind": "h100", "accelerator": "H100-SXM", "count": replicas, "model": MODEL}
-                ],
-            }
-        )
-    )
+    if groups is None:
+        groups = [{"kind": "h100", "accelerator": "H100-SXM", "count": replicas, "model": MODEL}]
+    fleet_file.write_text(yaml.safe_dump({"name": "gw", "replicas": groups}))
     settings = Settings(
         environment="development",
         dev_key=KEY,
@@ -80,14 +83,23 @@ def running_gateway(tmp_path: Path, *, replicas: int = 2, **gateway: Any) -> Ite
         scrape_interval_s=0.2,
         port=free_port(),
     )
-    with EmulatorThread(load_fleet(fleet_file), EmulatorOptions(base_port=0)) as emulator:
+    with EmulatorThread(
+        load_fleet(fleet_file), EmulatorOptions(base_port=0, time_scale=time_scale)
+    ) as emulator:
         app = build_app(
             settings,
             addresses=emulator.addresses(),
             gateway=GatewaySettings(enabled=True, **gateway),
         )
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on"
+            app,
+            host="127.0.0.1",
+            port=settings.port,
+            log_level="warning",
+            lifespan="on",
+            # as `placement serve --proxy` serves it (completions answered in the protocol);
+            # "httptools": uvicorn's own protocol, every request through ASGI
+            http="httptools" if asgi else app.state.http_protocol,
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, daemon=True)

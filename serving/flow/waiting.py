@@ -1,19 +1,22 @@
-"""Where a request the fleet cannot take at once waits (flow control in the gateway).
+"""Where a request the fleet cannot take at once waits: flow control in the gateway and in the
+endpoint picker.
 
 The order, bounds and deadlines are :class:`serving.flow.FlowQueue`'s; this module is the
 asyncio around it. A request admission refuses (or that would overtake requests already
-waiting in its band or above) is offered to the queue and its HTTP request awaits a future; the
+waiting in its band or above) is offered to the queue and its caller awaits a future; the
 queue is *pumped* — its candidates routed, highest band first, earliest deadline first within
-a band, fair across tenants — whenever a request through the gateway ends (capacity freed), and
+a band, fair across tenants — whenever a request placed through it ends (capacity freed), and
 on a timer while anything waits (the SLO gate's forecast moves with time, leases expire). The
 future resolves to the :class:`~serving.service.Routed` decision, and the very coroutine that
-holds the client's connection forwards it and relays the answer or stream: no lookup per token.
-It is refused with 429 and a Retry-After when the queue refuses it at the door (its deadline
-cannot be met, its tenant's share of the queue is full, the queue is full) or when its latest
-dispatch moment passes while it waits (a deadline miss). A client that disconnects while
-waiting is taken out of the queue at once. Whatever is routed carries the time its first token
-has left (``RouteQuery.ttft_budget_s``: its deadline less now, and ``band_headroom`` of that
-below the top band), which the SLO gate judges it by.
+holds the client's connection (the gateway's HTTP request, the picker's gRPC stream) carries
+it on: no lookup per token. It is refused with 429 and a Retry-After when the queue refuses it
+at the door (its deadline cannot be met, its tenant's share of the queue is full, the queue is
+full) or when its latest dispatch moment passes while it waits (a deadline miss). A client
+that disconnects while waiting (the ASGI ``http.disconnect``, or its waiting coroutine
+cancelled, as gRPC does when a stream is cancelled) is taken out of the queue at once.
+Whatever is routed carries the time its first token has left (``RouteQuery.ttft_budget_s``:
+its deadline less now, and ``band_headroom`` of that below the top band), which the SLO gate
+judges it by.
 """
 
 from __future__ import annotations
@@ -57,18 +60,22 @@ class QueueMetrics:
     """Queue lengths (by tenant and band), waits and deadline misses in ``/metrics``."""
 
     def __init__(
-        self, registry: CollectorRegistry, queue: FlowQueue[Ticket], tenant_label: BoundedLabel
+        self,
+        registry: CollectorRegistry,
+        queue: FlowQueue[Ticket],
+        tenant_label: BoundedLabel,
+        prefix: str = "placement_gateway",
     ) -> None:
         self.tenant_label = tenant_label
         self.waits = Histogram(
-            "placement_gateway_queue_wait_seconds",
+            f"{prefix}_queue_wait_seconds",
             "Time requests waited in the flow-control queue before dispatch, by tenant and band",
             ["tenant", "band"],
             buckets=WAIT_BUCKETS,
             registry=registry,
         )
         self.outcomes = Counter(
-            "placement_gateway_queue",
+            f"{prefix}_queue",
             "Requests offered to the flow-control queue by what became of them (dispatched, "
             "deadline_missed, client_gone, refused_deadline, refused_queue_share, "
             "refused_queue_full), by tenant and band",
@@ -76,26 +83,27 @@ class QueueMetrics:
             registry=registry,
         )
         self.misses = Counter(
-            "placement_gateway_deadline_misses",
+            f"{prefix}_deadline_misses",
             "Requests whose TTFT deadline passed while they waited (answered 429), by tenant "
             "and band",
             ["tenant", "band"],
             registry=registry,
         )
-        registry.register(_Lengths(queue, tenant_label))
+        registry.register(_Lengths(queue, tenant_label, f"{prefix}_queue_length"))
 
     def count(self, item: Waiting[Ticket], outcome: str) -> None:
         self.outcomes.labels(self.tenant_label(item.tenant), str(item.band), outcome).inc()
 
 
 class _Lengths(Collector):
-    def __init__(self, queue: FlowQueue[Ticket], tenant_label: BoundedLabel) -> None:
+    def __init__(self, queue: FlowQueue[Ticket], tenant_label: BoundedLabel, name: str) -> None:
         self.queue = queue
         self.tenant_label = tenant_label
+        self.name = name
 
     def collect(self):  # type: ignore[no-untyped-def]
         family = GaugeMetricFamily(
-            "placement_gateway_queue_length",
+            self.name,
             "Requests waiting in the flow-control queue, by tenant and band",
             labels=["tenant", "band"],
         )
@@ -109,7 +117,7 @@ class _Lengths(Collector):
 
 
 class WaitingRoom:
-    """The gateway's flow-control queue and its pump."""
+    """A flow-control queue and its pump; its metrics are named ``{metric_prefix}_queue…``."""
 
     def __init__(
         self,
@@ -118,6 +126,7 @@ class WaitingRoom:
         *,
         prefill_tokens_per_s: float,
         clock: Callable[[], float] = time.monotonic,
+        metric_prefix: str = "placement_gateway",
     ) -> None:
         self.service = service
         self.queue: FlowQueue[Ticket] = FlowQueue(
@@ -126,10 +135,11 @@ class WaitingRoom:
         self.prefill_tokens_per_s = prefill_tokens_per_s
         self.clock = clock
         self.metrics = QueueMetrics(
-            service.metrics.registry, self.queue, service.metrics.tenant_label
+            service.metrics.registry, self.queue, service.metrics.tenant_label, metric_prefix
         )
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self.offered = 0  # requests offered to the queue so far (they could not go at once)
         # when a request last had to wait or was refused (batch work stays paused a while)
         self.pressed_at = float("-inf")
         self._rates: GpuRates = mean_rates(())
@@ -153,6 +163,14 @@ class WaitingRoom:
         budget = self.service.admission.classes.get(request_class)
         return budget.priority if budget is not None else 0
 
+    @staticmethod
+    def ttft_slo_s(request_class: str, given: float | None) -> float:
+        """A request's TTFT SLO: the one it was sent with, else its class's."""
+        if given is not None:
+            return given
+        known = DEFAULT_CLASSES.get(request_class)
+        return known.ttft_slo_s if known is not None else DEFAULT_TTFT_SLO_S
+
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
         self._wake = asyncio.Event()
@@ -167,17 +185,23 @@ class WaitingRoom:
 
     # ---- one request ---------------------------------------------------------------------
     async def route(
-        self, query: RouteQuery, *, arrival: float, ttft_slo_s: float | None, receive: Receive
+        self,
+        query: RouteQuery,
+        *,
+        arrival: float,
+        ttft_slo_s: float | None,
+        receive: Receive | None = None,
+        on_queued: Callable[[float], None] | None = None,
     ) -> Routed:
         """Place ``query`` now, or wait in the queue until it is placed; raises
-        :class:`~serving.service.Refused` (429), :class:`ClientGone`, or whatever routing
-        raises (:class:`~serving.route.types.NoReplica`, bad input)."""
+        :class:`~serving.service.Refused` (429), :class:`ClientGone` (``receive`` said the
+        client disconnected), or whatever routing raises (:class:`~serving.route.types.NoReplica`,
+        bad input). Cancelled while it waits, it leaves the queue at once. ``on_queued`` is
+        told, when it starts waiting, the longest it may wait (seconds until its latest
+        dispatch)."""
         band = self.band(query.request_class)
         queue = self.queue
-        slo = ttft_slo_s
-        if slo is None:
-            known = DEFAULT_CLASSES.get(query.request_class)
-            slo = known.ttft_slo_s if known is not None else DEFAULT_TTFT_SLO_S
+        slo = self.ttft_slo_s(query.request_class, ttft_slo_s)
         policy = queue.policy
         deadline = arrival + slo * policy.deadline_slack
         if not self.enabled or queue.waiting_above(band + 1) == 0:
@@ -204,25 +228,40 @@ class WaitingRoom:
             cost=self.price(query),
         )
         now = self.clock()
+        self.offered += 1
         offer = queue.offer(item, now)
         if not offer.queued:
             self.metrics.count(item, "refused_" + offer.reason)
             self.service.metrics.refusals.labels(offer.reason).inc()
             raise Refused(offer.reason, offer.retry_after_s)
         self.pump()
-        if not future.done() and self._wake is not None:
-            self._wake.set()
-        gone = asyncio.ensure_future(_disconnect(receive))
-        try:
-            await asyncio.wait((future, gone), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
         if not future.done():
-            if queue.remove(item):
-                self.metrics.count(item, "client_gone")
-            future.cancel()
+            if self._wake is not None:
+                self._wake.set()
+            if on_queued is not None:
+                on_queued(max(0.0, item.latest_start - now))
+        gone = asyncio.ensure_future(_disconnect(receive)) if receive is not None else None
+        try:
+            await asyncio.wait(
+                (future,) if gone is None else (future, gone),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        except asyncio.CancelledError:
+            self._leave(item)
+            raise
+        finally:
+            if gone is not None:
+                gone.cancel()
+        if not future.done():
+            self._leave(item)
             raise ClientGone
         return future.result()
+
+    def _leave(self, item: Waiting[Ticket]) -> None:
+        """Its client went away while it waited: out of the queue at once."""
+        if self.queue.remove(item):
+            self.metrics.count(item, "client_gone")
+        item.payload.future.cancel()
 
     # ---- the pump ------------------------------------------------------------------------
     def pump(self) -> None:
