@@ -275,8 +275,9 @@ class _Pool:
 
 
 class Upstream:
-    """Requests to replicas over pooled keep-alive connections (at most ``max_connections``
-    open at once; idle ones are closed first when the limit is reached)."""
+    """Requests to replicas over pooled keep-alive connections. When ``max_connections`` are
+    open, an idle one is closed before a new one opens; a request never waits for a connection
+    (with every connection busy the count goes over the limit until some close)."""
 
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
