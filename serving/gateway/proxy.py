@@ -1,7 +1,7 @@
 """The gateway's request path: authenticate, read, route, forward, retry, relay, record.
 
-For each ``POST /v1/completions`` or ``/v1/chat/completions`` (``/v1/embeddings``:
-:mod:`.embeddings`, batched by :mod:`.batching`):
+For each ``POST /v1/completions`` or ``/v1/chat/completions`` (``/v1/embeddings`` and
+``/classify``: :mod:`.pooling`, batched by :mod:`.batching`):
 
 1. the caller's key, tenant, request class and SLOs from the headers (:mod:`.headers`); the body
    read up to the service's limit and checked (:mod:`.prompt`); the model must be served;
@@ -33,12 +33,12 @@ from serving.api.runtime import ServiceRuntime
 from serving.flow import FlowPolicy
 from serving.flow.waiting import ClientGone, WaitingRoom
 from serving.gateway.batching import BatchPolicy
-from serving.gateway.embeddings import EmbeddingPath
 from serving.gateway.errors import GatewayError
 from serving.gateway.forward import UPSTREAM_ERRORS, Response, Upstream, base_url, refused
 from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_meta
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.outcome import Outcome, OutcomeRecorder
+from serving.gateway.pooling import PoolingPath
 from serving.gateway.prompt import ProxyRequest, cache_key, parse_request
 from serving.gateway.replies import JSON
 from serving.gateway.replies import read_body as _read_body
@@ -95,7 +95,7 @@ class Gateway:
         self._bad_request = self.metrics.requests.labels("bad_request")
         self._ids = itertools.count(1)
         self._bases: dict[str, str] = {}
-        self.embeddings = EmbeddingPath(
+        self.pooling = PoolingPath(
             service=self.service,
             upstream=self.upstream,
             recorder=self.recorder,
@@ -127,7 +127,7 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        await self.embeddings.close()
+        await self.pooling.close()
         await self.waiting.close()
         if self.sink is not None and self.sink is not self.runtime.telemetry:
             await self.sink.flush()

@@ -1,16 +1,19 @@
-"""The gateway's ``POST /v1/embeddings``: each request placed, then batched with others bound
-for the same replica (:mod:`.batching`), and its share of the batch's answer given back.
+"""The gateway's pooling endpoints, ``POST /v1/embeddings`` and ``POST /classify`` (vLLM's, for
+classification models): each request placed, then batched with others bound for the same
+replica (:mod:`.batching`), and its share of the batch's answer given back.
 
 1. The caller's key, tenant, class and SLO from the headers; the body read and checked
-   (:func:`sim.emulator.embeddings_api.parse_embedding`); the model must be served; an input
+   (:func:`sim.emulator.embeddings_api.parse_embedding`,
+   :func:`sim.emulator.classify_api.parse_classify`); the model must be served; an input
    whose lower-bound token count (characters / 8) is over the model's context window is
    refused here (400), so one bad input cannot fail a batch.
 2. It is admitted and placed like a completion (:meth:`Gateway.place`: credits, the SLO
    gate, the flow-control queue), as one request of its summed token estimate — at most the
    model's context window, which bounds each input rather than their sum.
-3. It joins the batch of its replica, model and answer format. The batch goes as one
-   ``/v1/embeddings`` request whose ``input`` lists every member's inputs in order; the answer's
-   embeddings are cut back into the members' answers (indexes from 0 again), and the replica's
+3. It joins the batch of its endpoint, replica, model and answer format. The batch goes as one
+   request whose ``input`` lists every member's inputs in order; the answer's ``data`` (an
+   embedding or a class per input) is cut back into the members' answers (indexes from 0
+   again), and the replica's
    ``prompt_tokens`` are shared out in proportion to the members' estimates. A batch the
    replica refuses as a whole (a 4xx) is sent again one request at a time, so only the bad
    request fails. A connection error or a 5xx sends the batch to another healthy replica of
@@ -47,6 +50,7 @@ from serving.gateway.retry import RetryBudget
 from serving.route.types import RouteQuery
 from serving.service import PlacementService, Routed, UnknownDecision
 from sim.emulator import embeddings_api as embed_api
+from sim.emulator.classify_api import CLASSIFY, parse_classify
 from sim.emulator.openai_api import ApiError, parse_json
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -55,9 +59,18 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 @dataclass(frozen=True, slots=True)
 class BatchKey:
     replica_id: str
+    path: str
     model: str
-    encoding_format: str
-    dimensions: int | None
+    params: tuple[tuple[str, Any], ...]  # the body's other members (the answer's format)
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A pooling request as the gateway needs it."""
+
+    model: str
+    inputs: tuple[embed_api.Input, ...]
+    params: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +112,8 @@ class BatchMetrics:
         self.items.observe(items)
 
 
-class EmbeddingPath:
-    """``POST /v1/embeddings`` through the gateway (see the module's docstring)."""
+class PoolingPath:
+    """``POST /v1/embeddings`` and ``/classify`` through the gateway (the module's docstring)."""
 
     def __init__(
         self,
@@ -144,7 +157,7 @@ class EmbeddingPath:
             headers = header_map(scope["headers"])
             meta = self._meta(headers)
             raw = await read_body(receive, headers, self._max_body_bytes())
-            ask = _parse(raw)
+            ask = _parse(scope["path"], raw)
             self._check_model(ask.model)
             estimates = _estimates(ask)
         except GatewayError as exc:
@@ -163,16 +176,17 @@ class EmbeddingPath:
             ttft_slo_s=meta.ttft_slo_s,
         )
         try:
-            await self._serve(receive, send, ask, estimates, outcome)
+            await self._serve(scope["path"], receive, send, ask, estimates, outcome)
         finally:
             self.recorder.finish(outcome)
             self.waiting.pump()  # what it held is free: what waits may go
 
     async def _serve(
         self,
+        path: str,
         receive: Receive,
         send: Send,
-        ask: embed_api.EmbeddingRequest,
+        ask: Ask,
         estimates: tuple[int, ...],
         outcome: Outcome,
     ) -> None:
@@ -190,7 +204,7 @@ class EmbeddingPath:
         outcome.decision_id = routed.decision_id
         outcome.replica = routed.decision.replica_id
         self.recorder.metrics.overhead.observe(time.monotonic() - outcome.arrival)
-        key = BatchKey(routed.decision.replica_id, ask.model, ask.encoding_format, ask.dimensions)
+        key = BatchKey(routed.decision.replica_id, path, ask.model, ask.params)
         call = Call([_as_json(i) for i in ask.inputs], estimates, routed.decision_id)
         self.retries.deposit()
         slo = self.waiting.ttft_slo_s(outcome.request_class, outcome.ttft_slo_s)
@@ -258,13 +272,11 @@ class EmbeddingPath:
         body: dict[str, Any] = {
             "model": key.model,
             "input": [item for call in calls for item in call.inputs],
-            "encoding_format": key.encoding_format,
+            **dict(key.params),
         }
-        if key.dimensions is not None:
-            body["dimensions"] = key.dimensions
         try:
             response = await self.upstream.open(
-                base_url(state.address), embed_api.EMBEDDINGS, orjson.dumps(body)
+                base_url(state.address), key.path, orjson.dumps(body)
             )
             try:
                 status, raw = response.status, await response.read()
@@ -290,9 +302,17 @@ class EmbeddingPath:
         return [answer] * n, "5xx" if status >= 500 else ""
 
 
-def _parse(raw: bytes) -> embed_api.EmbeddingRequest:
+def _parse(path: str, raw: bytes) -> Ask:
     try:
-        return embed_api.parse_embedding(parse_json(raw))
+        body = parse_json(raw)
+        if path == CLASSIFY:
+            classify = parse_classify(body)
+            return Ask(classify.model, classify.inputs)
+        embed = embed_api.parse_embedding(body)
+        params: tuple[tuple[str, Any], ...] = (("encoding_format", embed.encoding_format),)
+        if embed.dimensions is not None:
+            params += (("dimensions", embed.dimensions),)
+        return Ask(embed.model, embed.inputs, params)
     except ApiError as exc:
         raise GatewayError(exc.status, exc.message, param=exc.param, code=exc.code) from None
 
@@ -304,7 +324,7 @@ def _context(model: str) -> int:
         return 1 << 30  # outside the catalogue: its replicas judge the length
 
 
-def _estimates(ask: embed_api.EmbeddingRequest) -> tuple[int, ...]:
+def _estimates(ask: Ask) -> tuple[int, ...]:
     """Each input's token estimate; a :class:`GatewayError` (400) for an input surely over the
     model's context window."""
     context = _context(ask.model)
@@ -340,19 +360,15 @@ def _split(raw: bytes, calls: Sequence[Call], replica_id: str) -> list[Answer]:
     whole = orjson.loads(raw)
     data = sorted(whole["data"], key=lambda d: int(d["index"]))
     if len(data) != sum(len(c.inputs) for c in calls):
-        raise ValueError("the answer has a different number of embeddings than inputs")
+        raise ValueError("the answer has a different number of results than inputs")
     tokens = _shares(int(whole["usage"]["prompt_tokens"]), [sum(c.estimates) for c in calls])
     answers: list[Answer] = []
     start = 0
     for call, used in zip(calls, tokens, strict=True):
         mine = data[start : start + len(call.inputs)]
         start += len(call.inputs)
-        body = {
-            "object": "list",
-            "data": [{**d, "index": i} for i, d in enumerate(mine)],
-            "model": whole.get("model"),
-            "usage": {"prompt_tokens": used, "total_tokens": used},
-        }
+        usage = {**whole["usage"], "prompt_tokens": used, "total_tokens": used}
+        body = {**whole, "data": [{**d, "index": i} for i, d in enumerate(mine)], "usage": usage}
         answers.append(Answer(200, orjson.dumps(body), used, batch=len(calls), replica=replica_id))
     return answers
 
@@ -360,9 +376,7 @@ def _split(raw: bytes, calls: Sequence[Call], replica_id: str) -> list[Answer]:
 def _shares(total: int, weights: list[int]) -> list[int]:
     """``total`` shared out in proportion to ``weights``, in whole units that sum to it
     (largest remainders first)."""
-    weight = sum(weights)
-    if weight <= 0:
-        return [total // len(weights)] * len(weights)
+    weight = max(1, sum(weights))
     exact = [total * w / weight for w in weights]
     out = [int(x) for x in exact]
     order = sorted(range(len(weights)), key=lambda i: exact[i] - out[i], reverse=True)
