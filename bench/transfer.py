@@ -101,7 +101,7 @@ def _model_shape_masks(target: Profiled) -> dict[Family, FloatArray]:
     heads: set[tuple[int, int, int]] = set()
     moe_keys: set[tuple[int, int, int, int, int]] = set()
     for model in MODELS.values():
-        if model.task != "generate":  # an embedding model reads no decode-serving kernels
+        if model.pooling:  # a pooling model reads no decode-serving kernels
             continue
         for tp in TP_RANGE:
             try:

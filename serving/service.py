@@ -368,9 +368,8 @@ class PlacementService:
         )
         if self.demand is not None:
             self.demand.record(query, now)
-        self.metrics.count_decision(decision.reason)
         elapsed = time.perf_counter() - started
-        self.metrics.decision_latency.observe(elapsed)
+        self.metrics.decision_stats.decided(decision.reason, elapsed)
         if self.tracer is not None:
             self.tracer.decision(query, decision, decision_id, time.time_ns() - int(elapsed * 1e9))
         return Routed(decision_id=decision_id, decision=decision, addresses=addresses)
@@ -479,7 +478,7 @@ class PlacementService:
         if not self.leases.due(now):
             return
         for lease in self.leases.expired(now, MAX_EXPIRED_PER_CALL):
-            self.metrics.lease_expiries.inc()
+            self.metrics.decision_stats.lease_expiries += 1
             self._release(lease, lease.query.max_output_tokens, ok=True)
 
     def tenant_usage(self) -> list[TenantUsage]:

@@ -57,20 +57,20 @@ class Setting:
 
 
 DEFAULT = Setting()
-ADMISSIONS = ("gate0.8", "gate@0.5", "gate@0.2", "cap")
+ADMISSIONS = ("gate0.9", "gate0.8", "gate@0.5", "gate@0.2", "cap")
 
 
 def sweep_settings() -> list[Setting]:
     """One factor at a time around :data:`DEFAULT`."""
     out = [DEFAULT]
     variants: list[Setting] = [
-        *(replace(DEFAULT, queue=q) for q in ("refuse", "fifo", "edf")),
+        *(replace(DEFAULT, queue=q) for q in ("refuse", "fifo", "edf", "sjf")),
         *(replace(DEFAULT, slack=s) for s in (0.75, 1.5)),
         *(replace(DEFAULT, admission=a) for a in ADMISSIONS),
         *(replace(DEFAULT, admission=a, queue="refuse") for a in ADMISSIONS),
         *(replace(DEFAULT, cache=c) for c in (0, 16384)),
         *(replace(DEFAULT, batch_busy=b) for b in (0.25, 0.75)),
-        *(replace(DEFAULT, band_headroom=b) for b in (0.5, 0.75)),
+        *(replace(DEFAULT, band_headroom=b) for b in (0.4, 0.5, 0.6, 0.75)),
     ]
     for v in variants:
         if v not in out:
@@ -221,6 +221,8 @@ def figures(
         out[f"attainment_{c.name}_feasible"] = float(table.met[fits].mean()) if fits.any() else 1.0
         out[f"infeasible_{c.name}"] = int((mask & ~possible).sum())
     out["goodput_rps"] = float(table.met[interactive].sum()) / max(span, 1e-9)
+    # what no policy can beat: every interactive request an idle replica could serve, met
+    out["feasible_rps"] = float((interactive & possible).sum()) / max(span, 1e-9)
     out["refused_share"] = float(table.failed[interactive].mean()) if interactive.any() else 0.0
     served = interactive & table.completed
     ttft = table.ttft[served]
@@ -240,13 +242,16 @@ def figures(
 
 
 TOP_BAND_TARGET = 0.95
+# the head must clear the target by this much: a setting chosen as the best of many on the
+# head does worse on the tail (the first run's choice went from 0.951 to 0.943)
+HEAD_MARGIN = 0.01
 
 
 def rank(row: dict[str, Any]) -> tuple[bool, float, float]:
-    """How good a row is: holding the top band's target first, then goodput, then the top
-    band's attainment."""
+    """How good a row is: holding the top band's target (with :data:`HEAD_MARGIN`) first,
+    then goodput, then the top band's attainment."""
     top = row["attainment_premium_feasible"]
-    return (top >= TOP_BAND_TARGET, row["goodput_rps"], top)
+    return (top >= TOP_BAND_TARGET + HEAD_MARGIN, row["goodput_rps"], top)
 
 
 def choose(rows: list[dict[str, Any]]) -> dict[str, Any]:

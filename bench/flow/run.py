@@ -173,6 +173,9 @@ def run_flow_bench(
         "interactive_attainment": chosen_tail["attainment_premium_feasible"],
         "interactive_attainment_all_requests": chosen_tail["attainment_premium"],
         "goodput_vs_refuse": by_admission["chosen"]["goodput_vs_refuse"],
+        # the most any policy could reach: every feasible interactive request met
+        "goodput_bound_vs_refuse": chosen_tail["feasible_rps"]
+        / max(by_admission["chosen"]["goodput_refuse_rps"], 1e-9),
         "batch_done_in_window": day["batch_done_in_window"] / max(1, day["batch_requests"]),
         "batch_lost": restart["lost"] if restart is not None else None,
         "batch_answered_twice": restart["answered_twice"] if restart is not None else None,

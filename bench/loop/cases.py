@@ -2,7 +2,7 @@
 
 Default spans keep a full run within minutes on two cores: the whole Mooncake slice (2,100 s),
 30 minutes of the mixed populations (~28k requests), 10 minutes of the synthetic tenants and
-20 minutes of kv-bound (~6.5k requests).
+20 minutes of kv-bound (~6.5k requests), 15 minutes of multi-model and of tiers.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from placement.errors import InputError
 from sim.workloads.base import Workload
 from sim.workloads.registry import WORKLOADS, load_mixed, load_workload
 from sim.workloads.tenant_mix import tenant_mix
+from sim.workloads.tiers import TIERS_FLEET
 from sim.workloads.trace_file import load_trace_file, with_tenancy
 
 DEFAULT_SPAN_S: dict[str, float | None] = {
@@ -24,10 +25,12 @@ DEFAULT_SPAN_S: dict[str, float | None] = {
     "synthetic": 600.0,
     "kv-bound": 1200.0,
     "multi-model": 900.0,
+    "tiers": 900.0,
 }
 # workloads that need a fleet of their own (other models, LoRA slots) run on it, whatever --fleets
 OWN_FLEET: dict[str, Path] = {
-    "multi-model": Path(__file__).resolve().parents[2] / "data" / "fleets" / "multimodel.yaml"
+    "multi-model": Path(__file__).resolve().parents[2] / "data" / "fleets" / "multimodel.yaml",
+    "tiers": TIERS_FLEET,  # the heterogeneous fleet: the classes' choice of accelerators
 }
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from models.capacity import DEFAULT_SLOS, Slo
 from placement.domain.fleet import Fleet
 from placement.plan.capacity_source import ROOFLINE_SOURCE
 from placement.solver.capacity import TableCapacity
@@ -35,9 +36,9 @@ class Learned:
     telemetry_rows: int
 
 
-def roofline_capacity() -> TableCapacity:
+def roofline_capacity(slos: tuple[Slo, ...] = DEFAULT_SLOS) -> TableCapacity:
     """The ablation without learned predictors: capacity at SLO from the roofline prior."""
-    return TableCapacity(None, ROOFLINE_SOURCE)
+    return TableCapacity(None, ROOFLINE_SOURCE, slos=slos)
 
 
 def fresh_telemetry(store: Path) -> Path:
@@ -59,9 +60,10 @@ def learn_capacity(
     seed: int = 0,
     experiment: str = LOOP_EXPERIMENT,
     say: Callable[[str], None] = lambda _m: None,
+    slos: tuple[Slo, ...] = DEFAULT_SLOS,
 ) -> Learned:
     """Simulate ``tune`` at ``loads`` into a fresh telemetry store under ``store``, train,
-    register, and return capacity at SLO from the registered model."""
+    register, and return capacity at SLO (at levels ``slos``) from the registered model."""
     import mlflow
 
     from training.pyfunc import unwrap
@@ -82,7 +84,7 @@ def learn_capacity(
     uri = f"models:/placement-latency/{trained.latency_version}"
     predictor = unwrap(mlflow.pyfunc.load_model(uri))
     return Learned(
-        capacity=TableCapacity(predictor, uri),
+        capacity=TableCapacity(predictor, uri, slos=slos),
         model_uri=uri,
         heldout_metrics=dict(trained.metrics),
         telemetry_rows=rows,

@@ -41,6 +41,7 @@ from bench.loop.tuning import (
     WARM_KV_SHARES,
     Setting,
     grid,
+    plan_pickers,
     write_profile,
 )
 from bench.policies import (
@@ -53,7 +54,7 @@ from bench.policies import (
 )
 from placement.domain.fleet import Fleet
 from placement.plan import Plan
-from placement.solver.capacity import CapacitySource
+from placement.solver.capacity import CapacitySource, class_slos
 from placement.solver.instance import WARM_KV_SHARE
 from placement.solver.model import Weights
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
@@ -240,7 +241,7 @@ def ours_with_policy(
         fleet=ctx.case.fleet,
         tenants=ctx.tune.tenants if v.credits else {},
         classes=ctx.tune.classes,
-        capacity=ctx.capacity if v.learned else roofline_capacity(),
+        capacity=ctx.capacity if v.learned else roofline_capacity(class_slos(ctx.tune.classes)),
         block_tokens=ctx.tune.block_tokens,
         rule=planning_rule(v),
         options=SolveOptions(weights=Weights(churn=0.0)) if not v.churn else SolveOptions(),
@@ -285,12 +286,13 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     """Split, scale, learn, and tune the route profile and the gate — all on the head."""
     tune, report = case.workload.split(case.tune_share)
     weights = fleet_capacity(case.fleet, tune, cost_model_for_replica)
+    slos = class_slos(tune.classes)
     if case.learn:
-        learned = learn_capacity(tune, case.fleet, store, seed=case.seed, say=say)
+        learned = learn_capacity(tune, case.fleet, store, seed=case.seed, say=say, slos=slos)
         capacity: CapacitySource = learned.capacity
         uri = learned.model_uri
     else:
-        capacity, uri = roofline_capacity(), "roofline-prior"
+        capacity, uri = roofline_capacity(slos), "roofline-prior"
     ctx = CaseContext(
         case=case, tune=tune, report=report, weights=weights, capacity=capacity, model_uri=uri
     )
@@ -298,16 +300,25 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     profiles = store / "profiles"
     # the warm-prefix budget matters only to traffic with shared prefixes
     shares = WARM_KV_SHARES if any(r.block_hashes for r in tune.requests) else (WARM_KV_SHARE,)
-    for setting in case.settings or grid(shares):
+
+    def score(setting: Setting) -> float:
         ctx.profile = write_profile(setting, profiles)
         ctx.warm_kv_share = setting.warm_kv_share
-        score = 0.0
+        total = 0.0
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
             result, wl, _ = ours(ctx, load, on=tune, headroom=setting.headroom)
-            score += summarise(result, wl).goodput_rps
-        if score > best[0]:
-            best = (score, setting)
+            total += summarise(result, wl).goodput_rps
+        return total
+
+    # with several classes on several accelerator kinds the plan may place the classes apart:
+    # whether its choice binds is tuned with the weights
+    kinds = {r.accelerator.kind for r in case.fleet.replicas}
+    pickers = plan_pickers((r.request_class for r in tune.requests), kinds)
+    for setting in case.settings or grid(shares, pickers):
+        got = score(setting)
+        if got > best[0]:
+            best = (got, setting)
     chosen = best[1]
     ctx.headroom = chosen.headroom
     ctx.warm_kv_share = chosen.warm_kv_share
@@ -316,7 +327,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
         f"{chosen.headroom}, prefix-match weight {chosen.prefix_weight}, predicted-TTFT weight "
         f"{chosen.ttft_weight} ({ctx.profile.name}), warm-prefix KV share "
-        f"{chosen.warm_kv_share}"
+        f"{chosen.warm_kv_share}, plan picker {chosen.plan_picker}"
     )
     return ctx
 

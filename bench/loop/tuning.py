@@ -1,6 +1,8 @@
 """What the loop tunes on the head of a trace: the route profile's scorer weights and, on traffic
 with shared prefixes, the share of each replica's KV memory the plan may fill with warm
-prefixes, picked from a small grid by goodput summed over a few loads.
+prefixes, picked from a small grid by goodput summed over a few loads; and, on traffic of more
+than one request class over more than one accelerator kind, whether the plan's choice of
+replicas binds (``plan_picker: planned``, :data:`PLAN_PICKER_CHOICES`).
 
 The admission gate's headroom is not tuned (:data:`HEADROOMS` holds 1.0 alone): the gate
 refuses by the chance that a request misses its SLO (:mod:`serving.admission.slo_gate`),
@@ -15,6 +17,7 @@ inspected and reused (``placement bench routing`` and the service read the same 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +34,10 @@ TUNE_LOADS = (1.0, 2.0, 3.0)
 # the plan's warm-prefix budget, × a replica's KV memory: the rest holds running sequences'
 # own tokens, which a trace of short private text after long shared prefixes hardly needs
 WARM_KV_SHARES = (WARM_KV_SHARE, 0.8)
+# the base profile's picker (the plan steers, live load decides) and the one where the plan's
+# replicas for a tenant bind: tried on traffic whose classes the plan may place apart
+BASE_PLAN_PICKER = "scored"
+PLAN_PICKER_CHOICES = (BASE_PLAN_PICKER, "planned")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,17 +46,31 @@ class Setting:
     ttft_weight: float
     headroom: float
     warm_kv_share: float = WARM_KV_SHARE
+    plan_picker: str = BASE_PLAN_PICKER
 
 
-def grid(warm_kv_shares: tuple[float, ...] = (WARM_KV_SHARE,)) -> list[Setting]:
+def grid(
+    warm_kv_shares: tuple[float, ...] = (WARM_KV_SHARE,),
+    plan_pickers: tuple[str, ...] = (BASE_PLAN_PICKER,),
+) -> list[Setting]:
     return [
         Setting(*s)
-        for s in itertools.product(PREFIX_WEIGHTS, TTFT_WEIGHTS, HEADROOMS, warm_kv_shares)
+        for s in itertools.product(
+            PREFIX_WEIGHTS, TTFT_WEIGHTS, HEADROOMS, warm_kv_shares, plan_pickers
+        )
     ]
 
 
+def plan_pickers(request_classes: Iterable[str], accelerators: Iterable[str]) -> tuple[str, ...]:
+    """The plan pickers worth tuning: whether the plan's replicas bind matters only where it
+    may place classes apart (several request classes) on accelerators that differ."""
+    several = len(set(request_classes)) > 1 and len(set(accelerators)) > 1
+    return PLAN_PICKER_CHOICES if several else (BASE_PLAN_PICKER,)
+
+
 def write_profile(setting: Setting, directory: Path, base: Path = BASE_PROFILE) -> Path:
-    """The base profile with the setting's scorer weights, as a YAML file in ``directory``."""
+    """The base profile with the setting's scorer weights and plan picker, as a YAML file in
+    ``directory``."""
     doc = yaml.safe_load(base.read_text())
     weights = {
         "prefix-match-scorer": setting.prefix_weight,
@@ -58,7 +79,8 @@ def write_profile(setting: Setting, directory: Path, base: Path = BASE_PROFILE) 
     for scorer in doc["scorers"]:
         if scorer["name"] in weights:
             scorer["weight"] = weights[scorer["name"]]
-    name = f"scored-p{setting.prefix_weight:g}-t{setting.ttft_weight:g}"
+    doc["plan_picker"] = setting.plan_picker
+    name = f"{setting.plan_picker}-p{setting.prefix_weight:g}-t{setting.ttft_weight:g}"
     doc["name"] = name
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.yaml"

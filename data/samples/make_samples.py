@@ -5,7 +5,9 @@ found through ``placement.paths.shared_data()`` (``$PLACEMENT_SHARED_DATA`` or .
 Every sample is a verbatim prefix or copy of a published file, so loaders see the real format,
 except the multi-model sample: the first requests of the ``multi-model`` workload (derived from
 ServeGen and Azure, :mod:`sim.workloads.multi_model`) written as a JSONL trace with tenants,
-models and LoRA adapters.
+models and LoRA adapters; and the tiers sample: the first requests of the ``tiers`` workload
+(Azure, Mooncake and ServeGen tenants in their classes, :mod:`sim.workloads.tiers`) with
+tenants, request classes and the documents' block hashes.
 """
 
 from __future__ import annotations
@@ -26,6 +28,30 @@ MAX_BYTES = 200_000
 KV_BOUND_LINES = 300
 KV_BOUND_SEED = 0
 MULTI_MODEL_REQUESTS = 1200
+TIERS_REQUESTS = 800
+
+
+def tiers_sample(target: Path) -> None:
+    """The first :data:`TIERS_REQUESTS` requests of the ``tiers`` workload (seed 0) in the JSONL
+    trace format, each with its tenant and request class; ``hash_ids`` are the chained block
+    hashes of the requests that have them (the documents tenant's, from Mooncake)."""
+    from sim.workloads.registry import load_workload
+
+    workload = load_workload("tiers", seed=0, duration_s=300.0)
+    lines = []
+    for r in workload.requests[:TIERS_REQUESTS]:
+        record: dict[str, object] = {
+            "timestamp": round(r.arrival_s * 1000.0, 3),
+            "input_length": r.input_tokens,
+            "output_length": r.output_tokens,
+            "tenant": r.tenant,
+            "request_class": r.request_class,
+        }
+        if r.block_hashes:
+            record["hash_ids"] = list(r.block_hashes)
+        lines.append(json.dumps(record, separators=(",", ":")) + "\n")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(lines), encoding="utf-8")
 
 
 def multi_model_sample(target: Path) -> None:
@@ -136,6 +162,9 @@ def main() -> None:
     written.append(target)
     target = SAMPLES / "multi_model" / "multi_model_first1200.jsonl"
     multi_model_sample(target)
+    written.append(target)
+    target = SAMPLES / "tiers" / "tiers_first800.jsonl"
+    tiers_sample(target)
     written.append(target)
 
     for path in written:

@@ -76,7 +76,7 @@ class ModelEntry(_Entry):
     dtype_bytes: int = Field(default=2, ge=1, le=8)
     num_experts: int = Field(default=0, ge=0)
     experts_per_token: int = Field(default=0, ge=0)
-    task: Literal["generate", "embed"] = "generate"
+    task: Literal["generate", "embed", "classify"] = "generate"
 
     @model_validator(mode="after")
     def _experts(self) -> ModelEntry:

@@ -25,8 +25,8 @@ from placement.errors import InputError, UnknownModel
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelArchitecture:
     """A transformer. MoE models set ``num_experts`` and ``experts_per_token``; ``task`` is
-    ``generate`` (a decoder served for completions) or ``embed`` (a pooling model served for
-    ``/v1/embeddings``: one forward pass over the prompt, no decode)."""
+    ``generate`` (a decoder served for completions), or a pooling model (one forward pass over
+    the prompt, no decode): ``embed`` (``/v1/embeddings``) or ``classify`` (``/classify``)."""
 
     name: str
     layers: int
@@ -41,7 +41,12 @@ class ModelArchitecture:
     dtype_bytes: int = 2
     num_experts: int = 0
     experts_per_token: int = 0
-    task: Literal["generate", "embed"] = "generate"
+    task: Literal["generate", "embed", "classify"] = "generate"
+
+    @property
+    def pooling(self) -> bool:
+        """A model served by pooling (embeddings, classification), not by generation."""
+        return self.task != "generate"
 
     @property
     def is_moe(self) -> bool:

@@ -99,21 +99,30 @@ class ReplicaPrefixCache:
 
     def insert(self, block_hashes: Sequence[int], now: float = 0.0) -> list[int]:
         """Record a request's chain as just used; returns the hashes evicted to make room."""
+        return self.record(block_hashes, now)[1]
+
+    def record(self, block_hashes: Sequence[int], now: float = 0.0) -> tuple[list[int], list[int]]:
+        """:meth:`insert`, returning also the hashes that were not held before: an index of
+        holders needs to touch only those (a held block is already indexed here)."""
         blocks = self._blocks
         window = self.hit_window_s
         self._snapshot = None
+        added: list[int] = []
         for h in reversed(block_hashes):  # deepest first, root last: keeps prefix closure
             stats = blocks.get(h)
             if stats is None:
                 blocks[h] = (now, 1)
+                added.append(h)
             else:
                 last, hits = stats
                 blocks[h] = (now, hits + 1 if now - last <= window else 1)
                 blocks.move_to_end(h)
         evicted: list[int] = []
-        while len(blocks) > self.capacity_blocks:
-            evicted.append(blocks.popitem(last=False)[0])
-        return evicted
+        if len(blocks) > self.capacity_blocks:
+            popitem = blocks.popitem
+            while len(blocks) > self.capacity_blocks:
+                evicted.append(popitem(last=False)[0])
+        return added, evicted
 
     def last_touch(self, block_hash: int) -> float | None:
         """When a block was last touched, or None if it is not held."""
@@ -238,13 +247,16 @@ class PrefixIndex(Generic[R]):
         self._expire(now)
         if self._ttl_s is not None:
             self._touches.extend((now, idx, h) for h in block_hashes)
-        for h in block_hashes:
-            holders = self._holders.get(h)
+        added, evicted = c.record(block_hashes, now)
+        all_holders = self._holders
+        for h in added:
+            holders = all_holders.get(h)
             if holders is None:
-                self._holders[h] = {idx}
+                all_holders[h] = {idx}
             else:
                 holders.add(idx)
-        self._forget(idx, c.insert(block_hashes, now))
+        if evicted:
+            self._forget(idx, evicted)
 
     def _expire(self, now: float) -> None:
         if self._ttl_s is None:

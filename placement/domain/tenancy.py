@@ -12,6 +12,8 @@ tenants:
     models: [llama-3-8b]       # optional: the models it may use (default: all)
     traffic_share: 0.6         # optional: share of a trace's requests it sends (benchmarks)
     source: azure-code         # optional: the shipped workload its requests come from (benchmarks)
+    request_class: interactive # optional: the class its requests come in (benchmarks; default:
+                               # the class its source gives them)
     api_keys:                  # optional: tenant-scoped keys (digests: serve --hash-key KEY)
       - {name: acme-router, digest: "sha256:…", scopes: [route]}
 ```
@@ -78,6 +80,7 @@ class TenantSpec(_Strict):
     models: tuple[str, ...] | None = None
     traffic_share: float | None = Field(default=None, gt=0, le=1)
     source: str | None = Field(default=None, min_length=1)
+    request_class: str | None = Field(default=None, min_length=1)
     api_keys: tuple[TenantKeySpec, ...] = ()
 
 
@@ -95,6 +98,8 @@ class Tenancy:
     models: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # absent: every model
     traffic_shares: Mapping[str, float] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)  # tenant → workload (a mix)
+    # tenant → the class its requests come in, where the file says (a mix's tenants)
+    request_classes: Mapping[str, str] = field(default_factory=dict)
     keys: tuple[TenantKey, ...] = ()
     # the validated document, as written back when the tenancy is edited and persisted
     doc: Mapping[str, Any] = field(default_factory=dict)
@@ -167,6 +172,17 @@ def tenancy_from_dict(
             for name, c in doc.classes.items()
         }
     )
+    request_classes = {
+        n: t.request_class for n, t in doc.tenants.items() if t.request_class is not None
+    }
+    for name, cls in request_classes.items():
+        if cls not in classes:
+            raise InputError(
+                f"request class {cls!r} is not defined",
+                source=source,
+                field=f"tenants.{name}.request_class",
+                expected="one of " + ", ".join(sorted(classes)),
+            )
     return Tenancy(
         tenants={
             name: Tenant(
@@ -178,6 +194,7 @@ def tenancy_from_dict(
         models={n: t.models for n, t in doc.tenants.items() if t.models is not None},
         traffic_shares=shares,
         sources=sources,
+        request_classes=request_classes,
         keys=tuple(
             TenantKey(tenant=n, name=k.name, digest=k.digest, scopes=k.scopes)
             for n, t in doc.tenants.items()

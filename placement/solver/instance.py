@@ -27,7 +27,7 @@ from models.capacity import Slo
 from placement.domain.fleet import Fleet
 from placement.domain.requests import DEFAULT_CLASSES, RequestClass, Tenant
 from placement.errors import InputError
-from placement.solver.capacity import CapacitySource, default_capacity
+from placement.solver.capacity import CapacitySource, class_slos, default_capacity
 from placement.solver.demand import RequestLike, aggregate_demand, window_span
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 
@@ -177,7 +177,8 @@ def build_instance(
     """
     reqs: Sequence[RequestLike] = list(requests)
     window = window_s if window_s is not None else window_span(reqs)
-    source = capacity if capacity is not None else default_capacity()
+    # the default tables at every class's own SLO level (a class tighter than the defaults too)
+    source = capacity if capacity is not None else default_capacity(class_slos(classes))
     models = sorted(fleet.models)
     default_model = models[0] if len(models) == 1 else None
     units = aggregate_demand(

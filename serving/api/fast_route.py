@@ -25,12 +25,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from placement.errors import InputError, PlacementError
 from serving.api.errors import body_errors, problem_body
 from serving.api.media_type import UNSUPPORTED, is_json
+from serving.api.route_body import plain_query
 from serving.api.routers.route import _answer, _headers, class_errors, to_query
 from serving.api.runtime import ServiceRuntime
 from serving.api.schemas import RouteRequest
 from serving.api.security import refusal_of, token_from_headers
-from serving.route.types import NoReplica, UnservedModel
-from serving.service import ModelNotAllowed, Refused
+from serving.route.types import NoReplica, RouteQuery, UnservedModel
+from serving.service import ModelNotAllowed, PlacementService, Refused
 
 log = logging.getLogger(__name__)
 
@@ -98,18 +99,15 @@ def _route(
         raise _Refusal(403, "this key lacks the scope: route")
     if raw is None:
         raise _Refusal(413, f"request body over {max_bytes} bytes")
-    try:
-        request = RouteRequest.model_validate_json(raw)
-    except ValidationError as exc:
-        raise _Refusal(422, body_errors(exc)) from None
     service = runtime.service
-    unknown = class_errors(service.admission.classes, [(("body",), request)])
-    if unknown:
-        raise _Refusal(422, unknown)
-    if not principal.may_act_for(request.tenant):
+    body = _body(service, raw)
+    if not principal.may_act_for(body.tenant):
         raise _Refusal(403, f"this key routes only for tenant '{principal.tenant}'")
     try:
-        query = to_query(request, runtime.settings.text_block_chars)
+        if isinstance(body, RouteQuery):
+            query = body
+        else:
+            query = to_query(body, runtime.settings.text_block_chars)
         routed = service.route(query, routed_by=principal.name)
     except Refused as exc:
         raise _Refusal(
@@ -126,6 +124,22 @@ def _route(
     except PlacementError as exc:
         raise _Refusal(400, str(exc)) from None
     return 200, _answer(service, routed), _headers(routed)
+
+
+def _body(service: PlacementService, raw: bytes) -> RouteQuery | RouteRequest:
+    """The query of a plain body (:func:`~serving.api.route_body.plain_query`), else the body
+    validated by its model: a Problem 422 with every field error."""
+    query = plain_query(raw)
+    if query is not None and query.request_class in service.admission.classes:
+        return query
+    try:
+        request = RouteRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        raise _Refusal(422, body_errors(exc)) from None
+    unknown = class_errors(service.admission.classes, [(("body",), request)])
+    if unknown:
+        raise _Refusal(422, unknown)
+    return request
 
 
 class FastRoute:

@@ -40,6 +40,20 @@ ReplicaId = Annotated[str, Field(min_length=1, max_length=128, pattern=REPLICA_I
 BlockHash = Annotated[
     int, Field(ge=0, le=HASH_LIMIT - 1, json_schema_extra={"format": "int64"}), AS_INTEGER
 ]
+
+
+def _integral_items(value: object) -> object:
+    # _integral over a list, in C when no item is a float (the common case: a chain of hashes)
+    if isinstance(value, list) and float in set(map(type, value)):
+        return [_integral(v) for v in value]
+    return value
+
+
+# a chain of block hashes: BlockHash with the float check once per list, not once per item
+_StrictBlockHash = Annotated[
+    int, Field(ge=0, le=HASH_LIMIT - 1, json_schema_extra={"format": "int64"})
+]
+BlockHashes = Annotated[list[_StrictBlockHash], BeforeValidator(_integral_items)]
 ACCELERATORS = accelerator_names()
 
 
@@ -92,7 +106,7 @@ class RouteRequest(_Body):
     tenant: Name
     model: Name
     request_class: str = Field(default="interactive", min_length=1, max_length=64)
-    block_hashes: list[BlockHash] | None = Field(default=None, max_length=MAX_BLOCKS)
+    block_hashes: BlockHashes | None = Field(default=None, max_length=MAX_BLOCKS)
     prompt: str | None = None
     input_tokens: Annotated[int, Field(ge=0, le=10_000_000), AS_INTEGER] | None = Field(
         default=None, description="prompt tokens (estimated from the text)"

@@ -49,7 +49,8 @@ def serve_app(app: FastAPI, *, host: str, port: int, log_level: str = "warning")
         host=host,
         port=port,
         loop="uvloop",
-        http=route_protocol(runtime),
+        # the gateway's own protocol when it is installed (it answers /v1/route too)
+        http=getattr(app.state, "http_protocol", None) or route_protocol(runtime),
         log_level=log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )

@@ -88,6 +88,9 @@ class EnvoyConfig:
     response_body_mode: Literal["FULL_DUPLEX_STREAMED", "NONE"] = "FULL_DUPLEX_STREAMED"
     listen_host: str = "127.0.0.1"
     message_timeout_s: float = 1.0  # the picker's answer to one message
+    # … up to this long when the picker asks for more (a request waiting in its flow-control
+    # queue: override_message_timeout)
+    max_message_timeout_s: float = 60.0
     request_timeout_s: float = 300.0  # a whole request, stream included
     retries: int = 3  # override-host: fallbacks tried after the primary
     name: str = "inference"  # of the listener; its clusters are "<name>-picker", "<name>-replicas"
@@ -152,6 +155,7 @@ class EnvoyConfig:
                 "failure_mode_allow": False,
                 "status_on_error": {"code": 503},
                 "message_timeout": f"{self.message_timeout_s}s",
+                "max_message_timeout": f"{self.max_message_timeout_s}s",
                 "processing_mode": {
                     "request_header_mode": "SEND",
                     "request_body_mode": self.body_mode,

@@ -10,8 +10,10 @@ decided on the last; whether the proxy still applies a header mutation then is i
 affair.) A request without a body (or with the body mode NONE) is placed from its
 headers alone (:meth:`EndpointPicker.pick_any`). A Content-Length, or a body, over the limit is
 answered 413 at once. With flow control on, the decision may wait in the flow-control queue
-(:meth:`EndpointPicker.place`): the answer that carries the destination (or the 429) is simply
-sent when it comes; the stream holds meanwhile.
+(:meth:`EndpointPicker.place`): the stream holds, and the answer that carries the destination
+(or the 429) is sent when it comes; when the wait starts, Envoy is first asked to wait that long
+for it (``override_message_timeout``, beyond the filter's ``message_timeout``, up to its
+``max_message_timeout``) — :meth:`Exchange.answers`.
 
 **Response**: the headers tell the status and, from the proxy, the endpoint that served
 (``envoy.lb`` metadata, or the same-named header, which is removed before the client sees it);
@@ -24,7 +26,9 @@ lease from what was seen.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from serving.epp.body import BadBody, parse_body
 from serving.epp.picker import EndpointPicker, Pick
@@ -39,6 +43,7 @@ from serving.epp.protocol import (
     destination_mutation,
     header_map,
     message_kind,
+    override_timeout,
     request_body_response,
     request_headers_response,
     served_endpoint,
@@ -50,6 +55,9 @@ from serving.epp.refusals import Refusal
 from serving.epp.usage import OutputTokens
 
 _SERVER_ERROR = 500
+# Envoy is asked to wait this much longer than the queue may hold a request (the 429 at its
+# deadline comes from the queue's next pump)
+OVERRIDE_MARGIN_S = 1.0
 
 
 class Exchange:
@@ -69,6 +77,8 @@ class Exchange:
         self.finished = False
         self.output = OutputTokens()
         self.arrival = picker.now()  # the stream opens with the request's headers
+        self._queued = asyncio.Event()  # the decision started waiting in the queue
+        self._queued_for = 0.0  # … for at most this long
         # the messages that may have to wait for a decision
         self._deciding: dict[str, Callable[[Message], Awaitable[list[Message]]]] = {
             "request_headers": self._request_headers,
@@ -80,6 +90,36 @@ class Exchange:
             "response_body": self._response_body,
             "response_trailers": self._response_trailers,
         }
+
+    def may_wait(self, request: Message) -> bool:
+        """Could answering ``request`` wait in the flow-control queue?"""
+        return (
+            self.picker.room is not None
+            and not self.decided
+            and message_kind(request) in self._deciding
+        )
+
+    async def answers(self, request: Message) -> AsyncIterator[Message]:
+        """:meth:`handle`'s answers; a decision that starts waiting in the flow-control queue
+        first asks Envoy to wait for it. Cancelled (the stream was), it leaves the queue."""
+        handling = asyncio.ensure_future(self.handle(request))
+        queued = asyncio.ensure_future(self._queued.wait())
+        try:
+            await asyncio.wait((handling, queued), return_when=asyncio.FIRST_COMPLETED)
+            if not handling.done():
+                yield override_timeout(self._queued_for + OVERRIDE_MARGIN_S)
+            for answer in await handling:
+                yield answer
+        finally:
+            queued.cancel()
+            if not handling.done():
+                handling.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await handling
+
+    def _on_queued(self, longest_s: float) -> None:
+        self._queued_for = longest_s
+        self._queued.set()
 
     async def handle(self, request: Message) -> list[Message]:
         """The answers to one ProcessingRequest (none while a full-duplex body streams in)."""
@@ -150,7 +190,13 @@ class Exchange:
                 outcome = Refusal(status=400, message=str(exc), code="invalid_request_body")
                 picker.count(outcome)
             else:
-                outcome = await picker.place(body, self.headers, self.subset, arrival=self.arrival)
+                outcome = await picker.place(
+                    body,
+                    self.headers,
+                    self.subset,
+                    arrival=self.arrival,
+                    on_queued=self._on_queued,
+                )
         if isinstance(outcome, Refusal):
             return self._refuse(outcome)
         self.pick = outcome

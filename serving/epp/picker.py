@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -180,10 +180,12 @@ class EndpointPicker:
         subset: tuple[str, ...] | None,
         *,
         arrival: float,
+        on_queued: Callable[[float], None] | None = None,
     ) -> Pick | Refusal:
         """:meth:`pick`, but a request admission refuses waits in the flow-control queue
         (from ``arrival``, the service clock when its headers came) until it is placed or its
-        deadline passes; cancelled meanwhile, it leaves the queue."""
+        deadline passes; cancelled meanwhile, it leaves the queue. ``on_queued`` is told the
+        longest it may wait when it starts waiting."""
         room = self.room
         if room is None:
             return self.pick(body, headers, subset)
@@ -195,7 +197,9 @@ class EndpointPicker:
             outcome = query
         else:
             try:
-                routed = await room.route(query, arrival=arrival, ttft_slo_s=None)
+                routed = await room.route(
+                    query, arrival=arrival, ttft_slo_s=None, on_queued=on_queued
+                )
             except PlacementError as exc:
                 outcome = _refusal(exc, body.model)
             else:

@@ -25,8 +25,12 @@ class ExternalProcessor:
         streams.inc()
         try:
             async for request in requests:
-                for answer in await exchange.handle(request):
-                    yield answer
+                if exchange.may_wait(request):  # its decision may wait in the queue
+                    async for answer in exchange.answers(request):
+                        yield answer
+                else:
+                    for answer in await exchange.handle(request):
+                        yield answer
         finally:
             exchange.close()
             streams.dec()

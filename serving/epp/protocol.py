@@ -185,6 +185,15 @@ def continue_response(part: str) -> Message:
     return ext_proc.ProcessingResponse(**{part: ext_proc.BodyResponse()})
 
 
+def override_timeout(seconds: float) -> Message:
+    """Ask Envoy to wait up to ``seconds`` for the answer to the message in flight (honoured up
+    to the filter's ``max_message_timeout``): sent when a request starts waiting in the
+    flow-control queue, which may outlast the filter's ``message_timeout``."""
+    response = ext_proc.ProcessingResponse()
+    response.override_message_timeout.FromNanoseconds(int(seconds * 1e9))
+    return response
+
+
 def immediate_response(
     status: int, body: bytes, *, headers: Mapping[str, str], details: str
 ) -> Message:

@@ -191,11 +191,14 @@ class WaitingRoom:
         arrival: float,
         ttft_slo_s: float | None,
         receive: Receive | None = None,
+        on_queued: Callable[[float], None] | None = None,
     ) -> Routed:
         """Place ``query`` now, or wait in the queue until it is placed; raises
         :class:`~serving.service.Refused` (429), :class:`ClientGone` (``receive`` said the
         client disconnected), or whatever routing raises (:class:`~serving.route.types.NoReplica`,
-        bad input). Cancelled while it waits, it leaves the queue at once."""
+        bad input). Cancelled while it waits, it leaves the queue at once. ``on_queued`` is
+        told, when it starts waiting, the longest it may wait (seconds until its latest
+        dispatch)."""
         band = self.band(query.request_class)
         queue = self.queue
         slo = self.ttft_slo_s(query.request_class, ttft_slo_s)
@@ -232,8 +235,11 @@ class WaitingRoom:
             self.service.metrics.refusals.labels(offer.reason).inc()
             raise Refused(offer.reason, offer.retry_after_s)
         self.pump()
-        if not future.done() and self._wake is not None:
-            self._wake.set()
+        if not future.done():
+            if self._wake is not None:
+                self._wake.set()
+            if on_queued is not None:
+                on_queued(max(0.0, item.latest_start - now))
         gone = asyncio.ensure_future(_disconnect(receive)) if receive is not None else None
         try:
             await asyncio.wait(

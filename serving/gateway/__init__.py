@@ -4,7 +4,8 @@ service to the replica its route path picks, with retries, a result cache and ou
 Modules: :mod:`.headers` (key, tenant, class, SLOs), :mod:`.prompt` (the body as a route
 query), :mod:`.forward` (the pooled client), :mod:`.retry` (the budget), :mod:`.stream` (event
 relay), :mod:`.result_cache`, :mod:`.outcome` (accounting and telemetry), :mod:`.proxy` (the
-request path), :mod:`.asgi` (the middleware).
+request path), :mod:`.asgi` (the middleware), :mod:`.protocol` (the same paths answered in the
+HTTP protocol, ahead of ASGI).
 """
 
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from serving.gateway.asgi import Companion, GatewayMiddleware
+from serving.gateway.protocol import GatewayProtocol, gateway_protocol
 from serving.gateway.proxy import Gateway
 from serving.gateway.settings import GatewaySettings, load_gateway_settings
 
@@ -34,6 +36,8 @@ def install_gateway(
         return GatewayMiddleware(build_stack(), gateway=gateway, companions=extra)
 
     app.build_middleware_stack = outermost  # type: ignore[method-assign]
+    # served by serve_app, its completions are answered in the HTTP protocol, ahead of ASGI
+    app.state.http_protocol = gateway_protocol(app.state.runtime, gateway)
     return gateway
 
 
@@ -41,7 +45,9 @@ __all__ = [
     "Companion",
     "Gateway",
     "GatewayMiddleware",
+    "GatewayProtocol",
     "GatewaySettings",
+    "gateway_protocol",
     "install_gateway",
     "load_gateway_settings",
 ]

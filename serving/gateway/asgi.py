@@ -1,10 +1,11 @@
 """The gateway as ASGI middleware in front of the placement API.
 
-It answers ``POST /v1/completions``, ``/v1/chat/completions``, ``/v1/embeddings`` and
-``GET /v1/models`` itself, straight on ASGI (the framework's per-request work would be most of
-the gateway's added latency), and passes everything else — the placement API, ``/metrics``,
-health — to the app unchanged. It follows the app's lifespan: the gateway's background work
-starts with the app and its connections close and its telemetry is flushed when the app stops.
+It answers ``POST /v1/completions``, ``/v1/chat/completions``, ``/v1/embeddings``,
+``/classify`` and ``GET /v1/models`` itself, straight on ASGI (the framework's per-request
+work would be most of the gateway's added latency), and passes everything else — the
+placement API, ``/metrics``, health — to the app unchanged. It follows the app's lifespan:
+the gateway's background work starts with the app and its connections close and its telemetry
+is flushed when the app stops.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import Protocol
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serving.gateway.proxy import Gateway
+from sim.emulator.classify_api import CLASSIFY
 from sim.emulator.embeddings_api import EMBEDDINGS
 from sim.emulator.openai_api import CHAT, COMPLETIONS
 
 GENERATE = frozenset((COMPLETIONS, CHAT))
+POOLING = frozenset((EMBEDDINGS, CLASSIFY))
 MODELS = "/v1/models"
 
 
@@ -50,8 +53,8 @@ class GatewayMiddleware:
             if method == "POST" and path in GENERATE:
                 await self.gateway.generate(scope, receive, send)
                 return
-            if method == "POST" and path == EMBEDDINGS:
-                await self.gateway.embeddings(scope, receive, send)
+            if method == "POST" and path in POOLING:
+                await self.gateway.pooling(scope, receive, send)
                 return
             if method == "GET" and path == MODELS:
                 await self.gateway.models(scope, send)

@@ -1,7 +1,7 @@
 """The gateway's request path: authenticate, read, route, forward, retry, relay, record.
 
-For each ``POST /v1/completions`` or ``/v1/chat/completions`` (``/v1/embeddings``:
-:mod:`.embeddings`, batched by :mod:`.batching`):
+For each ``POST /v1/completions`` or ``/v1/chat/completions`` (``/v1/embeddings`` and
+``/classify``: :mod:`.pooling`, batched by :mod:`.batching`):
 
 1. the caller's key, tenant, request class and SLOs from the headers (:mod:`.headers`); the body
    read up to the service's limit and checked (:mod:`.prompt`); the model must be served;
@@ -25,7 +25,6 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
 
 from starlette.types import Message, Receive, Scope, Send
 
@@ -34,12 +33,12 @@ from serving.api.runtime import ServiceRuntime
 from serving.flow import FlowPolicy
 from serving.flow.waiting import ClientGone, WaitingRoom
 from serving.gateway.batching import BatchPolicy
-from serving.gateway.embeddings import EmbeddingPath
 from serving.gateway.errors import GatewayError
 from serving.gateway.forward import UPSTREAM_ERRORS, Response, Upstream, base_url, refused
 from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_meta
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.outcome import Outcome, OutcomeRecorder
+from serving.gateway.pooling import PoolingPath
 from serving.gateway.prompt import ProxyRequest, cache_key, parse_request
 from serving.gateway.replies import JSON
 from serving.gateway.replies import read_body as _read_body
@@ -54,7 +53,6 @@ from serving.service import Refused, Routed
 from serving.telemetry_sink import TelemetrySink
 from sim.emulator.openai_api import error_event
 
-FIRST_CHUNK_ERRORS: tuple[type[BaseException], ...] = (*UPSTREAM_ERRORS, StopAsyncIteration)
 SSE = b"text/event-stream"
 
 
@@ -94,9 +92,10 @@ class Gateway:
             ),
             prefill_tokens_per_s=settings.queue_prefill_tokens_per_s,
         )
+        self._bad_request = self.metrics.requests.labels("bad_request")
         self._ids = itertools.count(1)
         self._bases: dict[str, str] = {}
-        self.embeddings = EmbeddingPath(
+        self.pooling = PoolingPath(
             service=self.service,
             upstream=self.upstream,
             recorder=self.recorder,
@@ -112,6 +111,8 @@ class Gateway:
             check_model=self._check_model,
             max_body_bytes=lambda: self.runtime.settings.max_body_bytes,
             ids=self._ids,
+            retries=self.budget,
+            max_attempts=settings.max_attempts,
         )
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -126,7 +127,7 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        await self.embeddings.close()
+        await self.pooling.close()
         await self.waiting.close()
         if self.sink is not None and self.sink is not self.runtime.telemetry:
             await self.sink.flush()
@@ -162,17 +163,55 @@ class Gateway:
 
     # ---- POST /v1/completions, /v1/chat/completions --------------------------------------
     async def generate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request as an ASGI app (:class:`~serving.gateway.asgi.GatewayMiddleware`)."""
         arrival, arrival_wall = time.monotonic(), time.time()
         try:
             headers = header_map(scope["headers"])
             meta = self._meta(headers)
             raw = await _read_body(receive, headers, self.runtime.settings.max_body_bytes)
-            request = parse_request(
-                scope["path"], raw, block_chars=self.runtime.settings.text_block_chars
-            )
+        except GatewayError as exc:
+            self._bad_request.inc()
+            await _send_error(send, exc)
+            return
+        await self._generate(scope["path"], meta, raw, arrival, arrival_wall, receive, send)
+
+    async def generate_read(
+        self,
+        path: str,
+        raw_headers: list[tuple[bytes, bytes]],
+        raw: bytes | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Answer one request whose body the HTTP protocol has read (None: over the limit;
+        :mod:`.protocol`); ``receive`` gives only the disconnect."""
+        arrival, arrival_wall = time.monotonic(), time.time()
+        try:
+            meta = self._meta(header_map(raw_headers))
+            if raw is None:
+                limit = self.runtime.settings.max_body_bytes
+                raise GatewayError(413, f"request body over {limit} bytes", code="body_too_large")
+        except GatewayError as exc:
+            self._bad_request.inc()
+            await _send_error(send, exc)
+            return
+        await self._generate(path, meta, raw, arrival, arrival_wall, receive, send)
+
+    async def _generate(
+        self,
+        path: str,
+        meta: RequestMeta,
+        raw: bytes,
+        arrival: float,
+        arrival_wall: float,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        try:
+            request = parse_request(path, raw, block_chars=self.runtime.settings.text_block_chars)
             self._check_model(request.gen.model)
         except GatewayError as exc:
-            self.metrics.requests.labels("bad_request").inc()
+            self._bad_request.inc()
             await _send_error(send, exc)
             return
         outcome = Outcome(
@@ -195,7 +234,7 @@ class Gateway:
                 await self._answer_cached(send, cached, outcome)
                 return
         try:
-            await self._forward(scope, receive, send, request, outcome, key)
+            await self._forward(receive, send, request, outcome, key)
         finally:
             self.recorder.finish(outcome)
             self.waiting.pump()  # what it held is free: what waits may go
@@ -268,7 +307,6 @@ class Gateway:
 
     async def _forward(
         self,
-        scope: Scope,
         receive: Receive,
         send: Send,
         request: ProxyRequest,
@@ -437,7 +475,7 @@ class Gateway:
             finally:
                 response.release()
             status = response.status
-            content_type = response.headers.get("content-type", "application/json").encode()
+            content_type = response.content_type or JSON
             if status >= 500:
                 last = (status, body, content_type)
                 self._failed(outcome, "5xx", f"HTTP {status}", attempt, targets)
@@ -491,7 +529,7 @@ class Gateway:
                 continue
             try:
                 status = response.status
-                content_type = response.headers.get("content-type", "text/event-stream").encode()
+                content_type = response.content_type or SSE
                 if status != 200:
                     try:
                         body = await response.read()
@@ -507,11 +545,13 @@ class Gateway:
                     outcome.finish = time.monotonic()
                     await _send(send, status, body, content_type, _served_by(replica_id, outcome))
                     return
-                chunks = response.content.iter_any()
                 try:
-                    first = await anext(chunks)
-                except FIRST_CHUNK_ERRORS as exc:
+                    first = await response.next_chunk()
+                except UPSTREAM_ERRORS as exc:
                     self._failed(outcome, "read", type(exc).__name__, attempt, targets)
+                    continue
+                if first is None:  # an empty stream: nothing came
+                    self._failed(outcome, "read", "EmptyStream", attempt, targets)
                     continue
                 outcome.first_byte = time.monotonic()
                 outcome.status = 200
@@ -526,7 +566,7 @@ class Gateway:
                     ],
                 }
                 await send(start)
-                await self._relay(receive, send, request, outcome, first, chunks, key)
+                await self._relay(receive, send, request, outcome, first, response, key)
                 return
             finally:
                 response.release()
@@ -539,7 +579,7 @@ class Gateway:
         request: ProxyRequest,
         outcome: Outcome,
         first: bytes,
-        chunks: AsyncIterator[bytes],
+        response: Response,
         key: bytes | None,
     ) -> None:
         """Pass the events on as they come; end with an error event if the replica fails."""
@@ -558,7 +598,7 @@ class Gateway:
                 if gone.done():
                     outcome.error, outcome.label = "client disconnected", "client_gone"
                     return
-                chunk = await anext(chunks, None)
+                chunk = await response.next_chunk()
             rest = relay.rest()
             if rest:
                 await send({"type": "http.response.body", "body": rest, "more_body": True})

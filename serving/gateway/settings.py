@@ -45,7 +45,7 @@ class GatewaySettings(BaseSettings):
     # requests (0: refused at once, as without a queue), until its TTFT deadline
     # (arrival + SLO × deadline slack) can no longer be met
     queue_max: int = Field(default=4096, ge=0)
-    queue_order: Literal["fair", "edf", "fifo"] = "fair"
+    queue_order: Literal["fair", "edf", "fifo", "sjf"] = "fair"
     queue_deadline_slack: float = Field(default=1.0, gt=0, le=100)
     queue_tenant_floor: float = Field(default=0.05, ge=0, le=1)
     # below the top band, dispatch only when forecast to take this share of the time left

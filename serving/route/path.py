@@ -82,8 +82,9 @@ class PlacementRoutePath:
             load_cap.cap_of if load_cap is not None else (lambda _: _INF)
         )
         self._spill = p.spill_to_secondary
-        self._scored = p.plan_picker in ("scored", "warm")
+        self._scored = p.plan_picker in ("scored", "warm", "planned")
         self._warm_only = p.plan_picker == "warm"
+        self._planned_only = p.plan_picker == "planned"
         self._reasons = {f.cause: f"fallback:{f.cause}" for f in p.filters}
         self._reasons.setdefault("unhealthy", "fallback:unhealthy")
         self._prefixes = RouterPrefixIndex(p.block_tokens) if p.uses_prefix_index else None
@@ -143,26 +144,11 @@ class PlacementRoutePath:
             raise UnservedModel(f"no registered replica serves model {model!r}")
         if plan is None:
             return self._fallback(routing, query, now, NO_PLAN, self.profile.no_plan, None)
-        entry: PlanEntry | None = None
-        hashes = query.block_hashes
-        groups = plan.groups
-        # an adapter's KV differs from the base model's: its requests match no prefix group
-        depth = 0 if query.adapter else min(len(hashes), plan.max_depth)
-        while depth:
-            depth -= 1
-            found = groups.get(hashes[depth])
-            if found is not None and found.model == model:
-                entry = found
-                break
+        entry = _lookup(plan, query)
         if entry is None:
-            if query.adapter:
-                entry = plan.adapters.get((query.tenant, query.adapter))
-            else:
-                entry = plan.defaults.get((query.tenant, model))
-            if entry is None:
-                return self._fallback(
-                    routing, query, now, UNSEEN_PREFIX, self.profile.unseen_prefix, None
-                )
+            return self._fallback(
+                routing, query, now, UNSEEN_PREFIX, self.profile.unseen_prefix, None
+            )
         if self._scored:
             if self._warm_only and entry.warm:
                 # among the replicas the plan keeps the group's prefix warm on: the others'
@@ -175,6 +161,24 @@ class PlacementRoutePath:
                     )
                 except NoReplica:
                     pass
+            if self._planned_only:
+                # the planned replicas, then the spill: the replicas the plan chose for this
+                # tenant's class (an interactive tenant's fast accelerators, a batch tenant's
+                # cheap ones); the gate's second look still takes a faster one when these miss
+                for tier, reason in ((entry.replicas, PLAN), (entry.secondary, SPILL)):
+                    if tier:
+                        try:
+                            return self._fallback(
+                                routing,
+                                query,
+                                now,
+                                reason,
+                                self.profile.no_plan,
+                                entry,
+                                tier.__contains__,
+                            )
+                        except NoReplica:
+                            pass
             return self._fallback(routing, query, now, PLAN, self.profile.no_plan, entry)
         states = fleet.states
         caps = routing.cap_in_flight
@@ -251,6 +255,24 @@ class PlacementRoutePath:
             state = states[i]
             return state.tpot_s <= max_tpot_s and (accept is None or accept(state))
 
+        planned: tuple[int, ...] = ()
+        if self._planned_only and routing.plan is not None:
+            # the plan's replicas for the request first: a batch request late on its cheap
+            # replicas is not moved onto the fast ones the plan keeps for interactive traffic
+            # while one of its own would do
+            entry = _lookup(routing.plan, query)
+            planned = entry.replicas if entry is not None else ()
+        if planned:
+
+            def planned_in_time(i: int) -> bool:
+                return i in planned and decoding_in_time(i)
+
+            try:
+                return self._fallback(
+                    routing, query, now, FASTEST, self._fastest, None, accept=planned_in_time
+                )
+            except NoReplica:
+                pass
         try:
             return self._fallback(
                 routing, query, now, FASTEST, self._fastest, None, accept=decoding_in_time
@@ -485,3 +507,20 @@ class PlacementRoutePath:
         elif ok and output_tokens is not None and output_tokens > 1 and first_token_at >= 0:
             tpot = (now - first_token_at) / (output_tokens - 1)
             state.tpot_s += TPOT_ALPHA * (tpot - state.tpot_s)
+
+
+def _lookup(plan: CompiledPlan, query: RouteQuery) -> PlanEntry | None:
+    """The plan's entry for ``query``: the deepest prefix group of its model on its chain, else
+    its adapter's or its (tenant, model) default; None when the plan does not cover it."""
+    hashes = query.block_hashes
+    groups = plan.groups
+    # an adapter's KV differs from the base model's: its requests match no prefix group
+    depth = 0 if query.adapter else min(len(hashes), plan.max_depth)
+    while depth:
+        depth -= 1
+        found = groups.get(hashes[depth])
+        if found is not None and found.model == query.model:
+            return found
+    if query.adapter:
+        return plan.adapters.get((query.tenant, query.adapter))
+    return plan.defaults.get((query.tenant, query.model))

@@ -48,7 +48,7 @@ from serving.route.plugins.filters.load_cap_filter import LoadCapFilter
 from serving.route.plugins.pickers.max_score_picker import MaxScorePicker
 
 FALLBACK_SITUATIONS = ("unseen_prefix", "planned_unavailable", "no_plan")
-PLAN_PICKERS = ("weighted", "scored", "warm")
+PLAN_PICKERS = ("weighted", "scored", "warm", "planned")
 
 DEFAULTS: dict[str, Any] = {
     "name": "unnamed",
@@ -93,7 +93,10 @@ class RouteProfile:
     # how a request the plan covers picks among the fleet: "weighted" (the plan's weights, a
     # lookup) or "scored" (the no-plan scorers, the planned replicas credited with the group's
     # prefix: the plan steers, live load decides) or "warm" (scored among the replicas the plan
-    # keeps the group's prefix warm on; over the fleet for a group it keeps warm nowhere)
+    # keeps the group's prefix warm on; over the fleet for a group it keeps warm nowhere) or
+    # "planned" (scored among the entry's planned replicas, then among its secondaries, then
+    # over the fleet: the plan's choice of accelerators for a tenant's class holds, live load
+    # picks within it)
     plan_picker: str
     unseen_prefix: FallbackPicker
     planned_unavailable: FallbackPicker

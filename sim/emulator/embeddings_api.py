@@ -41,7 +41,7 @@ def parse_embedding(body: dict[str, Any]) -> EmbeddingRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise ApiError(400, "'model' is required (a string)", param="model")
-    inputs = _inputs(body.get("input"))
+    inputs = parse_inputs(body.get("input"))
     encoding: EncodingFormat
     match body.get("encoding_format"):
         case None | "float":
@@ -62,7 +62,8 @@ def parse_embedding(body: dict[str, Any]) -> EmbeddingRequest:
     )
 
 
-def _inputs(raw: object) -> tuple[Input, ...]:
+def parse_inputs(raw: object) -> tuple[Input, ...]:
+    """``input`` as the pooling endpoints take it (``ApiError(400)`` otherwise)."""
     if isinstance(raw, str):
         raw = [raw]
     elif isinstance(raw, list) and raw and all(_is_token(t) for t in raw):

@@ -5,8 +5,9 @@ with ``stream``; the usage in a last event when ``stream_options.include_usage``
 ``GET /v1/models``, ``/health`` and ``/metrics`` (with an ETag: a conditional GET is answered
 304 when nothing changed). The prompt is tokenized with a real BPE vocabulary, hashed into
 prefix blocks and served by a :class:`RealtimeEngine`; the answer has exactly ``max_tokens``
-tokens. A replica of an embedding model (``task: embed`` in the catalogue) serves
-``POST /v1/embeddings`` instead, each request one batch through a :class:`PoolingEngine`.
+tokens. A replica of a pooling model serves ``POST /v1/embeddings`` (``task: embed`` in the
+catalogue) or ``POST /classify`` (``task: classify``) instead, each request one batch through a
+:class:`PoolingEngine`.
 Faults (:class:`ReplicaFaults`) apply per request.
 """
 
@@ -15,12 +16,15 @@ from __future__ import annotations
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
 from placement.domain.fleet import ReplicaSpec
 from sim.costmodel.factory import cost_model_for_replica
+from sim.emulator import classify_api
 from sim.emulator import embeddings_api as embed_api
 from sim.emulator import openai_api as api
 from sim.emulator.faults import ReplicaFaults
@@ -30,7 +34,23 @@ from sim.emulator.tokenizer import Tokenizer
 from sim.emulator.vllm_metrics import CONTENT_TYPE, VllmMetrics
 
 JSON = "application/json"
+_ENDPOINTS = {
+    "generate": f"{api.COMPLETIONS} and {api.CHAT}",
+    "embed": embed_api.EMBEDDINGS,
+    "classify": classify_api.CLASSIFY,
+}
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class _Pooled(Protocol):
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def inputs(self) -> tuple[embed_api.Input, ...]: ...
+
+
+_Ask = TypeVar("_Ask", bound=_Pooled)
 
 
 class ReplicaStopped(Exception):
@@ -62,10 +82,10 @@ class EmulatedReplica:
         self.engine = RealtimeEngine(
             index, spec, cost, time_scale=time_scale, on_finished=self._finished
         )
-        # an embedding model: its requests go through a pooling engine (the other stays idle)
+        # a pooling model: its requests go through a pooling engine (the other stays idle)
         self.pooling = (
             PoolingEngine(cost, max_num_seqs=spec.max_num_seqs, time_scale=time_scale)
-            if spec.model.task == "embed"
+            if spec.model.pooling
             else None
         )
         self.metrics = VllmMetrics(self.pooling or self.engine, self.model_name)
@@ -97,6 +117,7 @@ class EmulatedReplica:
         app.router.add_post(api.COMPLETIONS, self.completions)
         app.router.add_post(api.CHAT, self.chat)
         app.router.add_post(embed_api.EMBEDDINGS, self.embeddings)
+        app.router.add_post(classify_api.CLASSIFY, self.classify)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_page)
@@ -129,12 +150,25 @@ class EmulatedReplica:
         return await self._generate(request, "chat")
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
+        return await self._pooled(request, "embed", self._parse_embedding, self._embeddings)
+
+    async def classify(self, request: web.Request) -> web.StreamResponse:
+        return await self._pooled(request, "classify", classify_api.parse_classify, self._classes)
+
+    async def _pooled(
+        self,
+        request: web.Request,
+        task: str,
+        parse: Callable[[dict[str, Any]], _Ask],
+        answer: Callable[[_Ask, tuple[int, ...]], bytes],
+    ) -> web.StreamResponse:
+        """A pooling request (``task``): one pass of the pooling engine over its inputs."""
         faults = self.faults
         if faults.stopped:
             return _cut(request)
         try:
-            ask = embed_api.parse_embedding(api.parse_json(await request.read()))
-            counts = self._input_tokens(ask)
+            ask = parse(api.parse_json(await request.read()))
+            counts = self._input_tokens(ask.model, ask.inputs, task)
         except api.ApiError as exc:
             return _json(exc.status, exc.body())
         if faults.fail_rate and self.rng.random() < faults.fail_rate:
@@ -149,34 +183,48 @@ class EmulatedReplica:
             if self.faults.stopped:
                 return _cut(request)
             return _json(500, api.error_body(job.error, type="server_error"))
-        size = ask.dimensions or self.spec.model.hidden
-        encoded = [
-            embed_api.encode_vector(embed_api.embedding_vector(item, size), ask.encoding_format)
-            for item in ask.inputs
-        ]
-        return _json(200, embed_api.embeddings_body(self.model_name, encoded, sum(counts)))
+        return _json(200, answer(ask, counts))
 
-    def _input_tokens(self, ask: embed_api.EmbeddingRequest) -> tuple[int, ...]:
-        """Each input's token count, once the request is one this replica serves."""
-        if ask.model != self.model_name:
-            raise api.ApiError(
-                404, f"The model `{ask.model}` does not exist.", param="model",
-                code="model_not_found",
-            )  # fmt: skip
-        if self.pooling is None:
-            raise api.ApiError(
-                400, f"The model `{self.model_name}` does not support the Embeddings API",
-                param="model",
-            )  # fmt: skip
+    def _parse_embedding(self, body: dict[str, Any]) -> embed_api.EmbeddingRequest:
+        ask = embed_api.parse_embedding(body)
         hidden = self.spec.model.hidden
         if ask.dimensions is not None and ask.dimensions > hidden:
             raise api.ApiError(
                 400, f"dimensions must be at most {hidden} for {self.model_name}",
                 param="dimensions",
             )  # fmt: skip
+        return ask
+
+    def _embeddings(self, ask: embed_api.EmbeddingRequest, counts: tuple[int, ...]) -> bytes:
+        size = ask.dimensions or self.spec.model.hidden
+        encoded = [
+            embed_api.encode_vector(embed_api.embedding_vector(item, size), ask.encoding_format)
+            for item in ask.inputs
+        ]
+        return embed_api.embeddings_body(self.model_name, encoded, sum(counts))
+
+    def _classes(self, ask: classify_api.ClassifyRequest, counts: tuple[int, ...]) -> bytes:
+        probs = [classify_api.class_probs(item) for item in ask.inputs]
+        return classify_api.classify_body(self.model_name, probs, sum(counts))
+
+    def _input_tokens(
+        self, model: str, inputs: tuple[embed_api.Input, ...], task: str
+    ) -> tuple[int, ...]:
+        """Each input's token count, once the request is one this replica serves."""
+        if model != self.model_name:
+            raise api.ApiError(
+                404, f"The model `{model}` does not exist.", param="model",
+                code="model_not_found",
+            )  # fmt: skip
+        if self.spec.model.task != task:
+            raise api.ApiError(
+                400, f"The model `{self.model_name}` does not serve this endpoint "
+                f"(it serves {_ENDPOINTS[self.spec.model.task]})",
+                param="model",
+            )  # fmt: skip
         counts = tuple(
             len(self.tokenizer.encode(item)) if isinstance(item, str) else len(item)
-            for item in ask.inputs
+            for item in inputs
         )
         for i, n in enumerate(counts):
             if n > self.max_model_len:
@@ -231,8 +279,8 @@ class EmulatedReplica:
         if self.pooling is not None:
             raise api.ApiError(
                 400,
-                f"The model `{self.model_name}` is an embedding model: it serves "
-                f"{embed_api.EMBEDDINGS} only",
+                f"The model `{self.model_name}` is a pooling model: it serves "
+                f"{_ENDPOINTS[self.spec.model.task]} only",
                 param="model",
             )
         if gen.prompt_tokens is not None:

@@ -12,6 +12,7 @@ synthetic          :func:`synthetic_tenants` at 20 requests/s, default 600 s
 mixed              three tenant populations merged by arrival (see :func:`load_mixed`)
 kv-bound           hot shared documents over Azure chat arrivals (:mod:`sim.workloads.kv_bound`)
 multi-model        Llama-3-8B + a few dozen LoRA adapters and Llama-3-70B (:mod:`.multi_model`)
+tiers              interactive and batch tenants of four real traces (:mod:`sim.workloads.tiers`)
 =================  =========================================================================
 
 ``duration_s`` cuts a trace to its first ``duration_s`` seconds (or sets the generated span);
@@ -32,6 +33,7 @@ from sim.workloads.mooncake import load_mooncake
 from sim.workloads.multi_model import load_multi_model
 from sim.workloads.servegen import load_servegen, servegen_client_rates
 from sim.workloads.synthetic import synthetic_tenants
+from sim.workloads.tiers import load_tiers
 
 SERVEGEN_DEFAULT_S = 3600.0
 SYNTHETIC_DEFAULT_S = 600.0
@@ -111,6 +113,14 @@ def _kv_bound(seed: int, duration_s: float | None) -> Workload:
     return kv_bound(duration_s=KV_BOUND_DEFAULT_S if duration_s is None else duration_s, seed=seed)
 
 
+def _tiers(seed: int, duration_s: float | None) -> Workload:
+    def source(name: str, seed: int, span: float) -> Workload:
+        return _BUILDERS[name](seed, span)
+
+    sources = tuple(n for n in _BUILDERS if n != "tiers")
+    return load_tiers(source, sources, seed=seed, duration_s=duration_s)
+
+
 _BUILDERS: dict[str, Callable[[int, float | None], Workload]] = {
     "mooncake": _trace(load_mooncake),
     "azure-conv": _trace(lambda: load_azure("conv")),
@@ -121,6 +131,7 @@ _BUILDERS: dict[str, Callable[[int, float | None], Workload]] = {
     "mixed": lambda seed, duration_s: load_mixed(seed=seed, duration_s=duration_s),
     "kv-bound": _kv_bound,
     "multi-model": lambda seed, duration_s: load_multi_model(seed=seed, duration_s=duration_s),
+    "tiers": _tiers,
 }
 WORKLOADS: tuple[str, ...] = tuple(_BUILDERS)
 

@@ -125,7 +125,7 @@ def test_unreported_leases_expire_by_their_predicted_completion() -> None:
     for _ in range(3):  # each decision sweeps at most 64 expired leases
         take(service, "b", 1)
     assert "a" not in service.admission.in_flight_by_tenant
-    assert service.metrics.lease_expiries._value.get() == 100
+    assert service.metrics.decision_stats.lease_expiries == 100
     with pytest.raises(Exception, match="no decision"):
         service.complete(greedy[0], output_tokens=1, ok=True)
 

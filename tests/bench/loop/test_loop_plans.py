@@ -131,3 +131,57 @@ def test_an_infeasible_first_solve_drops_the_credit_floors_and_says_so(
     # with a plan to keep, the same window keeps it
     again = planning.solve(reqs, window_s=10.0, at_s=120.0, previous=first)
     assert again is None and planning.records[-1].status == "infeasible"
+
+
+class _ClassCapacity:
+    """A fake capacity at SLO by accelerator and SLO level: tight (0.5 s) or loose."""
+
+    source = "fake"
+
+    def __init__(self, rates: dict[str, tuple[float, float]]) -> None:
+        self.rates = rates
+
+    def table(self, accelerator: str, model: str, tp: int) -> _ClassTable:
+        return _ClassTable(self.rates[accelerator])
+
+
+class _ClassTable:
+    def __init__(self, rates: tuple[float, float]) -> None:
+        self.rates = rates
+
+    def slo_index(self, slo: object) -> int:
+        return 0 if getattr(slo, "ttft_p95_s", 0.0) < 1.0 else 1
+
+    def lookup(self, mean_input_tokens: float, output_tokens: float, slo_index: int) -> float:
+        return self.rates[slo_index]
+
+
+def test_the_tiers_plan_puts_interactive_on_fast_and_batch_on_cheap_accelerators() -> None:
+    from bench.loop.cases import OWN_FLEET
+    from placement.domain.fleet import load_fleet
+    from placement.domain.tenancy import load_tenancy
+    from placement.paths import repo_root
+    from sim.workloads.tiers import TIERS_TENANTS
+    from sim.workloads.trace_file import load_trace_file
+
+    wl = load_trace_file(repo_root() / "data" / "samples" / "tiers" / "tiers_first800.jsonl")
+    tenancy = load_tenancy(TIERS_TENANTS)
+    fleet = load_fleet(OWN_FLEET["tiers"])
+    # (tight SLO, loose SLO) req/s: an L40S barely holds the interactive class, and costs less
+    # per batch req/s than an H100 (1.2 $/h / 5 vs 4 $/h / 10)
+    capacity = _ClassCapacity(
+        {"H100-SXM": (10.0, 10.0), "A100-80G": (3.0, 6.0), "L40S": (0.5, 5.0)}
+    )
+    planning = Planning(
+        fleet=fleet,
+        tenants=tenancy.tenants,
+        classes=tenancy.classes,
+        capacity=capacity,
+        block_tokens=wl.block_tokens,
+    )
+    plan = planning.solve(wl.requests, window_s=wl.duration_s)
+    assert plan is not None
+    kind = {r.id: r.accelerator.kind for r in fleet.replicas}
+    on = {d.tenant: {kind[r] for r in d.route.replicas} for d in plan.defaults}
+    assert on["chat"] | on["code"] <= {"H100-SXM", "A100-80G"}
+    assert on["evals"] == {"L40S"}

@@ -3,12 +3,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.loop.tuning import (
+    BASE_PLAN_PICKER,
     HEADROOMS,
+    PLAN_PICKER_CHOICES,
     PREFIX_WEIGHTS,
     TTFT_WEIGHTS,
     WARM_KV_SHARES,
     Setting,
     grid,
+    plan_pickers,
     write_profile,
 )
 from placement.solver.instance import WARM_KV_SHARE
@@ -37,3 +40,18 @@ def test_the_warm_prefix_budget_is_tuned_only_when_asked() -> None:
     assert {s.warm_kv_share for s in plain} == {WARM_KV_SHARE}
     assert {s.warm_kv_share for s in both} == set(WARM_KV_SHARES)
     assert len(both) == len(plain) * len(WARM_KV_SHARES)
+
+
+def test_the_plan_picker_is_tuned_only_for_several_classes_on_several_kinds(
+    tmp_path: Path,
+) -> None:
+    hetero = ["H100-SXM", "L40S"]
+    assert plan_pickers(["interactive", "interactive"], hetero) == (BASE_PLAN_PICKER,)
+    assert plan_pickers(["interactive", "batch"], ["H100-SXM"] * 2) == (BASE_PLAN_PICKER,)
+    assert plan_pickers(["interactive", "batch"], hetero) == PLAN_PICKER_CHOICES
+    assert "planned" in PLAN_PICKER_CHOICES
+    both = grid(plan_pickers=PLAN_PICKER_CHOICES)
+    assert len(both) == 2 * len(grid()) and {s.plan_picker for s in both} == {*PLAN_PICKER_CHOICES}
+    path = write_profile(Setting(1.0, 2.0, 1.0, plan_picker="planned"), tmp_path)
+    profile = load_profile(path)
+    assert profile.plan_picker == "planned" and path.stem.startswith("planned-")

@@ -41,6 +41,11 @@ def test_a_tenants_file_is_read_with_defaults(tmp_path: Path) -> None:
             "tenants",
             "sum to 1.2",
         ),
+        (
+            {"tenants": {"a": {"request_class": "gold"}}},
+            "tenants.a.request_class",
+            "'gold' is not defined",
+        ),
     ],
 )
 def test_bad_tenants_name_the_field(raw: object, field: str | None, message: str) -> None:
@@ -99,3 +104,14 @@ def test_tenant_keys_and_the_document_round_trip() -> None:
         tenancy_from_dict({"tenants": {"acme": {"api_keys": [{"name": "x", "digest": "k"}]}}})
     assert err.value.field == "tenants.acme.api_keys.0.digest"
     assert tenancy_from_dict({"tenants": {}}, allow_empty=True).tenants == {}
+
+
+def test_a_tenant_may_name_the_class_its_requests_come_in() -> None:
+    tenancy = tenancy_from_dict(
+        {
+            "classes": {"gold": {"priority": 0, "ttft_slo_s": 0.5, "tpot_slo_s": 0.04}},
+            "tenants": {"a": {"request_class": "gold"}, "b": {"request_class": "batch"}, "c": {}},
+        }
+    )
+    assert dict(tenancy.request_classes) == {"a": "gold", "b": "batch"}
+    assert tenancy.classes["gold"].ttft_slo_s == 0.5

@@ -1,9 +1,11 @@
 """Small OpenAI-shaped HTTP upstreams for the end-to-end tests: uvicorn on free 127.0.0.1
-ports, each answering completions and chat completions (streaming or not, with ``usage``),
-``/v1/models`` and ``/health``, and recording the requests it served."""
+ports, each answering completions and chat completions (streaming or not, with ``usage``; after
+``x-test-delay-s`` seconds when the request says so), ``/v1/models`` and ``/health``, and
+recording the requests it served."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -41,6 +43,9 @@ class Upstream:
     def app(self) -> Starlette:
         async def complete(request: Request) -> Response:
             raw = await request.body()
+            delay = float(request.headers.get("x-test-delay-s", "0"))  # hold the answer
+            if delay > 0:
+                await asyncio.sleep(delay)
             body = json.loads(raw)
             self.hits.append(
                 {"path": request.url.path, "headers": dict(request.headers), "body": body}

@@ -7,7 +7,9 @@ One Envoy for the module, three listeners:
 - ``lists``: BUFFERED bodies, the override-host load balancer reading the picker's list from
   the ``envoy.lb`` metadata and retrying down it, reporting the endpoint that served;
 - ``quiet``: as ``dst`` with BUFFERED bodies, the response body kept from the picker;
-- ``down``: a picker that is not running (fail closed).
+- ``down``: a picker that is not running (fail closed);
+- ``flow``: a picker with flow control over one replica that takes one request at a time,
+  BUFFERED bodies, Envoy's message timeout 0.3 s.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from openai_upstream import OUTPUT_TOKENS, Upstream, free_port, start_upstreams
 
 from serving.epp import PickerConfig
 from serving.epp.envoy_config import EnvoyConfig, bootstrap
+from serving.flow import FlowPolicy
 
 
 @dataclass
@@ -31,6 +34,7 @@ class Stack:
     upstreams: list[Upstream]
     dst: RunningPicker  # behind the ORIGINAL_DST listener
     lists: RunningPicker  # behind the override-host listener; its last replica is dead
+    flow: RunningPicker  # with flow control, one request in flight
     envoy: EnvoyProcess
     ports: dict[str, int]
 
@@ -53,7 +57,11 @@ def stack() -> Iterator[Stack]:
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there
     dst = RunningPicker(make_service(endpoints), PickerConfig(max_fallbacks=0))
     lists = RunningPicker(make_service([*endpoints, dead]))
-    ports = {name: free_port() for name in ("dst", "lists", "quiet", "down", "admin")}
+    flow = RunningPicker(
+        make_service(endpoints[:1], in_flight_per_replica=1),
+        PickerConfig(max_fallbacks=0, flow=FlowPolicy()),
+    )
+    ports = {name: free_port() for name in ("dst", "lists", "quiet", "down", "flow", "admin")}
     configs = [
         EnvoyConfig(
             name="dst",
@@ -88,15 +96,25 @@ def stack() -> Iterator[Stack]:
             admin_port=ports["admin"],
             routing="original-dst",
         ),
+        EnvoyConfig(
+            name="flow",
+            picker=f"127.0.0.1:{flow.server.port}",
+            listen_port=ports["flow"],
+            admin_port=ports["admin"],
+            routing="original-dst",
+            body_mode="BUFFERED",
+            message_timeout_s=0.3,
+        ),
     ]
     envoy = EnvoyProcess(binary, bootstrap(configs, admin_port=ports["admin"]))
-    running = Stack(upstreams, dst, lists, envoy, ports)
+    running = Stack(upstreams, dst, lists, flow, envoy, ports)
     try:
         yield running
     finally:
         envoy.stop()
         dst.stop()
         lists.stop()
+        flow.stop()
         for upstream in upstreams:
             upstream.stop()
 
@@ -292,3 +310,35 @@ def test_with_the_picker_down_envoy_fails_closed(stack: Stack) -> None:
         assert error["code"] == "endpoint_picker_unavailable"
         assert "ext_proc_error" in error["message"]  # Envoy's reason: the gRPC call failed
     assert all(u.hits == [] for u in stack.upstreams)  # nothing routed blind
+
+
+def test_a_request_waits_in_the_picker_s_queue_past_envoy_s_message_timeout(stack: Stack) -> None:
+    """The replica takes one request; a second one waits in the picker's flow-control queue
+    for ~0.5 s, over Envoy's 0.3 s message timeout: the picker asks Envoy to wait, and it is
+    served once the first ends (a 503 from Envoy without the override, a 429 without flow
+    control)."""
+    import threading
+
+    results: dict[str, httpx.Response] = {}
+
+    def send(name: str, delay_s: float) -> None:
+        with stack.client("flow") as client:
+            results[name] = client.post(
+                "/v1/completions",
+                json={"model": MODEL, "prompt": f"{name} " * 50},
+                headers={"x-test-delay-s": str(delay_s)},
+            )
+
+    first = threading.Thread(target=send, args=("first", 0.6))
+    first.start()
+    room = stack.flow.picker.room
+    assert room is not None
+    assert wait_until(lambda: stack.flow.on_loop(lambda: len(stack.flow.service.leases)) == 1)
+    second = threading.Thread(target=send, args=("second", 0.0))
+    second.start()
+    assert wait_until(lambda: stack.flow.on_loop(lambda: room.queue.waiting) == 1)
+    first.join(timeout=10)
+    second.join(timeout=10)
+    assert results["first"].status_code == 200
+    assert results["second"].status_code == 200, results["second"].text
+    assert _settled(stack.flow, 2)

@@ -1,6 +1,7 @@
 """Flow control in the endpoint picker, over a real gRPC channel: a request admission cannot
-place now waits in the flow-control queue (its stream holds its answer) until capacity frees,
-or is refused 429 when its deadline passes; a cancelled stream leaves the queue at once."""
+place now waits in the flow-control queue (its stream holds its answer, after asking Envoy to
+wait that long) until capacity frees, or is refused 429 when its deadline passes; a cancelled
+stream leaves the queue at once."""
 
 from __future__ import annotations
 
@@ -74,12 +75,21 @@ def _finish(stream: Any) -> None:
     stream.close()
 
 
+def _override_s(answer: Any) -> float:
+    """The message timeout an answer asks Envoy for (it carries nothing else)."""
+    assert answer.WhichOneof("response") is None
+    return float(answer.override_message_timeout.ToNanoseconds()) / 1e9
+
+
 def test_a_request_waits_for_capacity_instead_of_a_429() -> None:
     service, running, held = _full_fleet()
     try:
         waiting = running.stream()
         waiting.send(_headers(), request_body(completion(max_tokens=8)))
-        assert wait_until(lambda: _waiting(running) == 1)  # held, not refused
+        # Envoy is asked to wait: up to the request's 2 s TTFT deadline, plus a margin
+        (first,) = waiting.receive(1)
+        assert 2.0 < _override_s(first) <= 3.0
+        assert _waiting(running) == 1  # held, not refused
         assert running.on_loop(lambda: len(service.leases)) == 2
         _finish(held[0])  # capacity frees: the waiting request is placed at once
         answers = waiting.receive(2)
@@ -99,7 +109,8 @@ def test_a_request_whose_deadline_passes_while_waiting_is_refused_429() -> None:
     try:
         waiting = running.stream()
         waiting.send(_headers(), request_body(completion(max_tokens=8)))
-        (answer,) = waiting.receive(1)  # nothing frees: the 429 comes at the deadline
+        first, answer = waiting.receive(2)  # nothing frees: the 429 comes at the deadline
+        assert 1.0 <= _override_s(first) <= 1.2
         assert kinds([answer]) == ["immediate_response"]
         assert answer.immediate_response.status.code == 429
         assert json.loads(answer.immediate_response.body)["error"]["code"] == "rate_limit_exceeded"

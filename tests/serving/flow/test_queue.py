@@ -63,6 +63,15 @@ def test_fifo_keeps_arrival_order() -> None:
     assert _drain(q, 0.2) == ["first", "second"]
 
 
+def test_sjf_takes_the_cheapest_first_across_tenants() -> None:
+    q: FlowQueue[str] = FlowQueue(FlowPolicy(order="sjf"))
+    q.offer(_item(q, "long", tenant="a", arrival=0.0, slo=9.0, tokens=4000), 0.0)
+    q.offer(_item(q, "short", tenant="b", arrival=0.2, slo=9.0, tokens=100), 0.2)
+    q.offer(_item(q, "middle", tenant="a", arrival=0.1, slo=9.0, tokens=900), 0.2)
+    q.offer(_item(q, "tiny", tenant="c", arrival=0.3, slo=9.0, tokens=50), 0.3)
+    assert _drain(q, 0.3) == ["tiny", "short", "middle", "long"]
+
+
 def test_a_higher_band_goes_first_and_a_stalled_band_blocks_lower_ones() -> None:
     q: FlowQueue[str] = FlowQueue()
     q.offer(_item(q, "batch", band=1, slo=100.0), 0.0)

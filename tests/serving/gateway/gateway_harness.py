@@ -64,9 +64,11 @@ def running_gateway(
     replicas: int = 2,
     groups: list[dict[str, Any]] | None = None,
     time_scale: float = 1.0,
+    asgi: bool = False,
     **gateway: Any,
 ) -> Iterator[Running]:
-    """``groups``: the fleet file's replica groups (default: ``replicas`` × H100 of MODEL)."""
+    """``groups``: the fleet file's replica groups (default: ``replicas`` × H100 of MODEL);
+    ``asgi``: every request through ASGI rather than answered in the HTTP protocol."""
     fleet_file = tmp_path / "fleet.yaml"
     if groups is None:
         groups = [{"kind": "h100", "accelerator": "H100-SXM", "count": replicas, "model": MODEL}]
@@ -90,7 +92,14 @@ def running_gateway(
             gateway=GatewaySettings(enabled=True, **gateway),
         )
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on"
+            app,
+            host="127.0.0.1",
+            port=settings.port,
+            log_level="warning",
+            lifespan="on",
+            # as `placement serve --proxy` serves it (completions answered in the protocol);
+            # "httptools": uvicorn's own protocol, every request through ASGI
+            http="httptools" if asgi else app.state.http_protocol,
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, daemon=True)

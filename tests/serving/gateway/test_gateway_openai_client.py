@@ -16,10 +16,16 @@ from gateway_harness import KEY, MODEL, Running, running_gateway
 from training.telemetry import read_requests
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+@pytest.fixture(scope="module", params=[False, True], ids=["in-protocol", "asgi"])
+def gateway(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Running]:
+    """As `serve --proxy` serves it (completions answered in the HTTP protocol), and through
+    ASGI (:class:`serving.gateway.GatewayMiddleware`, as under any ASGI server)."""
     tmp = tmp_path_factory.mktemp("gateway")
-    with running_gateway(tmp, telemetry_dir=tmp / "telemetry", telemetry_flush_s=0.2) as running:
+    with running_gateway(
+        tmp, asgi=request.param, telemetry_dir=tmp / "telemetry", telemetry_flush_s=0.2
+    ) as running:
         yield running
 
 

@@ -82,3 +82,42 @@ def test_gate_routes_around_a_replica_decoding_too_slowly() -> None:
     assert admitted is not None and admitted.replica_id == "r0"
     assert path.fastest(query(c), NOW, max_tpot_s=limit) is None
     assert path.fastest(query(c), NOW, accept=lambda s: s.id == "r1") is not None
+
+
+PLANNED_PROFILE = """
+name: planned-test
+block_tokens: 16
+plan_picker: planned
+filters: [health-filter]
+scorers:
+  - {name: queue-scorer, weight: 1.0}
+"""
+
+
+def test_with_the_planned_picker_fastest_looks_among_the_planned_replicas_first() -> None:
+    from placement.plan import DefaultRoute
+
+    fleet = states(4)
+    path = make_path(fleet, PLANNED_PROFILE)
+    # the batch tenant's planned replicas are r2 and r3; r0 (idle) is kept for others
+    path.install_plan(
+        plan(
+            fleet,
+            defaults=[DefaultRoute(tenant="acme", model="llama-3-8b", route=route(["r2", "r3"]))],
+        )
+    )
+    fleet[2].in_flight_prefill_tokens = 40_000
+    fleet[3].in_flight_prefill_tokens = 20_000
+    fastest = path.fastest(query(), NOW)
+    assert fastest is not None and fastest.replica_id == "r3"
+    # none of its own decodes in time: the whole fleet
+    fleet[2].tpot_s = fleet[3].tpot_s = 1.0
+    fastest = path.fastest(query(), NOW, max_tpot_s=0.5)
+    assert fastest is not None and fastest.replica_id in {"r0", "r1"}
+    # the scored picker's fastest ignores the plan
+    scored = make_path(
+        fleet, PLANNED_PROFILE.replace("plan_picker: planned", "plan_picker: scored")
+    )
+    scored.install_plan(path.plan)
+    got = scored.fastest(query(), NOW)
+    assert got is not None and got.replica_id in {"r0", "r1"}

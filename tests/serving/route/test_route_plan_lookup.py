@@ -210,3 +210,38 @@ def test_warm_plan_picker_stays_on_the_warm_replicas(four: list[ReplicaState]) -
     # the warm replica down: the picker falls back to the whole fleet
     four[1].healthy = False
     assert warm.decide(query(c), NOW).replica_id in {"r0", "r2", "r3"}
+
+
+def test_planned_plan_picker_keeps_a_tenant_on_its_planned_replicas(
+    four: list[ReplicaState],
+) -> None:
+    # the plan put the batch tenant on r2 and r3 (the cheap accelerators), spilling to r1
+    p = plan(
+        four,
+        defaults=[
+            DefaultRoute(
+                tenant="acme", model="llama-3-8b", route=route(["r2", "r3"], secondary=["r1"])
+            )
+        ],
+    )
+    scored, planned = (
+        make_path(four, SCORED_PROFILE),
+        make_path(four, SCORED_PROFILE.replace("plan_picker: scored", "plan_picker: planned")),
+    )
+    scored.install_plan(p)
+    planned.install_plan(p)
+    for s in four[2:]:
+        s.in_flight = 20
+        s.num_requests_waiting = 20
+    # both planned replicas busy: the scored picker moves to an idle replica of the fleet, the
+    # planned picker picks the less loaded of the two the plan chose
+    assert scored.decide(query(), NOW).replica_id in {"r0", "r1"}
+    four[3].num_requests_waiting = 30
+    d = planned.decide(query(), NOW)
+    assert (d.replica_id, d.reason) == ("r2", "plan")
+    # both down: the secondary, then the rest of the fleet
+    four[2].healthy = four[3].healthy = False
+    d = planned.decide(query(), NOW)
+    assert (d.replica_id, d.reason) == ("r1", "fallback:spill")
+    four[1].healthy = False
+    assert planned.decide(query(), NOW).replica_id == "r0"

@@ -22,6 +22,7 @@ def test_catalogue() -> None:
         "mixed",
         "kv-bound",
         "multi-model",
+        "tiers",
     }
 
 

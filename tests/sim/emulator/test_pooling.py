@@ -1,5 +1,6 @@
-"""The emulator's embedding side: the protocol's parsing and the pooling engine's cost (a
-fixed cost per pass, so a batch of inputs costs far less than as many requests)."""
+"""The emulator's pooling side: the embeddings and classification protocols' parsing and the
+pooling engine's cost (a fixed cost per pass, so a batch of inputs costs far less than as many
+requests)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from placement.domain.accelerators import get_accelerator
 from placement.domain.llm import get_model
 from sim.costmodel.factory import cost_model_for
+from sim.emulator.classify_api import LABELS, class_probs, parse_classify
 from sim.emulator.embeddings_api import (
     embedding_vector,
     encode_vector,
@@ -81,3 +83,14 @@ def test_a_batch_costs_far_less_than_its_requests_one_by_one() -> None:
     assert one < batch < 32 * one / 3  # the fixed cost is paid once per pass
     assert batch == pytest.approx(split)  # 32 inputs over two passes of at most 16
     assert waited > 0
+
+
+def test_classification_parses_like_embeddings_and_gives_probabilities() -> None:
+    ask = parse_classify({"model": "m", "input": ["a", [1, 2]]})
+    assert ask.inputs == ("a", (1, 2))
+    with pytest.raises(ApiError) as err:
+        parse_classify({"model": "m", "input": 3})
+    assert err.value.param == "input"
+    probs = class_probs("a")
+    assert len(probs) == len(LABELS) and sum(probs) == pytest.approx(1.0)
+    assert probs == class_probs("a") and probs != class_probs("b")

@@ -1,26 +1,31 @@
-"""The gateway's ``POST /v1/embeddings``: each request placed, then batched with others bound
-for the same replica (:mod:`.batching`), and its share of the batch's answer given back.
+"""The gateway's pooling endpoints, ``POST /v1/embeddings`` and ``POST /classify`` (vLLM's, for
+classification models): each request placed, then batched with others bound for the same
+replica (:mod:`.batching`), and its share of the batch's answer given back.
 
 1. The caller's key, tenant, class and SLO from the headers; the body read and checked
-   (:func:`sim.emulator.embeddings_api.parse_embedding`); the model must be served; an input
+   (:func:`sim.emulator.embeddings_api.parse_embedding`,
+   :func:`sim.emulator.classify_api.parse_classify`); the model must be served; an input
    whose lower-bound token count (characters / 8) is over the model's context window is
    refused here (400), so one bad input cannot fail a batch.
 2. It is admitted and placed like a completion (:meth:`Gateway.place`: credits, the SLO
    gate, the flow-control queue), as one request of its summed token estimate — at most the
    model's context window, which bounds each input rather than their sum.
-3. It joins the batch of its replica, model and answer format. The batch goes as one
-   ``/v1/embeddings`` request whose ``input`` lists every member's inputs in order; the answer's
-   embeddings are cut back into the members' answers (indexes from 0 again), and the replica's
+3. It joins the batch of its endpoint, replica, model and answer format. The batch goes as one
+   request whose ``input`` lists every member's inputs in order; the answer's ``data`` (an
+   embedding or a class per input) is cut back into the members' answers (indexes from 0
+   again), and the replica's
    ``prompt_tokens`` are shared out in proportion to the members' estimates. A batch the
    replica refuses as a whole (a 4xx) is sent again one request at a time, so only the bad
-   request fails; a replica that cannot be reached fails its batch (503, and it is marked
-   down when it refused the connection).
+   request fails. A connection error or a 5xx sends the batch to another healthy replica of
+   the model (the least loaded), within the gateway's retry budget and ``max_attempts`` tries,
+   each member's lease moving with it; a replica that refused the connection is marked down.
 4. The answer carries ``x-placement-replica`` and ``x-placement-batch`` (requests in its
    batch); the outcome is settled once per request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,9 +46,11 @@ from serving.gateway.headers import RequestMeta, header_map
 from serving.gateway.outcome import Outcome, OutcomeRecorder
 from serving.gateway.prompt import MAX_CHARS_PER_TOKEN
 from serving.gateway.replies import JSON, read_body, send_error, send_whole
+from serving.gateway.retry import RetryBudget
 from serving.route.types import RouteQuery
-from serving.service import PlacementService, Routed
+from serving.service import PlacementService, Routed, UnknownDecision
 from sim.emulator import embeddings_api as embed_api
+from sim.emulator.classify_api import CLASSIFY, parse_classify
 from sim.emulator.openai_api import ApiError, parse_json
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -52,17 +59,27 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 @dataclass(frozen=True, slots=True)
 class BatchKey:
     replica_id: str
+    path: str
     model: str
-    encoding_format: str
-    dimensions: int | None
+    params: tuple[tuple[str, Any], ...]  # the body's other members (the answer's format)
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A pooling request as the gateway needs it."""
+
+    model: str
+    inputs: tuple[embed_api.Input, ...]
+    params: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One request's part of a batch: its inputs as sent and their token estimates."""
+    """One request's part of a batch: its inputs as sent, their token estimates, its decision."""
 
     inputs: list[Any]
     estimates: tuple[int, ...]
+    decision_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +89,7 @@ class Answer:
     prompt_tokens: int = 0
     error: str = ""
     batch: int = 1  # requests in the batch that answered it
+    replica: str = ""  # the replica that answered ("": none)
 
 
 class BatchMetrics:
@@ -94,8 +112,8 @@ class BatchMetrics:
         self.items.observe(items)
 
 
-class EmbeddingPath:
-    """``POST /v1/embeddings`` through the gateway (see the module's docstring)."""
+class PoolingPath:
+    """``POST /v1/embeddings`` and ``/classify`` through the gateway (the module's docstring)."""
 
     def __init__(
         self,
@@ -110,6 +128,8 @@ class EmbeddingPath:
         check_model: Callable[[str], None],
         max_body_bytes: Callable[[], int],
         ids: itertools.count[int],
+        retries: RetryBudget,
+        max_attempts: int,
     ) -> None:
         self.service = service
         self.upstream = upstream
@@ -121,6 +141,8 @@ class EmbeddingPath:
         self._check_model = check_model
         self._max_body_bytes = max_body_bytes
         self._ids = ids
+        self.retries = retries
+        self.max_attempts = max_attempts
         self.metrics = BatchMetrics(service.metrics.registry)
         self.batcher: Batcher[BatchKey, Call, Answer] = Batcher(
             policy, self._send_batch, on_batch=self.metrics.observe
@@ -135,7 +157,7 @@ class EmbeddingPath:
             headers = header_map(scope["headers"])
             meta = self._meta(headers)
             raw = await read_body(receive, headers, self._max_body_bytes())
-            ask = _parse(raw)
+            ask = _parse(scope["path"], raw)
             self._check_model(ask.model)
             estimates = _estimates(ask)
         except GatewayError as exc:
@@ -154,16 +176,17 @@ class EmbeddingPath:
             ttft_slo_s=meta.ttft_slo_s,
         )
         try:
-            await self._serve(receive, send, ask, estimates, outcome)
+            await self._serve(scope["path"], receive, send, ask, estimates, outcome)
         finally:
             self.recorder.finish(outcome)
             self.waiting.pump()  # what it held is free: what waits may go
 
     async def _serve(
         self,
+        path: str,
         receive: Receive,
         send: Send,
-        ask: embed_api.EmbeddingRequest,
+        ask: Ask,
         estimates: tuple[int, ...],
         outcome: Outcome,
     ) -> None:
@@ -181,8 +204,9 @@ class EmbeddingPath:
         outcome.decision_id = routed.decision_id
         outcome.replica = routed.decision.replica_id
         self.recorder.metrics.overhead.observe(time.monotonic() - outcome.arrival)
-        key = BatchKey(routed.decision.replica_id, ask.model, ask.encoding_format, ask.dimensions)
-        call = Call([_as_json(i) for i in ask.inputs], estimates)
+        key = BatchKey(routed.decision.replica_id, path, ask.model, ask.params)
+        call = Call([_as_json(i) for i in ask.inputs], estimates, routed.decision_id)
+        self.retries.deposit()
         slo = self.waiting.ttft_slo_s(outcome.request_class, outcome.ttft_slo_s)
         if self.policy.enabled:
             wait_s = self.policy.wait_budget(slo)
@@ -191,6 +215,7 @@ class EmbeddingPath:
             self.metrics.observe(1, len(call.inputs))
             answer = (await self._send_batch(key, [call]))[0]
         outcome.first_byte = outcome.finish = time.monotonic()
+        outcome.replica = answer.replica or outcome.replica
         outcome.status = answer.status
         outcome.error = answer.error
         if answer.status == 200:
@@ -199,7 +224,7 @@ class EmbeddingPath:
         else:
             outcome.label = "upstream_error"
         extra = [
-            (b"x-placement-replica", routed.decision.replica_id.encode()),
+            (b"x-placement-replica", (answer.replica or routed.decision.replica_id).encode()),
             (b"x-placement-decision-id", routed.decision_id.encode()),
             (b"x-placement-batch", str(answer.batch).encode()),
         ]
@@ -207,19 +232,51 @@ class EmbeddingPath:
 
     # ---- one batch -----------------------------------------------------------------------
     async def _send_batch(self, key: BatchKey, calls: Sequence[Call]) -> list[Answer]:
-        state = self.service.replicas.get(key.replica_id)
+        replica_id = key.replica_id
+        tried: list[str] = []
+        while True:
+            answers, cause = await self._try(replica_id, key, calls)
+            tried.append(replica_id)
+            if not cause or len(tried) >= self.max_attempts:
+                return answers
+            following = self._another(key.model, tried)
+            if following is None:
+                return answers
+            if not self.retries.try_spend():
+                self.recorder.metrics.retries_refused.inc()
+                return answers
+            self.recorder.metrics.retries.labels(cause).inc()
+            for call in calls:
+                if call.decision_id is not None:
+                    with contextlib.suppress(UnknownDecision):  # its lease expired meanwhile
+                        self.service.redirect(call.decision_id, following)
+            replica_id = following
+
+    def _another(self, model: str, tried: list[str]) -> str | None:
+        """The least loaded healthy replica of ``model`` not tried yet."""
+        candidates = [
+            s
+            for s in self.service.replicas.values()
+            if s.model == model and s.healthy and s.id not in tried
+        ]
+        return min(candidates, key=lambda s: (s.in_flight, s.id)).id if candidates else None
+
+    async def _try(
+        self, replica_id: str, key: BatchKey, calls: Sequence[Call]
+    ) -> tuple[list[Answer], str]:
+        """One try: the answers, and why another replica should be tried ("": it should not)."""
+        n = len(calls)
+        state = self.service.replicas.get(replica_id)
         if state is None:
-            return [_failure(503, f"replica {key.replica_id} is gone")] * len(calls)
+            return [_failure(503, f"replica {replica_id} is gone")] * n, "connect"
         body: dict[str, Any] = {
             "model": key.model,
             "input": [item for call in calls for item in call.inputs],
-            "encoding_format": key.encoding_format,
+            **dict(key.params),
         }
-        if key.dimensions is not None:
-            body["dimensions"] = key.dimensions
         try:
             response = await self.upstream.open(
-                base_url(state.address), embed_api.EMBEDDINGS, orjson.dumps(body)
+                base_url(state.address), key.path, orjson.dumps(body)
             )
             try:
                 status, raw = response.status, await response.read()
@@ -227,27 +284,35 @@ class EmbeddingPath:
                 response.release()
         except UPSTREAM_ERRORS as exc:
             if refused(exc):
-                self.service.mark_health(key.replica_id, False)  # the scraper brings it back
-            error = f"connect: {type(exc).__name__} from {key.replica_id}"
-            return [_failure(503, f"no replica could serve the request ({error})")] * len(calls)
+                self.service.mark_health(replica_id, False)  # the scraper brings it back
+            error = f"connect: {type(exc).__name__} from {replica_id}"
+            return [_failure(503, f"no replica could serve the request ({error})")] * n, "connect"
         if status == 200:
             try:
-                return _split(raw, calls)
+                return _split(raw, calls, replica_id), ""
             except (ValueError, KeyError, TypeError, IndexError):
-                error = f"a malformed embeddings answer from {key.replica_id}"
-                return [_failure(502, error)] * len(calls)
-        if len(calls) > 1 and 400 <= status < 500:  # one bad request: the others still go
+                return [_failure(502, f"a malformed embeddings answer from {replica_id}")] * n, ""
+        if n > 1 and 400 <= status < 500:  # one bad request: the others still go
             answers: list[Answer] = []
             for call in calls:
-                answers.extend(await self._send_batch(key, [call]))
-            return answers
-        error = f"HTTP {status} from {key.replica_id}"
-        return [Answer(status, raw, error=error, batch=len(calls))] * len(calls)
+                answers.extend((await self._try(replica_id, key, [call]))[0])
+            return answers, ""
+        error = f"HTTP {status} from {replica_id}"
+        answer = Answer(status, raw, error=error, batch=n, replica=replica_id)
+        return [answer] * n, "5xx" if status >= 500 else ""
 
 
-def _parse(raw: bytes) -> embed_api.EmbeddingRequest:
+def _parse(path: str, raw: bytes) -> Ask:
     try:
-        return embed_api.parse_embedding(parse_json(raw))
+        body = parse_json(raw)
+        if path == CLASSIFY:
+            classify = parse_classify(body)
+            return Ask(classify.model, classify.inputs)
+        embed = embed_api.parse_embedding(body)
+        params: tuple[tuple[str, Any], ...] = (("encoding_format", embed.encoding_format),)
+        if embed.dimensions is not None:
+            params += (("dimensions", embed.dimensions),)
+        return Ask(embed.model, embed.inputs, params)
     except ApiError as exc:
         raise GatewayError(exc.status, exc.message, param=exc.param, code=exc.code) from None
 
@@ -259,7 +324,7 @@ def _context(model: str) -> int:
         return 1 << 30  # outside the catalogue: its replicas judge the length
 
 
-def _estimates(ask: embed_api.EmbeddingRequest) -> tuple[int, ...]:
+def _estimates(ask: Ask) -> tuple[int, ...]:
     """Each input's token estimate; a :class:`GatewayError` (400) for an input surely over the
     model's context window."""
     context = _context(ask.model)
@@ -290,34 +355,28 @@ def _failure(status: int, message: str) -> Answer:
     return Answer(status, GatewayError(status, message).body(), error=message)
 
 
-def _split(raw: bytes, calls: Sequence[Call]) -> list[Answer]:
+def _split(raw: bytes, calls: Sequence[Call], replica_id: str) -> list[Answer]:
     """The batch's answer cut into one answer per call, in order."""
     whole = orjson.loads(raw)
     data = sorted(whole["data"], key=lambda d: int(d["index"]))
     if len(data) != sum(len(c.inputs) for c in calls):
-        raise ValueError("the answer has a different number of embeddings than inputs")
+        raise ValueError("the answer has a different number of results than inputs")
     tokens = _shares(int(whole["usage"]["prompt_tokens"]), [sum(c.estimates) for c in calls])
     answers: list[Answer] = []
     start = 0
     for call, used in zip(calls, tokens, strict=True):
         mine = data[start : start + len(call.inputs)]
         start += len(call.inputs)
-        body = {
-            "object": "list",
-            "data": [{**d, "index": i} for i, d in enumerate(mine)],
-            "model": whole.get("model"),
-            "usage": {"prompt_tokens": used, "total_tokens": used},
-        }
-        answers.append(Answer(200, orjson.dumps(body), prompt_tokens=used, batch=len(calls)))
+        usage = {**whole["usage"], "prompt_tokens": used, "total_tokens": used}
+        body = {**whole, "data": [{**d, "index": i} for i, d in enumerate(mine)], "usage": usage}
+        answers.append(Answer(200, orjson.dumps(body), used, batch=len(calls), replica=replica_id))
     return answers
 
 
 def _shares(total: int, weights: list[int]) -> list[int]:
     """``total`` shared out in proportion to ``weights``, in whole units that sum to it
     (largest remainders first)."""
-    weight = sum(weights)
-    if weight <= 0:
-        return [total // len(weights)] * len(weights)
+    weight = max(1, sum(weights))
     exact = [total * w / weight for w in weights]
     out = [int(x) for x in exact]
     order = sorted(range(len(weights)), key=lambda i: exact[i] - out[i], reverse=True)

@@ -1,12 +1,15 @@
-"""``/v1/embeddings`` through the gateway, driven by the official ``openai`` client, in front of
-an emulated embedding replica (and an LLM one beside it): every request gets its own inputs'
-embeddings back, concurrent requests go to the replica in batches, a request the replica
-refuses does not fail the rest of its batch, bad input is a 4xx in OpenAI's format."""
+"""The pooling endpoints through the gateway: ``/v1/embeddings`` driven by the official
+``openai`` client, and ``/classify``, in front of emulated embedding and classification
+replicas (and an LLM one beside them): every request gets its own inputs' results back,
+concurrent requests go to the replica in batches, a request the replica refuses does not fail
+the rest of its batch, a failing replica's batch goes on to another, bad input is a 4xx in
+OpenAI's format."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -14,11 +17,14 @@ import openai
 import pytest
 from gateway_harness import KEY, MODEL, Running, running_gateway
 
+from sim.emulator.classify_api import LABELS, class_probs
 from sim.emulator.embeddings_api import embedding_vector
 
 EMBED = "bge-base-en-v1.5"
+CLASSIFIER = "distilbert-base-uncased-finetuned-sst-2-english"
 GROUPS = [
     {"kind": "bge", "accelerator": "L4", "count": 1, "model": EMBED},
+    {"kind": "sst2", "accelerator": "L4", "count": 1, "model": CLASSIFIER},
     {"kind": "h100", "accelerator": "H100-SXM", "count": 1, "model": MODEL},
 ]
 
@@ -129,3 +135,65 @@ def test_an_idle_replica_is_not_made_to_wait(gateway: Running) -> None:
     assert r.headers["x-placement-batch"] == "1"
     # the budget here is 0.5 s: a lone request on an idle replica goes at once, in ~50 ms
     assert r.elapsed.total_seconds() < 0.4
+
+
+def test_classification_requests_are_batched_and_each_gets_its_own_classes(
+    gateway: Running,
+) -> None:
+    texts = [f"review number {i}: " + "great " * (i % 4) for i in range(20)]
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(
+            base_url=gateway.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30
+        ) as c:
+            return await asyncio.gather(
+                *(c.post("/classify", json={"model": CLASSIFIER, "input": t}) for t in texts)
+            )
+
+    answers = asyncio.run(burst())
+    assert [a.status_code for a in answers] == [200] * len(texts)
+    assert max(int(a.headers["x-placement-batch"]) for a in answers) > 1
+    for text, answer in zip(texts, answers, strict=True):
+        body = answer.json()
+        (result,) = body["data"]
+        assert result["index"] == 0 and result["num_classes"] == len(LABELS)
+        assert np.allclose(result["probs"], class_probs(text))  # its own input's classes
+        assert result["label"] == LABELS[int(np.argmax(result["probs"]))]
+        assert body["usage"]["prompt_tokens"] >= 1 and body["model"] == CLASSIFIER
+    # two inputs in one request come back in order
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with httpx.Client(base_url=gateway.url, headers=headers, timeout=30) as c:
+        pair = c.post("/classify", json={"model": CLASSIFIER, "input": ["good", "bad"]}).json()
+        wrong = c.post("/classify", json={"model": EMBED, "input": "x"})
+    assert [d["index"] for d in pair["data"]] == [0, 1]
+    assert np.allclose(pair["data"][1]["probs"], class_probs("bad"))
+    assert wrong.status_code == 400  # an embedding model classifies nothing
+    assert wrong.json()["error"]["param"] == "model"
+
+
+def test_a_failing_replica_s_batch_is_served_by_another(tmp_path: Path) -> None:
+    groups = [{"kind": "bge", "accelerator": "L4", "count": 2, "model": EMBED}]
+    with running_gateway(tmp_path, groups=groups, time_scale=10.0) as gateway:
+        broken = "bge-0"
+        gateway.emulator.set_faults(broken, fail_rate=1.0, fail_status=500)
+
+        async def burst() -> list[httpx.Response]:
+            async with httpx.AsyncClient(
+                base_url=gateway.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30
+            ) as c:
+                return await asyncio.gather(
+                    *(
+                        c.post("/v1/embeddings", json={"model": EMBED, "input": f"text {i}"})
+                        for i in range(8)
+                    )
+                )
+
+        answers = asyncio.run(burst())
+        with httpx.Client(base_url=gateway.url) as c:
+            metrics = c.get("/metrics").text
+    assert [a.status_code for a in answers] == [200] * 8
+    assert {a.headers["x-placement-replica"] for a in answers} == {"bge-1"}
+    # least-outstanding sent some to the broken one: their batches went on to bge-1
+    assert gateway.metric(metrics, 'placement_gateway_retries_total{cause="5xx"}') >= 1
+    for i, answer in enumerate(answers):
+        assert _same(answer.json()["data"][0]["embedding"], f"text {i}")
