@@ -8,6 +8,11 @@ from typing import Any
 
 from rich.progress import Progress
 
+from bench.loop.class_placement import (
+    class_placement_figures,
+    plot_class_placement,
+    several_classes_on_several_kinds,
+)
 from bench.loop.diagnose import plot_diagnostics
 from bench.loop.prefix_residency import plot_prefix_residency
 from bench.loop.residency import plot_residency, residency_figures
@@ -115,6 +120,19 @@ def run_loop_bench(cases: Sequence[Case], *, out: Path, store: Path) -> dict[str
                 plots.append(str(residency))
                 summary["adapter_residency"] = {
                     label: residency_figures(r) for label, r in result["diagnostics"]
+                }
+            if several_classes_on_several_kinds(result["diagnostics"]):
+                placed = out.with_name(f"{out.stem}-{key}-class-placement.png")
+                plot_class_placement(
+                    result["diagnostics"],
+                    case.workload.classes,
+                    placed,
+                    title=f"{key}: which accelerators served each class at the ratio load",
+                )
+                plots.append(str(placed))
+                summary["class_placement"] = {
+                    label: class_placement_figures(r, case.workload.classes)
+                    for label, r in result["diagnostics"]
                 }
             at = summary["ratio_load"] if summary["ratio_load"] is not None else max(case.loads)
             prefixes = out.with_name(f"{out.stem}-{key}-prefix-residency.png")

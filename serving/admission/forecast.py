@@ -31,9 +31,11 @@ exponentially distributed sizes is ``2·mean·s``; the chance of a miss is its n
 short decode spans few arrivals, so its TPOT is close to a coin toss; a long one averages.
 
 Prompt work arrives in bursts, not as a Poisson stream, and a short decode's miss is mostly
-decided by a burst that comes after it is admitted: the chance the model gives is blended with
-the share of the replica's recent decodes of the same length that missed by as much
-(:mod:`serving.admission.tpot_calibration`).
+decided by a burst that comes after it is admitted. Where the gate chooses between replicas,
+the chance the model gives is blended with the share of the replica's recent decodes of the
+same length that missed by as much (``observed``, :mod:`serving.admission.tpot_calibration`):
+that share says well which replica is safer, but not which request will miss, so a refusal is
+judged by the model alone.
 
 A request with one output token has no TPOT.
 """
@@ -97,9 +99,9 @@ class Forecast:
             return 1.0 if self.ttft_s > limit_s else 0.0
         return _NORMAL.cdf(math.log(self.ttft_s / limit_s) / self.ttft_spread)
 
-    def tpot_miss(self, limit_s: float) -> float:
-        """Chance that the TPOT exceeds ``limit_s`` (see the module docstring): the model's,
-        blended with the replica's observed decodes."""
+    def tpot_miss(self, limit_s: float, *, observed: bool = False) -> float:
+        """Chance that the TPOT exceeds ``limit_s`` (see the module docstring): the model's;
+        with ``observed``, blended with the replica's recent decodes of this length."""
         if self.gaps <= 0 or self.full_step_s <= limit_s:
             return 0.0
         if self.step_s >= limit_s:
@@ -107,7 +109,7 @@ class Forecast:
         share = (limit_s - self.step_s) / (self.full_step_s - self.step_s)
         model = self._modelled_tpot_miss(share, limit_s)
         seen = self.observed
-        weight = seen.total if seen is not None else 0.0
+        weight = seen.total if seen is not None and observed else 0.0
         if seen is None or weight <= 0.0:
             return model
         return (weight * seen.past(share) + PRIOR_WEIGHT * model) / (weight + PRIOR_WEIGHT)
@@ -124,10 +126,11 @@ class Forecast:
         sd = math.sqrt(2.0 * mean * size)
         return 1.0 - _NORMAL.cdf((needed - mean) / sd)
 
-    def miss(self, ttft_limit_s: float, tpot_limit_s: float) -> float:
-        """Chance that it misses either SLO (the two taken as independent)."""
-        meets = (1.0 - self.ttft_miss(ttft_limit_s)) * (1.0 - self.tpot_miss(tpot_limit_s))
-        return 1.0 - meets
+    def miss(self, ttft_limit_s: float, tpot_limit_s: float, *, observed: bool = False) -> float:
+        """Chance that it misses either SLO (the two taken as independent); ``observed`` as
+        for :meth:`tpot_miss`."""
+        tpot = self.tpot_miss(tpot_limit_s, observed=observed)
+        return 1.0 - (1.0 - self.ttft_miss(ttft_limit_s)) * (1.0 - tpot)
 
 
 def interleave(table: DecodeStepTable, running: float, context_tokens: float) -> float:

@@ -21,7 +21,9 @@ refuses a request that would have met):
 Before refusing, and whenever the chosen replica's recent requests decoded slower than the
 TPOT SLO, the gate looks once more (:meth:`SloGate.admit_decision`): the route path's choice
 favours the replica holding the request's prefix, and a request too slow there may meet its
-SLO on the fastest replica where it is likely to decode in time.
+SLO on the fastest replica where it is likely to decode in time. Where to send it counts the
+replicas' recent decodes of its length (:mod:`serving.admission.tpot_calibration`); whether
+to refuse it does not (that share ranks replicas, not requests).
 
 **Overload.** A fleet past its capacity is held at the queue the gate allows, so whatever that
 queue's edge admits is a coin toss. While the share of SLO refusals (``pressure``, followed
@@ -385,7 +387,8 @@ class SloGate:
         table = prefill_table(state.accelerator, state.model, state.tp)
         predicted = table.ttft(query.input_tokens, queued_prefill_tokens(state))
         seen = self.forecast_on(state, state.id, predicted, query, now)
-        return seen.tpot_miss(tpot_limit) < SECOND_LOOK_AT and state.tpot_s <= tpot_limit
+        likely = seen.tpot_miss(tpot_limit, observed=True)
+        return likely < SECOND_LOOK_AT and state.tpot_s <= tpot_limit
 
     def admit_decision(
         self, path: RoutePath, query: RouteQuery, decision: Decision, now: float
@@ -399,7 +402,8 @@ class SloGate:
         ttft_limit = self.limit_s(cls, query.ttft_budget_s)
         tpot_limit = self.tpot_limit_s(cls)
         seen = self.forecast(path, query, decision, now)
-        miss = seen.miss(ttft_limit, tpot_limit)
+        # where to send it: the replicas' observed decodes count (not in the judgement below)
+        miss = seen.miss(ttft_limit, tpot_limit, observed=True)
         late = seen.observed_tpot_s > tpot_limit
         if miss >= SECOND_LOOK_AT or late:
 
@@ -409,7 +413,7 @@ class SloGate:
             other_choice = path.fastest(query, now, accept=in_time)
             if other_choice is not None and other_choice.replica_id != decision.replica_id:
                 other = self.forecast(path, query, other_choice, now)
-                other_miss = other.miss(ttft_limit, tpot_limit)
+                other_miss = other.miss(ttft_limit, tpot_limit, observed=True)
                 if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
                     decision, seen = other_choice, other
         admitted = self.judge(tenant, cls, seen, now, query.ttft_budget_s)

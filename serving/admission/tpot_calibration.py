@@ -18,7 +18,8 @@ when its share passes ``f* = (L − step) / (full − step)``; the share of rece
 replica past ``f*`` is the observed chance. Short decodes see all-or-nothing shares and long
 ones their average, so decodes are kept apart by length (:func:`gaps_bucket`: 1–3, 4–15,
 16–63, 64–255, ≥ 256 decode iterations), each a histogram of :data:`BINS` bins decayed by
-:data:`DECAY` per completion (about the last 50). The forecast blends the two,
+:data:`DECAY` per completion (about the last 50). Where the gate chooses between replicas
+(:meth:`serving.admission.slo_gate.SloGate.admit_decision`) the forecast blends the two,
 
     P(miss) = (w · observed + W0 · model) / (w + W0),
 
@@ -26,7 +27,9 @@ with ``w`` the decayed count of completions behind the observed share and ``W0``
 :data:`PRIOR_WEIGHT` (the model stands until a few completions say otherwise). Fitted on the
 head of the reasoning-vs-code mix over the heterogeneous fleet (loads 0.5, 0.8 and 1.4):
 the Brier score of short decodes' TPOT misses on A100/L40S fell 0.32 / 0.38 / 0.32 →
-0.29 / 0.29 / 0.24.
+0.29 / 0.29 / 0.24. The share is right on average but ranks the requests on one replica no
+better than chance, so a refusal is judged by the model alone: judged by the blend, the TPOT
+refusals' precision on the head of ``mixed`` at load 1.0 fell 0.92 → 0.53.
 
 The gate feeds it (:meth:`TpotCalibration.dispatched` with the forecast it judged by,
 :meth:`TpotCalibration.first_token`, :meth:`TpotCalibration.finished`). Open requests are

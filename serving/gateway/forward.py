@@ -4,14 +4,14 @@ vLLM and SGLang serve HTTP/1.1 through uvicorn, so there is no HTTP/2 to negotia
 replica has a pool of keep-alive connections; a connection is an asyncio protocol with an
 httptools response parser, and a request is written with one ``write`` (head and body). The
 answer's bytes are handed on as they are parsed (no decompression, no header objects: only the
-status and the content type are read). General clients cost more than everything else the
-gateway does: httpx inspects every pooled connection on every request (a socket call each),
-and aiohttp's request and response objects (header multidicts, payload registry, tracing
-hooks, timers) were two fifths of the gateway's CPU per request (``placement bench e2e``'s
-probe, RESULTS 2026-11-26).
+status and the content type are read). General clients do more than a pass-through needs:
+httpx inspects every pooled connection on every request (a socket call each), aiohttp builds
+header multidicts, payload objects, tracing hooks and a timer per request (``bench/RESULTS.md``,
+"The gateway's CPU per request, cut").
 
 Timeouts: connecting is short (a replica that does not accept is tried no longer); reading
-waits up to ``read_timeout_s`` between two bytes (a long generation is not a failure). A
+waits up to ``read_timeout_s`` between two bytes (a long generation is not a failure), checked
+by one periodic sweep over the open connections rather than a timer per request. A
 connection that was idle in the pool and is found closed before any byte of the answer is
 replaced by a new one once (the replica closed it while idle: the request never reached it).
 """
@@ -135,7 +135,6 @@ class _Connection(asyncio.Protocol):
         self.received = False  # a byte of the current answer came
         self.reused = False  # the current request went on a connection from the pool
         self.last_read = 0.0
-        self.timer: asyncio.TimerHandle | None = None
 
     # ---- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -190,14 +189,13 @@ class _Connection(asyncio.Protocol):
     # ---- one request ---------------------------------------------------------------------
     def send(self, head: bytes, body: bytes, *, reused: bool) -> Response:
         assert self.transport is not None
-        self.parser = httptools.HttpResponseParser(self)
         response = self.response = Response(self)
         self.head = self.loop.create_future()
         self.received = False
         self.reused = reused
         self.reusable = False
         self.last_read = self.loop.time()
-        self._arm()
+        self.pool.upstream.watch()
         self.transport.write(head + body)  # one send; writelines costs more under uvloop
         return response
 
@@ -206,9 +204,6 @@ class _Connection(asyncio.Protocol):
             return
         self.response = None
         self.head = None
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
         if response.complete and self.reusable and self.transport is not None:
             self.pool.put_back(self)
         else:
@@ -220,19 +215,11 @@ class _Connection(asyncio.Protocol):
             self.transport = None
         self.pool.forget(self)
 
-    def _arm(self) -> None:
-        timeout = self.pool.read_timeout_s
-        self.timer = self.loop.call_at(self.last_read + timeout, self._check_idle)
-
-    def _check_idle(self) -> None:
-        self.timer = None
-        if self.response is None:
-            return
-        if self.loop.time() - self.last_read >= self.pool.read_timeout_s:
+    def check_read_timeout(self, now: float) -> None:
+        """Give up on the answer in flight when no byte of it came for ``read_timeout_s``."""
+        if self.response is not None and now - self.last_read >= self.pool.read_timeout_s:
             self._broken(TimeoutError("no byte from the replica within the read timeout"))
             self.close()
-        else:
-            self._arm()
 
     def _broken(self, exc: BaseException) -> None:
         head = self.head
@@ -288,14 +275,18 @@ class _Pool:
 
 
 class Upstream:
-    """Requests to replicas over pooled keep-alive connections (at most ``max_connections``
-    open at once; idle ones are closed first when the limit is reached)."""
+    """Requests to replicas over pooled keep-alive connections. When ``max_connections`` are
+    open, an idle one is closed before a new one opens; a request never waits for a connection
+    (with every connection busy the count goes over the limit until some close)."""
 
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         self._pools: dict[str, _Pool] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.connections: set[_Connection] = set()  # open, idle or carrying a request
+        # read timeouts are checked by one timer for all connections, not one per request
+        self._sweep_s = min(1.0, settings.read_timeout_s / 4)
+        self._sweeper: asyncio.TimerHandle | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -359,7 +350,24 @@ class Upstream:
             raise
         return response
 
+    def watch(self) -> None:
+        """Make sure the read-timeout sweep runs (while any connection is open)."""
+        if self._sweeper is None:
+            self._sweeper = self.loop.call_later(self._sweep_s, self._sweep)
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        if not self.connections:
+            return
+        now = self.loop.time()
+        for conn in list(self.connections):
+            conn.check_read_timeout(now)
+        self.watch()
+
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for conn in list(self.connections):
             conn.close()
         self.connections.clear()

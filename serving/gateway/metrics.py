@@ -53,6 +53,7 @@ class GatewayMetrics:
             ["slo", "result"],
             registry=registry,
         )
+        self._outcomes: dict[str, Counter] = {}
         Gauge(
             "placement_gateway_result_cache_hit_ratio",
             "Share of deterministic requests answered from the result cache",
@@ -73,3 +74,11 @@ class GatewayMetrics:
             "Result-cache misses since start",
             registry=registry,
         ).set_function(lambda: cache.misses)
+
+    def outcome(self, label: str) -> Counter:
+        """The request counter's child for an outcome (looked up once per label, not per
+        request)."""
+        child = self._outcomes.get(label)
+        if child is None:
+            child = self._outcomes[label] = self.requests.labels(label)
+        return child

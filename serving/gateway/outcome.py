@@ -78,7 +78,7 @@ class OutcomeRecorder:
     def finish(self, outcome: Outcome) -> None:
         self._settle_lease(outcome)
         m = self.metrics
-        m.requests.labels(outcome.label).inc()
+        m.outcome(outcome.label).inc()
         ttft = outcome.ttft_s
         if ttft is not None:
             m.ttft.observe(ttft)

@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from placement.domain.llm import get_model, text_token_estimate
 from placement.domain.prefix import hash_text
 from placement.errors import InputError
@@ -42,7 +44,12 @@ def parse_request(path: str, raw: bytes, *, block_chars: int) -> ProxyRequest:
     """Read and check an OpenAI request body; :class:`GatewayError` (400) when malformed."""
     kind: api.Kind = "chat" if path == api.CHAT else "completion"
     try:
-        body = api.parse_json(raw)
+        body = orjson.loads(raw)  # a fifth of json's time on a long prompt
+    except orjson.JSONDecodeError as exc:
+        raise GatewayError(400, f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "the body must be a JSON object")
+    try:
         gen = api.parse_generation(kind, body)
     except api.ApiError as exc:
         raise GatewayError(exc.status, exc.message, param=exc.param, code=exc.code) from None

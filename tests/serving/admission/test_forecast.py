@@ -116,11 +116,14 @@ def test_observed_decodes_outweigh_the_model_as_they_accumulate() -> None:
     assert model < 0.05  # the Poisson model: nothing queued, a trickle arriving
     few = dataclasses.replace(idle, observed=_shares(0.8, 2.0))
     many = dataclasses.replace(idle, observed=_shares(0.8, 50.0))
-    assert few.tpot_miss(0.1) == pytest.approx(
+    assert few.tpot_miss(0.1, observed=True) == pytest.approx(
         (2 * 0.8 + PRIOR_WEIGHT * model) / (2 + PRIOR_WEIGHT)
     )
-    assert model < few.tpot_miss(0.1) < many.tpot_miss(0.1) < 0.8
-    assert many.tpot_miss(0.1) > 0.75
+    assert model < few.tpot_miss(0.1, observed=True) < many.tpot_miss(0.1, observed=True) < 0.8
+    assert many.tpot_miss(0.1, observed=True) > 0.75
+    assert many.miss(2.0, 0.1, observed=True) > 0.75
+    # the model's own chance (what a refusal is judged by) is left as it was
+    assert many.tpot_miss(0.1) == model and many.miss(2.0, 0.1) == pytest.approx(model, abs=1e-6)
     # a replica whose full-chunk step meets the SLO cannot miss it, whatever was observed
     fast = dataclasses.replace(_seen(_state("H100-SXM")), observed=_shares(1.0, 50.0))
-    assert fast.tpot_miss(0.1) == 0.0
+    assert fast.tpot_miss(0.1, observed=True) == 0.0

@@ -316,7 +316,8 @@ def test_with_a_credit_slack_a_tenant_far_ahead_yields_under_pressure_only() -> 
 
 def test_the_gate_learns_a_replicas_decodes_from_its_completions() -> None:
     """Short decodes that kept missing their TPOT on an L40S raise the chance the gate gives
-    the next one there; decodes of another length, or on another replica, learn apart."""
+    the next one there when it chooses a replica (not when it judges a refusal); decodes of
+    another length, or on another replica, learn apart."""
     gate = SloGate(DEFAULT_CLASSES)
     l40s = _replica("L40S")
     query = _request("a", 1_000, 12)
@@ -331,6 +332,8 @@ def test_the_gate_learns_a_replicas_decodes_from_its_completions() -> None:
         gate.finished("a", 12, q, now + 0.2 + 11 * 0.16)  # full chunks in every iteration
     after = gate.forecast_on(l40s, "l", 0.2, query, 40.0)
     assert after.observed is not None and after.observed.total > 20
-    assert after.tpot_miss(0.1) > 0.9 > before.tpot_miss(0.1) + 0.5
+    assert after.tpot_miss(0.1, observed=True) > 0.9 > before.tpot_miss(0.1) + 0.5
+    assert after.tpot_miss(0.1) == pytest.approx(before.tpot_miss(0.1), abs=0.05)
+    assert gate.judge("a", "interactive", after, 40.0)  # the model alone: admitted
     assert gate.forecast_on(l40s, "other", 0.2, query, 40.0).observed is None
     assert gate.forecast_on(l40s, "l", 0.2, _request("a", 1_000, 800), 40.0).observed is None
