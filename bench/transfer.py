@@ -41,6 +41,7 @@ from sim.costmodel.measured import (
     handful,
     measured_runs,
     predictor,
+    run_kv_tokens,
 )
 from sim.costmodel.operators import shard_shapes
 from sim.costmodel.profiled import FRAMEWORK_OVERHEAD_S, ProfiledCostModel
@@ -286,7 +287,9 @@ def datasheet_handful(
                     transfer=model,
                     reason="left out",
                 )
-                base_s, terms = stack_sensitivities(base, predictor(run))
+                base_s, terms = stack_sensitivities(
+                    base, predictor(run, run_kv_tokens(held.accelerator, run))
+                )
                 cases.append(Case(run=run, base_s=base_s, terms=terms))
             chosen = handful(mine)
             stack, what = fit_handful([c for c in cases if c.run in chosen], DATASHEET_FREE)

@@ -279,8 +279,30 @@ def mean_decode_s(cm: IterationCostModel, batch: int, context: int, steps: int) 
     return cm.overhead_s + cm.linear_s(batch) + d0 + d1 * mean_context
 
 
-def e2e_s(cm: IterationCostModel, batch: int, length: int) -> float:
-    """A batch with input = output = ``length`` tokens: packed prefills, then the decodes."""
+def e2e_s(
+    cm: IterationCostModel, batch: int, length: int, kv_tokens: int | None = None
+) -> float:
+    """A batch with input = output = ``length`` tokens: packed prefills, then the decodes.
+
+    With ``kv_tokens`` (the replica's KV cache), only the sequences whose whole KV
+    (``2·length`` tokens each) fits run together; the rest wait for them to finish, so a batch
+    larger than the cache runs in *waves* (:func:`kv_waves`) rather than all at once."""
+    return sum(
+        count * _one_wave_s(cm, size, length) for size, count in kv_waves(batch, length, kv_tokens)
+    )
+
+
+def kv_waves(batch: int, length: int, kv_tokens: int | None) -> list[tuple[int, int]]:
+    """``(sequences, times)`` of the waves a batch of ``length``-in, ``length``-out sequences
+    runs in when at most ``kv_tokens`` tokens of KV fit (``None``: all at once)."""
+    if kv_tokens is None:
+        return [(batch, 1)]
+    together = max(1, min(batch, kv_tokens // (length + length // 2)))
+    full, rest = divmod(batch, together)
+    return [(together, full), *([(rest, 1)] if rest else [])]
+
+
+def _one_wave_s(cm: IterationCostModel, batch: int, length: int) -> float:
     per_iteration = max(1, DEFAULT_MAX_BATCHED_TOKENS // length)
     total, left = 0.0, batch
     while left > 0:
@@ -293,10 +315,18 @@ def e2e_s(cm: IterationCostModel, batch: int, length: int) -> float:
     return total
 
 
-def predictor(run: Run) -> Callable[[IterationCostModel], float]:
-    """The function of a cost model that predicts ``run``."""
+def run_kv_tokens(accelerator: Accelerator, run: Run) -> int:
+    """Tokens of KV cache the replica a run was measured on holds (the fleet's default)."""
+    return kv_capacity_tokens(
+        accelerator, get_model(run.model), run.tp, DEFAULT_GPU_MEMORY_UTILIZATION
+    )
+
+
+def predictor(run: Run, kv_tokens: int | None = None) -> Callable[[IterationCostModel], float]:
+    """The function of a cost model that predicts ``run`` (``kv_tokens``: the replica's KV
+    cache, which limits how many sequences of an end-to-end batch run together)."""
     if run.phase == "e2e":
-        return partial(e2e_s, batch=run.batch, length=run.prompt)
+        return partial(e2e_s, batch=run.batch, length=run.prompt, kv_tokens=kv_tokens)
     if run.phase == "prefill":
         return partial(prefill_s, batch=run.batch, prompt=run.prompt)
     return partial(mean_decode_s, batch=run.batch, context=run.prompt, steps=run.tokens)
@@ -414,7 +444,7 @@ class Case:
 
 def case_of(accelerator: Accelerator, run: Run) -> Case:
     base = kernel_model(accelerator, get_model(run.model), run.tp)
-    base_s, terms = stack_sensitivities(base, predictor(run))
+    base_s, terms = stack_sensitivities(base, predictor(run, run_kv_tokens(accelerator, run)))
     return Case(run=run, base_s=base_s, terms=terms)
 
 

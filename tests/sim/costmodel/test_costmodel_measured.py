@@ -23,8 +23,10 @@ from sim.costmodel.measured import (
     default_view_rows,
     e2e_s,
     held_out_runs,
+    kv_waves,
     measured_runs,
 )
+from sim.costmodel.linear import LinearCostModel
 from sim.costmodel.sources import replica_source
 from sim.costmodel.stack import StackCalibration
 
@@ -124,3 +126,22 @@ def test_a_handful_spanning_gpu_counts_predicts_gaudi2_within_the_target() -> No
     held, calibrations = held_out_runs([get_accelerator("Gaudi2")])
     assert calibrations and held
     assert float(np.median([h.ape for h in held])) <= 0.15
+
+
+def test_a_batch_runs_at_once_when_its_kv_fits_and_in_waves_when_it_does_not() -> None:
+    assert kv_waves(64, 1024, None) == [(64, 1)]
+    assert kv_waves(64, 1024, 64 * 2048) == [(64, 1)]  # exactly fits: input + output of each
+    assert kv_waves(64, 1024, 64 * 2048 - 1) == [(63, 1), (1, 1)]
+    assert kv_waves(256, 1024, 100 * 2048) == [(100, 2), (56, 1)]
+    assert kv_waves(8, 4096, 1000) == [(1, 8)]  # not even one sequence fits: one at a time
+
+
+def test_an_end_to_end_batch_larger_than_the_kv_cache_costs_its_waves() -> None:
+    cm = LinearCostModel(overhead_s=0.004, per_token_s=2e-5, per_seq_s=1e-5)
+    length = 512
+    whole = e2e_s(cm, 64, length)
+    assert e2e_s(cm, 64, length, kv_tokens=10**9) == pytest.approx(whole)
+    halves = e2e_s(cm, 64, length, kv_tokens=32 * 2 * length)
+    assert halves == pytest.approx(2 * e2e_s(cm, 32, length))
+    # the same tokens and context, but twice the decode iterations: one overhead more per step
+    assert halves - whole == pytest.approx((length - 1) * cm.overhead_s, rel=0.05)
