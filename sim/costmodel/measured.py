@@ -10,7 +10,8 @@ with a TP that does not split the model or leaves no KV cache, are skipped) into
 
 - LLM-Inference-Bench: ``e2e``, the latency of a batch with input = output = ``L`` tokens:
   the prefill of every prompt (packed whole into iterations of at most
-  ``DEFAULT_MAX_BATCHED_TOKENS`` tokens) then ``L − 1`` decode iterations of the whole batch;
+  ``DEFAULT_MAX_BATCHED_TOKENS`` tokens) then ``L − 1`` decode iterations of the whole batch —
+  in waves when the batch's KV does not fit the replica's cache (:func:`kv_waves`);
 - Splitwise: ``prefill`` (one iteration of ``batch`` prompts; the runs that differ only in the
   output length are repeats and are pooled; prefills measured below the datasheet compute bound
   cannot be full prefills and are dropped) and ``decode`` (the mean iteration over the output).
@@ -279,14 +280,11 @@ def mean_decode_s(cm: IterationCostModel, batch: int, context: int, steps: int) 
     return cm.overhead_s + cm.linear_s(batch) + d0 + d1 * mean_context
 
 
-def e2e_s(
-    cm: IterationCostModel, batch: int, length: int, kv_tokens: int | None = None
-) -> float:
+def e2e_s(cm: IterationCostModel, batch: int, length: int, kv_tokens: int | None = None) -> float:
     """A batch with input = output = ``length`` tokens: packed prefills, then the decodes.
 
-    With ``kv_tokens`` (the replica's KV cache), only the sequences whose whole KV
-    (``2·length`` tokens each) fits run together; the rest wait for them to finish, so a batch
-    larger than the cache runs in *waves* (:func:`kv_waves`) rather than all at once."""
+    With ``kv_tokens`` (the replica's KV cache), a batch whose KV does not fit runs in *waves*
+    (:func:`kv_waves`) rather than all at once."""
     return sum(
         count * _one_wave_s(cm, size, length) for size, count in kv_waves(batch, length, kv_tokens)
     )
@@ -294,7 +292,11 @@ def e2e_s(
 
 def kv_waves(batch: int, length: int, kv_tokens: int | None) -> list[tuple[int, int]]:
     """``(sequences, times)`` of the waves a batch of ``length``-in, ``length``-out sequences
-    runs in when at most ``kv_tokens`` tokens of KV fit (``None``: all at once)."""
+    runs in when at most ``kv_tokens`` tokens of KV fit (``None``: all at once).
+
+    A continuous-batching engine keeps its cache full: a sequence holds ``length`` tokens when
+    admitted and ``2·length`` when it ends, ``1.5·length`` on average, so about
+    ``kv_tokens / 1.5·length`` sequences run together and the rest wait for them."""
     if kv_tokens is None:
         return [(batch, 1)]
     together = max(1, min(batch, kv_tokens // (length + length // 2)))

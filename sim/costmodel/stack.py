@@ -304,30 +304,34 @@ def fit_stack_calibration(
         )
     if np.any(y <= 0.0):
         raise InputError("measured times must be positive", field="measured_s")
-    lower, upper = _LOWER[cols], _UPPER[cols]
-    sub = slopes[:, cols]
+    # optimised in units of each parameter's typical size (:data:`_OFFSET_SCALE`): the
+    # finite-difference Jacobian steps every variable by about 1e-8 of itself or, at 0, by
+    # about 1e-8 absolute — far beyond the range of a parameter in s/byte (~1e-11), which then
+    # never left its start
+    unit = _OFFSET_SCALE[cols]
+    lower, upper = _LOWER[cols] / unit, _UPPER[cols] / unit
+    sub = slopes[:, cols] * unit
 
-    scale = _SHRINK_SCALE[cols]
+    scale = _SHRINK_SCALE[cols] / unit
 
-    def log_ratio(offsets: FloatArray) -> FloatArray:
-        predicted = np.maximum(base + sub @ offsets, 1e-12)
+    def log_ratio(x: FloatArray) -> FloatArray:
+        predicted = np.maximum(base + sub @ x, 1e-12)
         residuals = np.log(predicted / y)
         if shrink > 0.0:
-            residuals = np.concatenate([residuals, shrink * offsets / scale])
+            residuals = np.concatenate([residuals, shrink * x / scale])
         return np.asarray(residuals, dtype=np.float64)
 
     from scipy.optimize import least_squares  # heavy: imported only when fitting
 
     result = least_squares(
         log_ratio,
-        np.clip(_START.offsets()[cols], lower, upper),
+        np.clip(_START.offsets()[cols] / unit, lower, upper),
         bounds=(lower, upper),
         loss="soft_l1",
         f_scale=ROBUST_LOG_SCALE,
-        x_scale=_OFFSET_SCALE[cols],
     )
     offsets = np.zeros(len(STACK_PARAMETERS))
-    offsets[cols] = np.clip(result.x, lower, upper)
+    offsets[cols] = np.clip(result.x, lower, upper) * unit
     return StackCalibration.from_offsets(offsets.tolist())
 
 

@@ -15,6 +15,7 @@ from placement.domain.catalogue import add_profile_folders
 from placement.domain.llm import get_model
 from placement.paths import shared_data
 from sim.costmodel.factory import cost_model_for
+from sim.costmodel.linear import LinearCostModel
 from sim.costmodel.measured import (
     HANDFUL,
     calibrate,
@@ -26,7 +27,6 @@ from sim.costmodel.measured import (
     kv_waves,
     measured_runs,
 )
-from sim.costmodel.linear import LinearCostModel
 from sim.costmodel.sources import replica_source
 from sim.costmodel.stack import StackCalibration
 
@@ -129,10 +129,11 @@ def test_a_handful_spanning_gpu_counts_predicts_gaudi2_within_the_target() -> No
 
 
 def test_a_batch_runs_at_once_when_its_kv_fits_and_in_waves_when_it_does_not() -> None:
+    # a sequence of 1024 in, 1024 out holds 1536 tokens of KV on average over its life
     assert kv_waves(64, 1024, None) == [(64, 1)]
-    assert kv_waves(64, 1024, 64 * 2048) == [(64, 1)]  # exactly fits: input + output of each
-    assert kv_waves(64, 1024, 64 * 2048 - 1) == [(63, 1), (1, 1)]
-    assert kv_waves(256, 1024, 100 * 2048) == [(100, 2), (56, 1)]
+    assert kv_waves(64, 1024, 64 * 1536) == [(64, 1)]
+    assert kv_waves(64, 1024, 64 * 1536 - 1) == [(63, 1), (1, 1)]
+    assert kv_waves(256, 1024, 100 * 1536) == [(100, 2), (56, 1)]
     assert kv_waves(8, 4096, 1000) == [(1, 8)]  # not even one sequence fits: one at a time
 
 
@@ -141,7 +142,7 @@ def test_an_end_to_end_batch_larger_than_the_kv_cache_costs_its_waves() -> None:
     length = 512
     whole = e2e_s(cm, 64, length)
     assert e2e_s(cm, 64, length, kv_tokens=10**9) == pytest.approx(whole)
-    halves = e2e_s(cm, 64, length, kv_tokens=32 * 2 * length)
+    halves = e2e_s(cm, 64, length, kv_tokens=32 * (length + length // 2))
     assert halves == pytest.approx(2 * e2e_s(cm, 32, length))
     # the same tokens and context, but twice the decode iterations: one overhead more per step
     assert halves - whole == pytest.approx((length - 1) * cm.overhead_s, rel=0.05)

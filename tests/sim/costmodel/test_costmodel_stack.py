@@ -218,3 +218,21 @@ def test_only_free_parameters_move_and_shrinkage_holds_the_rest_near_neutral():
     assert abs(few.memory_factor - 1.0) < 0.5
     with pytest.raises(InputError, match="unknown stack parameter"):
         fit_stack_calibration(measured, neutral, slopes, free=("warp_factor",))
+
+
+def test_fit_recovers_every_parameter_whatever_its_units():
+    """s/byte (1e-11), s/hop (1e-5) and factors (1) at once: the fit steps each in its own
+    units, so the smallest ones are found as exactly as the factors."""
+    truth = StackCalibration(
+        host_overhead_s=6e-3,
+        all_reduce_hop_latency_s=8e-6,
+        compute_factor=1.2,
+        prefill_sequence_s=2e-3,
+        memory_factor=1.1,
+        attention_factor=1.4,
+        decode_sequence_s=3e-5,
+        all_reduce_byte_s=2e-11,
+    )
+    neutral, slopes = zip(*(stack_sensitivities(b, p) for b, p in _workload()), strict=True)
+    fitted = fit_stack_calibration(_measured(truth), neutral, slopes, free=tuple(truth.as_dict()))
+    _close(fitted, truth, rel=1e-3)
