@@ -69,7 +69,7 @@ def answer(
         log.exception("unexpected error answering POST %s", ROUTE_PATH)
         status, data, extra = 500, problem_body("internal error"), {}
     payload = orjson.dumps(data)
-    raw = [JSON_TYPE, (b"content-length", str(len(payload)).encode())]
+    raw = [JSON_TYPE, (b"content-length", b"%d" % len(payload))]
     raw += [(k.encode(), v.encode()) for k, v in extra.items()]
     return status, payload, raw
 

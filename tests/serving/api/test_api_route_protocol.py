@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from typing import Any, BinaryIO
 
 from api_fakes import ACME_KEY, ROUTE_KEY, TELEMETRY_KEY, make_plan, make_runtime
@@ -120,3 +121,49 @@ def test_keep_alive_pipelining_and_expect_continue() -> None:
             status, headers, _ = _read(stream)
             assert status == 200 and headers["connection"] == "close"
             assert stream.read(1) == b""
+
+
+def _send_in_pieces(request: bytes, cut: int | None) -> tuple[Any, bool]:
+    """The answer of a fresh service to ``request``, sent whole or in two writes, and whether
+    it was answered without the parser."""
+    runtime = make_runtime(plan=make_plan(4))
+    plain: list[bool] = []
+
+    class Spy(route_protocol(runtime)):  # type: ignore[misc]
+        def _plain(self, data: bytes) -> bool:
+            plain.append(super()._plain(data))
+            return plain[-1]
+
+    with serve_app(create_app(runtime), http=Spy) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            stream = sock.makefile("rb")
+            if cut is None:
+                sock.sendall(request)
+            else:
+                sock.sendall(request[:cut])
+                time.sleep(0.05)
+                sock.sendall(request[cut:])
+            status, headers, body = _read(stream)
+            stream.close()
+    body.pop("decision_id", None)
+    headers = {k: v for k, v in headers.items() if k not in {"date", "x-placement-decision-id"}}
+    return (status, headers, body), any(plain)
+
+
+def test_a_request_in_one_read_or_split_gets_the_same_answer() -> None:
+    """One read holding exactly one plain request is answered without the parser; a split,
+    odd or malformed request goes through it: the answers agree."""
+    request = _post(BODY, **{"X-Trailing-Space": "yes  ", "CONNECTION": "keep-alive"})
+    whole, plainly = _send_in_pieces(request, None)
+    split, split_plainly = _send_in_pieces(request, 40)
+    assert whole[0] == 200 and whole == split
+    assert plainly and not split_plainly
+    runtime = make_runtime(plan=make_plan(4))
+    with serve_app(create_app(runtime), http=route_protocol(runtime)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            stream = sock.makefile("rb")
+            sock.sendall(_post(BODY, **{"X-Bad": "a\x01b"}))  # a control character: 400
+            assert int(stream.readline().split()[1]) == 400
+            stream.close()
