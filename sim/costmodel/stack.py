@@ -305,9 +305,9 @@ def fit_stack_calibration(
     if np.any(y <= 0.0):
         raise InputError("measured times must be positive", field="measured_s")
     # optimised in units of each parameter's typical size (:data:`_OFFSET_SCALE`): the
-    # finite-difference Jacobian steps every variable by about 1e-8 of itself or, at 0, by
-    # about 1e-8 absolute — far beyond the range of a parameter in s/byte (~1e-11), which then
-    # never left its start
+    # finite-difference Jacobian steps a variable by ~1.5e-8·max(1, |x|), i.e. ~1e3 times the
+    # range of a parameter in s/byte (~1e-11) and ~1e-3 of one in s per hop (~1e-5), so in raw
+    # units the Jacobian of those was wrong and the fit stopped short of its optimum
     unit = _OFFSET_SCALE[cols]
     lower, upper = _LOWER[cols] / unit, _UPPER[cols] / unit
     sub = slopes[:, cols] * unit
