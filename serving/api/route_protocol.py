@@ -47,6 +47,7 @@ class RouteProtocol(HttpToolsProtocol):
     _size = 0
     _chunks: list[bytes]
     _between_messages = True  # the parser holds no part of a request
+    _answered_at = 0.0  # the loop's time of the last answer (the keep-alive timer's origin)
 
     def data_received(self, data: bytes) -> None:
         if self._between_messages and data.startswith(_REQUEST_LINE) and self._plain(data):
@@ -91,7 +92,7 @@ class RouteProtocol(HttpToolsProtocol):
         previous = self.cycle
         if previous is not None and not previous.response_complete:
             return False
-        self._unset_keepalive_if_required()
+        # the keep-alive timer stays armed: it re-arms from the last answer when it fires
         self._respond(headers, data[body_at:], keep_alive)
         return True
 
@@ -139,8 +140,8 @@ class RouteProtocol(HttpToolsProtocol):
 
     def _respond(self, headers: Headers, body: bytes | None, keep_alive: bool) -> None:
         status, payload, extra = answer(self.runtime, headers, body)
-        out = [STATUS_LINE[status]]
-        for name, value in (*self.server_state.default_headers, *extra):
+        out = [STATUS_LINE[status], _default_head(self.server_state.default_headers)]
+        for name, value in extra:
             out += (name, b": ", value, b"\r\n")
         if not keep_alive:
             out.append(_CLOSE)
@@ -149,10 +150,42 @@ class RouteProtocol(HttpToolsProtocol):
         self.server_state.total_requests += 1
         if not keep_alive:
             self.transport.close()
-        elif not self.transport.is_closing():
+            return
+        self._answered_at = self.loop.time()
+        if self.timeout_keep_alive_task is None and not self.transport.is_closing():
             self.timeout_keep_alive_task = self.loop.call_later(
-                self.timeout_keep_alive, self.timeout_keep_alive_handler
+                self.timeout_keep_alive, self._keep_alive_due
             )
+
+    def _keep_alive_due(self) -> None:
+        """The keep-alive timer: close an idle connection, or wait out the rest of the idle
+        time after its last answer (one timer a connection, not one a request)."""
+        self.timeout_keep_alive_task = None
+        idle = self.loop.time() - self._answered_at
+        if idle < self.timeout_keep_alive:
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive - idle, self._keep_alive_due
+            )
+        else:
+            self.timeout_keep_alive_handler()
+
+
+class _DefaultHead:
+    """uvicorn's default header lines (server, date) as bytes: uvicorn replaces the list when
+    the date ticks, so the bytes are made once a tick."""
+
+    def __init__(self) -> None:
+        self._of: object = None
+        self._head = b""
+
+    def __call__(self, default_headers: list[tuple[bytes, bytes]]) -> bytes:
+        if self._of is not default_headers:
+            self._head = b"".join(name + b": " + value + b"\r\n" for name, value in default_headers)
+            self._of = default_headers
+        return self._head
+
+
+_default_head = _DefaultHead()
 
 
 def route_protocol(runtime: ServiceRuntime) -> type[RouteProtocol]:

@@ -38,12 +38,20 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_app(app: FastAPI, *, http: Any = "auto") -> Iterator[str]:
+def serve_app(
+    app: FastAPI, *, http: Any = "auto", timeout_keep_alive: float = 5.0
+) -> Iterator[str]:
     """``app`` under uvicorn in a thread (``http``: uvicorn's HTTP protocol); yields its base
     URL."""
     port = free_port()
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", http=http
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=http,
+        timeout_keep_alive=timeout_keep_alive,  # type: ignore[arg-type]
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -167,3 +167,20 @@ def test_a_request_in_one_read_or_split_gets_the_same_answer() -> None:
             sock.sendall(_post(BODY, **{"X-Bad": "a\x01b"}))  # a control character: 400
             assert int(stream.readline().split()[1]) == 400
             stream.close()
+
+
+def test_a_connection_answered_within_the_keep_alive_time_stays_open_then_idles_out() -> None:
+    runtime = make_runtime(plan=make_plan(4))
+    app = create_app(runtime)
+    with serve_app(app, http=route_protocol(runtime), timeout_keep_alive=1.0) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            stream = sock.makefile("rb")
+            for _ in range(4):  # 1.8 s in all, never 1 s idle: the connection stays
+                sock.sendall(_post(BODY))
+                assert _read(stream)[0] == 200
+                time.sleep(0.6)
+            started = time.monotonic()
+            assert stream.read(1) == b""  # idle past 1 s: closed by the server
+            assert 0.2 < time.monotonic() - started < 3.0
+            stream.close()
