@@ -48,10 +48,12 @@ class RouteProtocol(HttpToolsProtocol):
     _chunks: list[bytes]
     _between_messages = True  # the parser holds no part of a request
     _answered_at = 0.0  # the loop's time of the last answer (the keep-alive timer's origin)
+    _timer_ours = False  # the armed keep-alive timer is _keep_alive_due, not uvicorn's
 
     def data_received(self, data: bytes) -> None:
         if self._between_messages and data.startswith(_REQUEST_LINE) and self._plain(data):
             return
+        self._timer_ours = False  # uvicorn's path cancels the timer, and arms its own after
         super().data_received(data)
 
     def _plain(self, data: bytes) -> bool:
@@ -92,7 +94,10 @@ class RouteProtocol(HttpToolsProtocol):
         previous = self.cycle
         if previous is not None and not previous.response_complete:
             return False
-        # the keep-alive timer stays armed: it re-arms from the last answer when it fires
+        # this protocol's keep-alive timer stays armed: it re-arms from the last answer when
+        # it fires; uvicorn's (armed after an answer of its own) goes
+        if not self._timer_ours:
+            self._unset_keepalive_if_required()
         self._respond(headers, data[body_at:], keep_alive)
         return True
 
@@ -156,6 +161,7 @@ class RouteProtocol(HttpToolsProtocol):
             self.timeout_keep_alive_task = self.loop.call_later(
                 self.timeout_keep_alive, self._keep_alive_due
             )
+            self._timer_ours = True
 
     def _keep_alive_due(self) -> None:
         """The keep-alive timer: close an idle connection, or wait out the rest of the idle

@@ -179,6 +179,7 @@ class GatewayProtocol(RouteProtocol):
         if not self._gw:
             super().on_message_complete()
             return
+        self._between_messages = True
         self._gw = False
         within = self._gw_size <= self.runtime.settings.max_body_bytes
         chunks, self._gw_chunks = self._gw_chunks, []
