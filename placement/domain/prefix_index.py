@@ -118,10 +118,8 @@ class ReplicaPrefixCache:
                 blocks[h] = (now, hits + 1 if now - last <= window else 1)
                 blocks.move_to_end(h)
         evicted: list[int] = []
-        if len(blocks) > self.capacity_blocks:
-            popitem = blocks.popitem
-            while len(blocks) > self.capacity_blocks:
-                evicted.append(popitem(last=False)[0])
+        while len(blocks) > self.capacity_blocks:
+            evicted.append(blocks.popitem(last=False)[0])
         return added, evicted
 
     def last_touch(self, block_hash: int) -> float | None:

@@ -27,18 +27,6 @@ _MAX_OUTPUT = 1_000_000
 _MAX_HASH = HASH_LIMIT - 1
 
 
-_NAMES_SEEN: set[str] = set()  # tenant and model names that matched _NAME (a few, reused)
-_MAX_NAMES_SEEN = 4096
-
-
-def _checked_name(name: str) -> bool:
-    if _NAME.fullmatch(name) is None:
-        return False
-    if len(_NAMES_SEEN) < _MAX_NAMES_SEEN:
-        _NAMES_SEEN.add(name)
-    return True
-
-
 def plain_query(raw: bytes) -> RouteQuery | None:
     """The query of a body of the common shape (block hashes, no prompt); None for any other
     body, valid or not."""
@@ -57,8 +45,8 @@ def plain_query(raw: bytes) -> RouteQuery | None:
         or type(model) is not str
         or type(hashes) is not list
         or type(tokens) is not int
-        or (tenant not in _NAMES_SEEN and not _checked_name(tenant))
-        or (model not in _NAMES_SEEN and not _checked_name(model))
+        or _NAME.fullmatch(tenant) is None
+        or _NAME.fullmatch(model) is None
         or not 0 <= tokens <= _MAX_INPUT
         or len(hashes) > MAX_BLOCKS
     ):

@@ -47,13 +47,11 @@ class RouteProtocol(HttpToolsProtocol):
     _size = 0
     _chunks: list[bytes]
     _between_messages = True  # the parser holds no part of a request
-    _answered_at = 0.0  # the loop's time of the last answer (the keep-alive timer's origin)
-    _timer_ours = False  # the armed keep-alive timer is _keep_alive_due, not uvicorn's
+    _answered_at = 0.0  # the loop's time of the last answer here (keep-alive counts from it)
 
     def data_received(self, data: bytes) -> None:
         if self._between_messages and data.startswith(_REQUEST_LINE) and self._plain(data):
             return
-        self._timer_ours = False  # uvicorn's path cancels the timer, and arms its own after
         super().data_received(data)
 
     def _plain(self, data: bytes) -> bool:
@@ -94,10 +92,7 @@ class RouteProtocol(HttpToolsProtocol):
         previous = self.cycle
         if previous is not None and not previous.response_complete:
             return False
-        # this protocol's keep-alive timer stays armed: it re-arms from the last answer when
-        # it fires; uvicorn's (armed after an answer of its own) goes
-        if not self._timer_ours:
-            self._unset_keepalive_if_required()
+        # an armed keep-alive timer stays: when it fires it counts from the last answer
         self._respond(headers, data[body_at:], keep_alive)
         return True
 
@@ -159,21 +154,21 @@ class RouteProtocol(HttpToolsProtocol):
         self._answered_at = self.loop.time()
         if self.timeout_keep_alive_task is None and not self.transport.is_closing():
             self.timeout_keep_alive_task = self.loop.call_later(
-                self.timeout_keep_alive, self._keep_alive_due
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
             )
-            self._timer_ours = True
 
-    def _keep_alive_due(self) -> None:
-        """The keep-alive timer: close an idle connection, or wait out the rest of the idle
-        time after its last answer (one timer a connection, not one a request)."""
+    def timeout_keep_alive_handler(self) -> None:
+        """The keep-alive timer (this protocol's or one uvicorn armed after an answer of its
+        own): close an idle connection, or wait out the rest of the idle time after the last
+        answer given here. One timer a connection, not one a request."""
         self.timeout_keep_alive_task = None
         idle = self.loop.time() - self._answered_at
         if idle < self.timeout_keep_alive:
             self.timeout_keep_alive_task = self.loop.call_later(
-                self.timeout_keep_alive - idle, self._keep_alive_due
+                self.timeout_keep_alive - idle, self.timeout_keep_alive_handler
             )
         else:
-            self.timeout_keep_alive_handler()
+            super().timeout_keep_alive_handler()
 
 
 class _DefaultHead:
