@@ -1,10 +1,12 @@
 """A plan store in Redis, for many service processes on many machines.
 
-Keys under one prefix: ``<prefix>:plan:<version>`` (the plan's JSON, written with ``NX`` so
-a version is never overwritten), ``<prefix>:latest`` (moved forward only, by a Lua script, so
-two writers cannot move it back), ``<prefix>:seq`` (``INCR`` hands out versions) and
-``<prefix>:credits`` (a hash of tenant → counter) and ``<prefix>:tenancy`` (the tenants
-document with its version, replaced by a Lua script that only moves the version forward).
+Keys under one prefix: ``<prefix>:plan:<version>`` (the plan's JSON, never overwritten) and
+``<prefix>:latest`` (moved forward only, so two writers cannot move it back), both written by
+one Lua script, so a plan is never stored without the pointer seeing it, and a publish the
+client retried after a lost reply finds its own plan and succeeds; ``<prefix>:seq`` (``INCR``
+hands out versions), ``<prefix>:credits`` (a hash of tenant → counter) and
+``<prefix>:tenancy`` (the tenants document with its version, replaced by a Lua script that
+only moves the version forward).
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ from serving.plan_store.base import (
 )
 
 DEFAULT_PREFIX = "placement"
-_MOVE_FORWARD = """
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) > current then
-  redis.call('SET', KEYS[1], ARGV[1])
-  return 1
-end
-return 0
+_PUBLISH = """
+local stored = redis.call('GET', KEYS[1])
+if stored and stored ~= ARGV[1] then return 0 end
+if not stored then redis.call('SET', KEYS[1], ARGV[1]) end
+local current = tonumber(redis.call('GET', KEYS[2]) or '0')
+if tonumber(ARGV[2]) > current then redis.call('SET', KEYS[2], ARGV[2]) end
+return 1
 """
 
 
@@ -57,7 +59,7 @@ class RedisPlanStore:
         except ValueError as exc:
             raise InputError(str(exc), field="redis_url", expected="redis://host:port/db") from None
         self._prefix = prefix
-        self._move_forward = self._redis.register_script(_MOVE_FORWARD)
+        self._publish = self._redis.register_script(_PUBLISH)
         self._save_tenancy = self._redis.register_script(_SAVE_TENANCY)
 
     @property
@@ -99,19 +101,12 @@ class RedisPlanStore:
     def put(self, plan: Plan) -> None:
         stored = self._call(
             "publish a plan",
-            self._redis.set,
-            self._key("plan", plan.version),
-            plan.to_json(),
-            nx=True,
+            self._publish,
+            keys=[self._key("plan", plan.version), self._key("latest")],
+            args=[plan.to_json(), plan.version],
         )
         if not stored:
             raise PlanStoreError(f"plan version {plan.version} already exists")
-        self._call(
-            "move the latest pointer",
-            self._move_forward,
-            keys=[self._key("latest")],
-            args=[plan.version],
-        )
 
     def get(self, version: int) -> Plan | None:
         text = self._call("read a plan", self._redis.get, self._key("plan", version))

@@ -48,6 +48,27 @@ def test_put_get_latest_and_never_overwrite(store: PlanStore) -> None:
         store.put(make_plan(v2))
 
 
+def test_publishing_the_same_plan_again_succeeds_and_moves_the_pointer(
+    store: PlanStore, tmp_path: Path
+) -> None:
+    """A publish repeated after a lost reply (the client retried, or the writer crashed
+    between storing the plan and moving the pointer) is not refused, and the pointer follows;
+    a different plan under a stored version still is."""
+    plan = make_plan(7, objective=3.0)
+    if isinstance(store, RedisPlanStore):  # the plan stored, the pointer never moved
+        store.client.set(f"{store.prefix}:plan:7", plan.to_json())
+    else:
+        assert isinstance(store, DirectoryPlanStore)
+        (store.root / "plan-00000007.json").write_text(plan.to_json())
+    assert store.latest_version() in (None, 7)
+    store.put(plan)
+    assert store.latest_version() == 7
+    store.put(plan)
+    assert store.latest_version() == 7
+    with pytest.raises(PlanStoreError, match="already exists"):
+        store.put(make_plan(7, objective=4.0))
+
+
 def test_versions_stay_above_the_latest(store: PlanStore) -> None:
     store.put(make_plan(40))
     assert store.next_version() > 40
