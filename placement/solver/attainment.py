@@ -37,7 +37,10 @@ Without arrival times (synthetic instances) the arrivals are Poisson at the plan
 service times from the capacity at SLO instead: ``w_d = ρ_at_cap / capacity[d, k]`` with
 :data:`UTILISATION_AT_CAPACITY`, and no TPOT term.
 
-Only admitted traffic is counted: shed traffic is reported as shed, not as missed. Nothing is
+Only admitted traffic is counted: shed traffic is reported as shed, not as missed. But the
+load is what the route path sends: a unit's whole rate split by the plan's weights, its shed
+share included (nothing on the route path enforces the plan's shed; the admission gate refuses
+by its own forecast), so a replica carries its weight of a partly shed unit's traffic. Nothing is
 fitted to the simulator: the one choice, the bin width, was made on the what-if scenario
 ``double-tenant`` (held out: the others; ``bench/RESULTS.md``, "Predicted attainment from
 measured arrivals").
@@ -264,6 +267,11 @@ def predicted_meet(
     units = np.concatenate(pair_unit) if pair_unit else np.zeros(0, dtype=np.int64)
     reps = np.concatenate(pair_replica) if pair_replica else np.zeros(0, dtype=np.int64)
     rate = np.concatenate(pair_rate) if pair_rate else np.zeros(0)
+    # the route path sends a unit's whole rate by the plan's weights: nothing on it enforces
+    # the plan's shed share (the gate refuses by its own forecast), so a replica carries its
+    # weight of the unit's shed traffic too
+    served = np.bincount(units, rate, inst.n_units)
+    rate = rate * np.where(served > 0, inst.unit_rate / np.maximum(served, 1e-12), 1.0)[units]
     warm = np.concatenate(pair_warm) if pair_warm else np.zeros(0, dtype=np.bool_)
     prompt = np.where(
         warm,

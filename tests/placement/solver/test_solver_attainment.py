@@ -142,3 +142,17 @@ def test_the_plan_reads_each_units_own_arrivals() -> None:
     ]
     assert meets[0] > 0.95
     assert meets[1] < meets[0] - 0.2
+
+
+def test_a_replica_carries_its_weight_of_the_traffic_the_plan_sheds() -> None:
+    # the route path sends the unit's whole rate by the plan's weights: a plan that admits
+    # half of it leaves the replica with all of it, and predicts accordingly
+    inst = _instance([20.0 * i / 240 for i in range(240)])  # 12 req/s of 3k-token prompts
+    pair = ([np.zeros(1, dtype=np.int64)], [np.zeros(1, dtype=np.int64)])
+    cold = [np.zeros(1, bool)]
+    whole = float(predicted_meet(inst, *pair, [inst.unit_rate.copy()], cold)[0][0])
+    half = float(predicted_meet(inst, *pair, [inst.unit_rate / 2], cold)[0][0])
+    assert half == pytest.approx(whole)
+    alone = _instance([20.0 * i / 120 for i in range(120)])  # what half the rate would meet
+    lighter = float(predicted_meet(alone, *pair, [alone.unit_rate.copy()], cold)[0][0])
+    assert lighter > whole + 0.05
