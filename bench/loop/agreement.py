@@ -69,11 +69,12 @@ def plan_agreement(
 
 
 def main(argv: Sequence[str]) -> None:
-    """``python -m bench.loop.agreement WORKLOAD FLEET LOAD [--learn]``: our loop (the full
-    service, the route profile and gate at their defaults, not tuned) on the report part of
-    the workload, and the agreement table of its plans."""
+    """``python -m bench.loop.agreement WORKLOAD FLEET LOAD [--learn] [--no-gate]``: our loop
+    (the full service, the route profile and gate at their defaults, not tuned; ``--no-gate``:
+    without the admission gate) on the report part of the workload, and the agreement table of
+    its plans."""
     from bench.loop.cases import build_cases
-    from bench.loop.run import ours_with_policy, prepare
+    from bench.loop.run import FULL, NO_ADMISSION, ours_with_policy, prepare
     from bench.loop.tuning import Setting
 
     workload, fleet, load = argv[0], argv[1], float(argv[2])
@@ -89,7 +90,8 @@ def main(argv: Sequence[str]) -> None:
     )
     case = dataclasses.replace(case, settings=(Setting(1.0, 2.0, 1.0),))
     ctx = prepare(case, Path("out/agreement-store"), lambda _s: None)
-    result, target, planning, _ = ours_with_policy(ctx, load)
+    variant = NO_ADMISSION if "--no-gate" in argv else FULL
+    result, target, planning, _ = ours_with_policy(ctx, load, variant)
     print("plan at_s  predicted  plan-shed  simulated(admitted)  simulated(all)  refused  gap")
     for r in plan_agreement(planning.records, result.requests, target.classes):
         print(
