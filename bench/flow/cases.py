@@ -13,6 +13,7 @@ misses, TTFT, batch requests done, the cache hit ratio, each tenant's share of t
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -38,21 +39,28 @@ from sim.simulator import SimConfig, Simulator
 IN_FLIGHT_PER_REPLICA = 16  # the fleet budget the idle rule and the in-flight cap read
 QUEUE_MAX = 4096
 BATCH_FRACTION = 0.125  # of the fleet budget batch work may hold at once
+PREFILL_BUDGETS = (4096, 8192, 16384)  # prompt tokens awaiting prefill per replica
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Setting:
     queue: str = "fair"  # refuse | fifo | edf | fair
     slack: float = 1.0
-    admission: str = "gate"  # gate (the SLO gate, headroom 1) | gate0.8 (headroom 0.8) | cap
+    # gate (the SLO gate, headroom 1) | gate0.8 (headroom 0.8) | gate@0.5 (refusing at a 0.5
+    # chance of missing) | cap (16 in flight per replica) | cap8 (8) | prefill8192 (8,192
+    # prompt tokens awaiting prefill per replica)
+    admission: str = "gate"
     cache: int = 1024
     batch_busy: float = 0.5
     band_headroom: float = 1.0
+    # behind the in-flight cap: the share of a replica's cap that bands below the top may hold
+    band_share: float = 1.0
 
     def label(self) -> str:
+        share = "" if self.band_share == 1.0 else f"/share{self.band_share:g}"
         return (
             f"{self.queue}/slack{self.slack:g}/{self.admission}/cache{self.cache}"
-            f"/busy{self.batch_busy:g}/band{self.band_headroom:g}"
+            f"/busy{self.batch_busy:g}/band{self.band_headroom:g}{share}"
         )
 
 
@@ -71,6 +79,15 @@ def sweep_settings() -> list[Setting]:
         *(replace(DEFAULT, cache=c) for c in (0, 16384)),
         *(replace(DEFAULT, batch_busy=b) for b in (0.25, 0.75)),
         *(replace(DEFAULT, band_headroom=b) for b in (0.4, 0.5, 0.6, 0.75)),
+        # behind the in-flight cap (no forecast): queue orders, a lower cap, per-band shares
+        *(replace(DEFAULT, admission="cap", queue=q) for q in ("fifo", "edf")),
+        *(replace(DEFAULT, admission="cap8", queue=q) for q in ("refuse", "fair", "fifo")),
+        *(replace(DEFAULT, admission="cap", band_share=b) for b in (0.5, 0.75)),
+        *(
+            replace(DEFAULT, admission=f"prefill{t}", queue=q)
+            for t in PREFILL_BUDGETS
+            for q in ("refuse", "fair", "fifo")
+        ),
     ]
     for v in variants:
         if v not in out:
@@ -79,17 +96,36 @@ def sweep_settings() -> list[Setting]:
 
 
 class InFlightCap:
-    """Admission by an in-flight cap per replica: refuse when the chosen replica holds
-    ``cap`` requests (the budget rule without a latency forecast)."""
+    """Admission by in-flight budgets per replica, without a latency forecast: refuse when the
+    chosen replica holds ``cap`` requests, or already holds more than ``prefill_tokens``
+    prompt tokens awaiting their first token (the prefill budget: requests decoding do not
+    count against it, and a prompt longer than it still enters an idle replica). With
+    ``band_share`` < 1 a request of a band below the top is refused already at ``band_share``
+    × ``cap``: the rest of each replica's slots is kept for the top band."""
 
-    def __init__(self, inner: RoutingPolicy, cap: int) -> None:
+    def __init__(
+        self,
+        inner: RoutingPolicy,
+        cap: float,
+        *,
+        prefill_tokens: float = math.inf,
+        band_share: float = 1.0,
+        band: Callable[[Request], int] = lambda r: 0,
+    ) -> None:
         self.inner = inner
         self.cap = cap
-        self.name = f"{inner.name}+cap{cap}"
+        self.lower_cap = max(1.0, round(cap * band_share)) if math.isfinite(cap) else cap
+        self.prefill_tokens = prefill_tokens
+        self.band = band
+        self.name = f"{inner.name}+cap{cap:g}+prefill{prefill_tokens:g}"
 
     def route(self, req: Request, replicas: Sequence[ReplicaView], now: float) -> int:
         i = self.inner.route(req, replicas, now)
-        if i >= 0 and replicas[i].outstanding >= self.cap:
+        if i < 0:
+            return i
+        cap = self.cap if self.band(req) == 0 else self.lower_cap
+        chosen = replicas[i]
+        if chosen.outstanding >= cap or chosen.outstanding_prefill_tokens > self.prefill_tokens:
             self.inner.on_complete(req, replicas[i], now)
             return -1
         return i
@@ -103,8 +139,21 @@ class InFlightCap:
 
 def _policy(setting: Setting, seed: int, block_tokens: int, holding: FlowHolding) -> RoutingPolicy:
     inner = make_policy("least_outstanding", PolicyContext(seed=seed, block_tokens=block_tokens))
-    if setting.admission == "cap":
-        return InFlightCap(inner, IN_FLIGHT_PER_REPLICA)
+    band = lambda r: CLASSES[r.request_class].priority  # noqa: E731
+    if setting.admission.startswith("cap"):  # cap[N]: N in flight per replica (16)
+        return InFlightCap(
+            inner,
+            int(setting.admission.removeprefix("cap") or IN_FLIGHT_PER_REPLICA),
+            band_share=setting.band_share,
+            band=band,
+        )
+    if setting.admission.startswith("prefill"):  # prefillT: T prompt tokens awaiting prefill
+        return InFlightCap(
+            inner,
+            math.inf,
+            prefill_tokens=float(setting.admission.removeprefix("prefill")),
+            band=band,
+        )
     # gate[H][@R]: the SLO gate with headroom H (1) refusing at a chance of missing R (its
     # defaults: 0.9, falling to 0.5 under overload)
     spec, _, refuse_at = setting.admission.removeprefix("gate").partition("@")
@@ -220,6 +269,8 @@ def figures(
         fits = mask & possible
         out[f"attainment_{c.name}_feasible"] = float(table.met[fits].mean()) if fits.any() else 1.0
         out[f"infeasible_{c.name}"] = int((mask & ~possible).sum())
+    fits = interactive & possible
+    out["attainment_interactive_feasible"] = float(table.met[fits].mean()) if fits.any() else 1.0
     out["goodput_rps"] = float(table.met[interactive].sum()) / max(span, 1e-9)
     # what no policy can beat: every interactive request an idle replica could serve, met
     out["feasible_rps"] = float((interactive & possible).sum()) / max(span, 1e-9)
@@ -254,9 +305,27 @@ def rank(row: dict[str, Any]) -> tuple[bool, float, float]:
     return (top >= TOP_BAND_TARGET + HEAD_MARGIN, row["goodput_rps"], top)
 
 
-def choose(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The best flow-control row (never one refusing at once) by :func:`rank`."""
-    return max((r for r in rows if r["queue"] != "refuse"), key=rank)
+FAMILIES = ("gate", "cap", "prefill")
+
+
+def admission_family(admission: str) -> str:
+    """``gate`` (a latency forecast), ``cap`` (requests in flight) or ``prefill`` (prompt
+    tokens awaiting prefill)."""
+    return next((f for f in FAMILIES[1:] if admission.startswith(f)), "gate")
+
+
+def choose(rows: list[dict[str, Any]], family: str | None = None) -> dict[str, Any]:
+    """The best flow-control row (never one refusing at once) by :func:`rank`; with
+    ``family``, among the rows behind that admission family only."""
+    return max(
+        (
+            r
+            for r in rows
+            if r["queue"] != "refuse"
+            and (family is None or admission_family(r["admission"]) == family)
+        ),
+        key=rank,
+    )
 
 
 def setting_of(row: dict[str, Any]) -> Setting:
@@ -267,4 +336,5 @@ def setting_of(row: dict[str, Any]) -> Setting:
         cache=row["cache"],
         batch_busy=row["batch_busy"],
         band_headroom=row["band_headroom"],
+        band_share=row.get("band_share", 1.0),
     )

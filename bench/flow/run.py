@@ -1,15 +1,22 @@
 """``placement bench flow``: the gateway's flow control and Batch API, measured.
 
-1. **Sweep** on the head of the trace (its first ``tune_share``): the Mooncake trace at
-   ``load`` × the fleet's nominal capacity (1.5: overload) plus a batch backlog of one hour of
+0. **Capacity at SLO** on the head of the trace (its first ``tune_share``;
+   :mod:`bench.flow.capacity`): the load (× nominal) up to which the service refusing at once
+   meets 90% of the feasible interactive requests. ``load`` and ``day_peak`` are multiples of
+   it (1.5: overload).
+1. **Sweep** on the head: the Mooncake trace at ``load`` plus a batch backlog of one hour of
    that traffic, through :func:`bench.flow.cases.simulate`, one factor at a time around a
    default (queue order, deadline slack, admission, result cache, batch busy fraction, lower
-   bands' headroom), then one pass of coordinate ascent from the best of them.
-2. **Report** on the tail: the best head setting (:func:`bench.flow.cases.choose`) against
-   the same setting refusing at once (``goodput_vs_refuse``), and, per admission, the default
-   queue against refusing at once.
+   bands' headroom and in-flight share), then one pass of coordinate ascent from the best row
+   of each admission family (:data:`~bench.flow.cases.FAMILIES`: the SLO gate's forecast,
+   the request cap, the prefill budget; the last two without a latency forecast).
+2. **Report** on the tail: the best head setting (:func:`bench.flow.cases.choose`) and the
+   best behind the cap, each against the same setting refusing at once (``goodput_vs_refuse``
+   and ``goodput_vs_refuse_behind_cap``, each naming its baseline, and each also over the best
+   refusing service of any admission), and, per admission, the default queue against refusing
+   at once.
 3. **Day**: 24 h following the shipped diurnal ServeGen population (peak ``day_peak`` × the
-   fleet's capacity) plus a one-hour backlog of batch work submitted at the start, with the
+   fleet's capacity at SLO) plus a one-hour backlog of batch work submitted at the start, with the
    chosen setting (result cache off): the share of batch requests done within 24 h.
 4. **Restart** on the emulated fleet (:mod:`bench.flow.restart`): batch requests lost across
    a SIGKILL of the gateway mid-job.
@@ -24,10 +31,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.flow.capacity import LOADS as CAPACITY_LOADS
+from bench.flow.capacity import measure_capacity
 from bench.flow.cases import (
     ADMISSIONS,
     DEFAULT,
+    FAMILIES,
     Setting,
+    admission_family,
     choose,
     rank,
     setting_of,
@@ -35,12 +46,13 @@ from bench.flow.cases import (
     sweep_settings,
 )
 from bench.flow.restart import run_restart
-from bench.flow.workload import DAY_S, diurnal, overload
+from bench.flow.workload import DAY_S, capacity_rps, diurnal, overload
+from bench.loop.run import ATTAINMENT_KNEE
 from placement.domain.fleet import Fleet, fleet_from_dict
 from placement.report import print_table, write_json
 
 Say = Callable[[str], None]
-FACTORS = ("queue", "slack", "admission", "cache", "batch_busy", "band_headroom")
+FACTORS = ("queue", "slack", "admission", "cache", "batch_busy", "band_headroom", "band_share")
 BACKLOG_S = 3600.0
 COLUMNS = (
     "phase",
@@ -75,13 +87,18 @@ def h100_fleet(replicas: int) -> Fleet:
 
 
 def refine(
-    rows: list[dict[str, Any]], evaluate: Callable[[Setting], dict[str, Any]]
+    rows: list[dict[str, Any]],
+    evaluate: Callable[[Setting], dict[str, Any]],
+    family: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One pass of coordinate ascent from the best row: each factor in turn set to each of
-    the levels the sweep tried, kept when the row ranks better (:func:`~bench.flow.cases.rank`;
-    the queue is never set to refuse). The rows it evaluated."""
+    """One pass of coordinate ascent from the best row (of the admission ``family``, if
+    given: its admissions only): each factor in turn set to each of the levels the sweep
+    tried, kept when the row ranks better (:func:`~bench.flow.cases.rank`; the queue is never
+    set to refuse). The rows it evaluated."""
     levels = {f: sorted({r[f] for r in rows}, key=str) for f in FACTORS}
-    best_row = choose(rows)
+    if family is not None:
+        levels["admission"] = [a for a in levels["admission"] if admission_family(a) == family]
+    best_row = choose(rows, family)
     best = setting_of(best_row)
     seen = {setting_of(r) for r in rows}
     added: list[dict[str, Any]] = []
@@ -115,23 +132,40 @@ def run_flow_bench(
     fleet = h100_fleet(replicas)
     end = 1.0
     settings = sweep_settings()
+    capacity_loads: tuple[float, ...] = CAPACITY_LOADS
     if quick:  # a smoke run: a slice of the trace, three settings, a compressed day
         end, tune_share = 0.05, 0.025
         settings = [DEFAULT, replace(DEFAULT, queue="refuse"), replace(DEFAULT, queue="edf")]
-    say(f"head: Mooncake at load {load:g} on {fleet.name}, {len(settings)} settings")
-    head = overload(fleet, load, start=0.0, end=tune_share, backlog_s=BACKLOG_S, seed=seed)
-    rows = [
-        {"phase": "head", **simulate(head, fleet, s, seed=seed, drain_s=60.0)} for s in settings
-    ]
+        settings += [replace(s, admission=a) for a in ("cap", "prefill8192") for s in settings]
+        capacity_loads = (0.5, 1.0, 2.0)
+    # what the load is a multiple of: the fleet's capacity at SLO, measured on the head
+    scale, capacity_rows = measure_capacity(
+        fleet, end=tune_share, seed=seed, loads=capacity_loads, drain_s=60.0
+    )
+    offered = load * scale
+    say(
+        f"capacity at SLO on the head: {scale:.3g} × nominal; load {load:g} = "
+        f"{offered:.3g} × nominal on {fleet.name}, {len(settings)} settings"
+    )
+    head = overload(fleet, offered, start=0.0, end=tune_share, backlog_s=BACKLOG_S, seed=seed)
+
+    def on_head(s: Setting) -> dict[str, Any]:
+        return {"phase": "head", **simulate(head, fleet, s, seed=seed, drain_s=60.0)}
+
+    rows = [*capacity_rows, *(on_head(s) for s in settings)]
+    swept = [r for r in rows if r["phase"] == "head"]
     if not quick:
-        rows += refine(
-            rows,
-            lambda s: {"phase": "head", **simulate(head, fleet, s, seed=seed, drain_s=60.0)},
-        )
-    chosen = setting_of(choose(rows))
-    say(f"chosen on the head: {chosen.label()}")
-    tail = overload(fleet, load, start=tune_share, end=end, backlog_s=BACKLOG_S, seed=seed)
-    pairs: list[tuple[str, Setting]] = [("chosen", chosen)]
+        for family in FAMILIES:  # the overall choice is the best of the families'
+            swept += refine(swept, on_head, family=family)
+    rows = [*capacity_rows, *swept]
+    chosen = setting_of(choose(swept))
+    by_family = {f: setting_of(choose(swept, family=f)) for f in FAMILIES}
+    say(f"chosen on the head: {chosen.label()}; per admission: {by_family}")
+    tail = overload(fleet, offered, start=tune_share, end=end, backlog_s=BACKLOG_S, seed=seed)
+    pairs: list[tuple[str, Setting]] = [
+        ("chosen", chosen),
+        *((f"chosen_{f}", s) for f, s in by_family.items() if s != chosen),
+    ]
     if not quick:
         pairs += [(a, replace(DEFAULT, admission=a)) for a in ("gate", *ADMISSIONS)]
     by_admission: dict[str, dict[str, Any]] = {}
@@ -142,6 +176,8 @@ def run_flow_bench(
         rows += [{"phase": "tail", **flow}, {"phase": "tail", **refuse}]
         tail_rows[name] = flow
         by_admission[name] = {
+            "setting": setting.label(),
+            "baseline": replace(setting, queue="refuse").label(),
             "admission": setting.admission,
             "goodput_flow_rps": flow["goodput_rps"],
             "goodput_refuse_rps": refuse["goodput_rps"],
@@ -149,9 +185,14 @@ def run_flow_bench(
             "top_band_flow": flow["attainment_premium_feasible"],
             "top_band_refuse": refuse["attainment_premium_feasible"],
         }
+    # the best any service refusing at once does on the tail, whatever its admission
+    best_refusing = max(
+        (r for r in rows if r["phase"] == "tail" and r["queue"] == "refuse"),
+        key=lambda r: r["goodput_rps"],
+    )
     day_fleet = h100_fleet(day_replicas)
-    say(f"day: diurnal peak {day_peak:g} on {day_fleet.name} over {day_s:g} s")
-    day_traffic = diurnal(day_fleet, day_peak, backlog_s=BACKLOG_S, seed=seed, day_s=day_s)
+    say(f"day: diurnal peak {day_peak:g} (× capacity at SLO) on {day_fleet.name} over {day_s:g} s")
+    day_traffic = diurnal(day_fleet, day_peak * scale, backlog_s=BACKLOG_S, seed=seed, day_s=day_s)
     # no result cache on the day: its requests are drawn from the trace with replacement, so
     # their repeats are the sampling's, not the traffic's
     day_setting = replace(chosen, cache=0)
@@ -172,7 +213,20 @@ def run_flow_bench(
     summary: dict[str, Any] = {
         "interactive_attainment": chosen_tail["attainment_premium_feasible"],
         "interactive_attainment_all_requests": chosen_tail["attainment_premium"],
-        "goodput_vs_refuse": by_admission["chosen"]["goodput_vs_refuse"],
+        "goodput_vs_refuse": _versus(by_admission["chosen"], best_refusing),
+        # the best head setting behind each admission family, on the tail
+        "by_family": {
+            f: {
+                "setting": s.label(),
+                "top_band": tail_rows["chosen" if s == chosen else f"chosen_{f}"][
+                    "attainment_premium_feasible"
+                ],
+                "goodput_vs_refuse": _versus(
+                    by_admission["chosen" if s == chosen else f"chosen_{f}"], best_refusing
+                ),
+            }
+            for f, s in by_family.items()
+        },
         # the most any policy could reach: every feasible interactive request met
         "goodput_bound_vs_refuse": chosen_tail["feasible_rps"]
         / max(by_admission["chosen"]["goodput_refuse_rps"], 1e-9),
@@ -184,6 +238,14 @@ def run_flow_bench(
         "day_interactive_attainment": day["attainment_premium_feasible"],
         "cache_hit_ratio": chosen_tail["cache_hit_ratio"],
         "load": load,
+        "load_unit": (
+            "× the fleet's capacity at SLO: the highest load (× nominal) at which the service "
+            f"refusing at once meets {ATTAINMENT_KNEE:.0%} of the feasible interactive requests "
+            "on the head, without batch work (bench/flow/capacity.py)"
+        ),
+        "capacity_at_slo_vs_nominal": scale,
+        "capacity_at_slo_rps": scale * capacity_rps(fleet),
+        "offered_vs_nominal": offered,
         "fleet": fleet.name,
         "day_fleet": day_fleet.name,
         "day_peak": day_peak,
@@ -200,6 +262,18 @@ def run_flow_bench(
     write_json(out, payload)
     _plot(rows, out.with_suffix(".png"))
     return payload
+
+
+def _versus(pair: dict[str, Any], best_refusing: dict[str, Any]) -> dict[str, Any]:
+    """A flow-control setting's goodput over the same setting refusing at once, saying which
+    baseline that is; and over the best service refusing at once under any admission."""
+    return {
+        "ratio": pair["goodput_vs_refuse"],
+        "baseline": f"{pair['baseline']}: the same setting refusing at once, behind the same "
+        f"admission ({pair['admission']})",
+        "vs_best_refusing": pair["goodput_flow_rps"] / max(best_refusing["goodput_rps"], 1e-9),
+        "best_refusing": best_refusing["setting"],
+    }
 
 
 def _plot(rows: list[dict[str, Any]], path: Path) -> None:

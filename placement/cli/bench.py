@@ -454,9 +454,13 @@ def batching(
 @user_errors
 def flow(
     out: Annotated[Path, typer.Option(help="JSON output (a PNG is written beside it)")],
-    load: Annotated[float, typer.Option(help="interactive load, × nominal capacity")] = 1.5,
+    load: Annotated[
+        float, typer.Option(help="interactive load, × the fleet's capacity at SLO (measured)")
+    ] = 1.5,
     replicas: Annotated[int, typer.Option(help="H100s of the overload fleet")] = 4,
-    day_peak: Annotated[float, typer.Option(help="the diurnal day's peak load")] = 1.5,
+    day_peak: Annotated[
+        float, typer.Option(help="the diurnal day's peak load, × capacity at SLO")
+    ] = 1.5,
     day_replicas: Annotated[int, typer.Option(help="H100s of the day's fleet")] = 2,
     seed: Annotated[int, typer.Option(help="seed of tenants, bands and the day's arrivals")] = 1,
     quick: Annotated[

@@ -35,7 +35,8 @@ decided by a burst that comes after it is admitted. Where the gate chooses betwe
 the chance the model gives is blended with the share of the replica's recent decodes of the
 same length that missed by as much (``observed``, :mod:`serving.admission.tpot_calibration`):
 that share says well which replica is safer, but not which request will miss, so a refusal is
-judged by the model alone.
+judged by the model alone while the fleet keeps up, and by the blend past its capacity
+(:mod:`serving.admission.slo_gate`, "Overload").
 
 A request with one output token has no TPOT.
 """

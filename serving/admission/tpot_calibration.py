@@ -28,8 +28,9 @@ with ``w`` the decayed count of completions behind the observed share and ``W0``
 head of the reasoning-vs-code mix over the heterogeneous fleet (loads 0.5, 0.8 and 1.4):
 the Brier score of short decodes' TPOT misses on A100/L40S fell 0.32 / 0.38 / 0.32 →
 0.29 / 0.29 / 0.24. The share is right on average but ranks the requests on one replica no
-better than chance, so a refusal is judged by the model alone: judged by the blend, the TPOT
-refusals' precision on the head of ``mixed`` at load 1.0 fell 0.92 → 0.53.
+better than chance, so while the fleet keeps up a refusal is judged by the model alone: judged
+by the blend, the TPOT refusals' precision on the head of ``mixed`` at load 1.0 fell 0.92 →
+0.53. Past capacity (the gate's ``pressure``) the blend judges refusals too.
 
 The gate feeds it (:meth:`TpotCalibration.dispatched` with the forecast it judged by,
 :meth:`TpotCalibration.first_token`, :meth:`TpotCalibration.finished`). Open requests are

@@ -100,8 +100,18 @@ def test_the_command_writes_rows_and_summary(tmp_path: Path) -> None:
     ):
         assert key in summary
     assert summary["batch_lost"] is None  # not measured without the emulated fleet
-    assert 0 < summary["goodput_vs_refuse"] < 10 and 0 <= summary["batch_done_in_window"] <= 1
-    assert {r["phase"] for r in payload["rows"]} == {"head", "tail", "day"}
+    versus = summary["goodput_vs_refuse"]
+    assert 0 < versus["ratio"] < 10 and 0 <= summary["batch_done_in_window"] <= 1
+    # it names its baseline: the chosen setting refusing at once behind the same admission
+    admission = summary["chosen"].split("/")[2]
+    assert versus["baseline"].startswith("refuse/") and f"({admission})" in versus["baseline"]
+    assert set(summary["by_family"]) == {"gate", "cap", "prefill"}
+    # the load is a multiple of the capacity at SLO measured on the head, not of nominal
+    assert summary["capacity_at_slo_vs_nominal"] > 0
+    assert summary["offered_vs_nominal"] == pytest.approx(
+        summary["load"] * summary["capacity_at_slo_vs_nominal"]
+    )
+    assert {r["phase"] for r in payload["rows"]} == {"capacity", "head", "tail", "day"}
     assert out.with_suffix(".png").stat().st_size > 0
     bad = CliRunner().invoke(app, ["bench", "flow", "--load", "0", "--out", str(out)])
     assert bad.exit_code != 0 and "--load" in bad.output

@@ -337,3 +337,24 @@ def test_the_gate_learns_a_replicas_decodes_from_its_completions() -> None:
     assert gate.judge("a", "interactive", after, 40.0)  # the model alone: admitted
     assert gate.forecast_on(l40s, "other", 0.2, query, 40.0).observed is None
     assert gate.forecast_on(l40s, "l", 0.2, _request("a", 1_000, 800), 40.0).observed is None
+
+
+def test_past_capacity_a_replicas_observed_decodes_count_in_the_judgement_too() -> None:
+    """Past capacity the gate refuses what is more likely to miss than meet, and there the
+    replica's observed share of short decodes that missed counts: a request admitted to a
+    replica where most of them miss holds capacity a likelier request would use."""
+    gate = SloGate(DEFAULT_CLASSES, credit_cut=0.0)
+    l40s = _replica("L40S")
+    for k in range(40):
+        q = _request("a", 1_000, 12)
+        now = float(k)
+        seen = gate.forecast_on(l40s, "l", 0.2, q, now)
+        gate.dispatched("l", q, now, seen, state=l40s)
+        gate.first_token(q, now + 0.2)
+        gate.finished("a", 12, q, now + 0.2 + 11 * 0.16)
+    after = gate.forecast_on(l40s, "l", 0.2, _request("a", 1_000, 12), 40.0)
+    assert after.tpot_miss(0.1) < DEFAULT_OVERLOAD_REFUSE_AT < after.tpot_miss(0.1, observed=True)
+    assert gate.judge("a", "interactive", after, 40.0)  # keeping up: the model alone
+    _overload(gate)
+    assert not gate.judge("a", "interactive", after, 40.0)
+    assert gate.last.rule == TPOT
