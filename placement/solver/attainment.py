@@ -10,7 +10,9 @@ simulator's own):
 * **Decoding**: with ``n`` sequences running, one iteration takes ``t(n)``; ``n = Σ λ_d·E_d``
   (Little's law) with ``E_d = TTFT_d + O_d·TPOT``, found by a few fixed-point steps.
 * **TPOT**: decode iterations stretched by the prefill work interleaved with them,
-  ``TPOT = t(n) / (1 − ρ_p)``, ``ρ_p = Σ λ_d·s_d``; a request meets the TPOT SLO with probability
+  ``TPOT = t(n) / (1 − ρ_p)``, ``ρ_p = Σ λ_d·s_d``, but never past an iteration that fills the
+  token budget (each decode takes one token of every iteration and prefill the rest, so past
+  that the prefill queue grows, not the decode step); a request meets the TPOT SLO with probability
   ``Φ(ln(SLO/TPOT)/σ)`` (:data:`TPOT_SPREAD` = σ, per-request spread of TPOT around its mean).
 * **TTFT**: the wait for the prefill server plus the request's own prefill. Prefill tokens ride
   the decode iterations up to the token budget, so a request's work on that server is
@@ -147,6 +149,23 @@ def _iteration_s(cost: IterationCostModel, n: float, context: float) -> float:
     return float(cost.overhead_s + cost.linear_s(k) + d0 + d1 * context * k)
 
 
+def _full_iteration_s(
+    cost: IterationCostModel, n: float, context: float, chunk_context: float
+) -> float:
+    """An iteration that fills the token budget: ``n`` decodes (one token each, over
+    ``context``) and a prefill chunk of the rest over ``chunk_context`` cached tokens."""
+    k = max(round(n), 1)
+    d0, d1 = cost.decode_attention_coeffs(k)
+    chunk = max(CHUNK_TOKENS - k, 0)
+    return float(
+        cost.overhead_s
+        + cost.linear_s(max(CHUNK_TOKENS, k))
+        + (cost.prefill_attention_s(chunk, round(chunk_context)) if chunk else 0.0)
+        + d0
+        + d1 * context * k
+    )
+
+
 def _normal_cdf(x: FloatArray) -> FloatArray:
     out: FloatArray = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
     return out
@@ -211,9 +230,15 @@ def meet_probability(
         prefill, own_pre = times[: len(lam)], times[len(lam) :].reshape(prompts.shape)
         rho_p = float((lam * prefill).sum())
         context = float((lam * (load.prompt + load.output / 2)).sum() / lam.sum())
+        chunk_context = float((lam * load.prompt).sum() / lam.sum()) / 2.0
         n, tpot = 1.0, _iteration_s(cost, 1.0, context)
         for _ in range(FIXED_POINT_STEPS):
-            tpot = _iteration_s(cost, n, context) / max(1.0 - rho_p, 0.05)
+            # decodes take one token of every iteration and prefill the rest of the token
+            # budget: prefill stretches a decode step to at most a full iteration
+            tpot = min(
+                _iteration_s(cost, n, context) / max(1.0 - rho_p, 0.05),
+                _full_iteration_s(cost, n, context, chunk_context),
+            )
             n = max(float((lam * (prefill + load.output * tpot)).sum()), 1.0)
         # prefill tokens ride iterations with the running decodes, up to a token budget per
         # iteration: a request's work holds its share of those iterations, its own latency at

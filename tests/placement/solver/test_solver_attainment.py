@@ -56,6 +56,30 @@ def test_fallback_without_cost_model_uses_capacity() -> None:
     assert meets[-1] <= 0.5 + 1e-9  # over capacity: at most 1/ρ in time
 
 
+def test_prefill_stretches_a_decode_step_to_at_most_a_full_iteration() -> None:
+    # heavy prefill, TTFT SLO out of reach of any queue: only the TPOT term decides. The
+    # engine gives each decode one token of every iteration and prefill the rest of the token
+    # budget, so a decode step is never slower than a full-budget iteration: on an H100 (8B,
+    # a full iteration ~60 ms) decodes keep their 100 ms SLO near prefill saturation; on an
+    # A100 (a full iteration ~160 ms) they do not
+    def heavy(rate: float) -> ReplicaLoad:
+        one = np.ones(1)
+        return ReplicaLoad(
+            rate=rate * one,
+            prompt=1000.0 * one,
+            output=50.0 * one,
+            ttft_slo=1000.0 * one,
+            tpot_slo=0.1 * one,
+            capacity=10.0 * one,
+        )
+
+    h100 = _cost_model("H100-SXM", "llama-3-8b", 1)
+    a100 = _cost_model("A100-80G", "llama-3-8b", 1)
+    assert h100 is not None and a100 is not None
+    assert float(meet_probability(heavy(35.0), h100)[0]) > 0.8  # ρ_p ≈ 0.9
+    assert float(meet_probability(heavy(20.0), a100)[0]) < 0.05
+
+
 def test_wait_tail_limits() -> None:
     x = np.asarray([-1.0, 0.0, 1.0, 100.0])
     tail = wait_exceeds(0.5, 0.2, x)
