@@ -4,7 +4,13 @@ percentiles, CPU per request; and the summary the issue asks for.
 A request meets its SLO when it completed, its TTFT is within the TTFT SLO and its TPOT —
 (latency − TTFT) / (output tokens − 1), 0 for a single token — within the TPOT SLO. Goodput is
 the requests that met it per second of the replayed window; attainment their share of the
-requests sent.
+requests sent. A request refused (429 from the SLO gate or the flow-control queue, 503) or
+never answered did not complete: it counts among those sent, never among those that met.
+
+Every router is sent the same requests, so goodput is at most the rate sent, and the goodput
+ratio against sglang-router at a load is at most 1 / sglang-router's attainment there (the
+summary's ``ratio_ceiling``): at a load where sglang-router meets 83.5% of the SLOs no router can
+do better than 1.20× it.
 """
 
 from __future__ import annotations
@@ -75,28 +81,45 @@ def replay_row(
 
 def summary(rows: Sequence[dict[str, Any]], *, probe_rate: float) -> dict[str, Any]:
     """The issue's summary: goodput ratio against sglang-router at the load where its attainment
-    first drops below 90% (its highest load if it never does), and the gateway's added latency
-    and CPU ratio from the probe at ``probe_rate``."""
+    first drops below 90% (its highest load if it never does) — the gateway's, and the endpoint
+    picker's — with the attainments there and the ceiling the ratio cannot pass (1 / sglang-
+    router's attainment), and the gateway's added latency and CPU ratio from the probe at
+    ``probe_rate``."""
     trace = [r for r in rows if r["phase"] == "trace"]
     sglang = sorted((r for r in trace if r["router"] == "sglang-router"), key=lambda r: r["load"])
     ours = {r["load"]: r for r in trace if r["router"] == "gateway"}
+    epp = {r["load"]: r for r in trace if r["router"] == "epp"}
     out: dict[str, Any] = {
         "ratio_vs_sglang_router": None,
         "ratio_load": None,
+        "ratio_ceiling": None,
+        "sglang_router_attainment": None,
+        "gateway_attainment": None,
+        "epp_ratio_vs_sglang_router": None,
+        "epp_attainment": None,
         "sglang_router_knee_found": False,
         "added_latency_p50_ms": None,
         "added_latency_p99_ms": None,
         "cpu_ratio_vs_sglang_router": None,
         "probe_rate_rps": probe_rate,
     }
-    if sglang and ours:
+    if sglang and (ours or epp):
         below = [r for r in sglang if r["attainment"] < ATTAINMENT_KNEE]
         at = below[0] if below else sglang[-1]
         out["sglang_router_knee_found"] = bool(below)
-        mine = ours.get(at["load"])
         out["ratio_load"] = at["load"]
-        if mine is not None and at["goodput_rps"] > 0:
-            out["ratio_vs_sglang_router"] = mine["goodput_rps"] / at["goodput_rps"]
+        out["sglang_router_attainment"] = at["attainment"]
+        if at["attainment"] > 0:
+            out["ratio_ceiling"] = 1.0 / at["attainment"]
+        for mine, ratio, attainment in (
+            (ours.get(at["load"]), "ratio_vs_sglang_router", "gateway_attainment"),
+            (epp.get(at["load"]), "epp_ratio_vs_sglang_router", "epp_attainment"),
+        ):
+            if mine is None:
+                continue
+            out[attainment] = mine["attainment"]
+            if at["goodput_rps"] > 0:
+                out[ratio] = mine["goodput_rps"] / at["goodput_rps"]
     probe = {r["router"]: r for r in rows if r["phase"] == "probe"}
     gateway = probe.get("gateway")
     if gateway is not None:

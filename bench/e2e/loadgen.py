@@ -47,6 +47,7 @@ def aiperf_command(
     artifacts: Path,
     api_key: str | None,
     timeout_s: float,
+    headers: dict[str, str] | None = None,
 ) -> list[str]:
     args = [
         str(venv / "bin" / "aiperf"),
@@ -67,6 +68,10 @@ def aiperf_command(
         args += ["--url-strategy", "round_robin"]
     if api_key:
         args += ["--api-key", api_key]
+    if headers:
+        # as one JSON object (a value holding a comma stays whole); aiperf turns a value that
+        # reads as a number into one and then refuses it as a header: send names, not numbers
+        args += ["--header", json.dumps(headers)]
     return args
 
 

@@ -37,6 +37,8 @@ class RouterStack:
     urls: list[str]  # one router URL; the replicas themselves for round robin
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     api_key: str | None = None
+    # sent with every request (the Inference Extension's tenant, class and SLO headers)
+    request_headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def pids(self) -> list[int]:
@@ -46,7 +48,8 @@ class RouterStack:
         return cpu_seconds(self.pids)
 
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return {**self.request_headers, **auth}
 
     def stop(self) -> None:
         for process in reversed(self.processes):
@@ -77,17 +80,18 @@ def start_router(
     addresses_file: Path,
     workdir: Path,
     tools: Tools,
-    gateway_env: dict[str, str] | None = None,
+    ours_env: dict[str, str] | None = None,
 ) -> RouterStack:
     """Start router ``name`` in front of the replicas at ``addresses`` and wait until it
-    answers; the caller stops it."""
+    answers; the caller stops it. ``ours_env``: the ``PLACEMENT_*`` settings our two routers
+    (gateway, epp) run with (:mod:`bench.e2e.operated`)."""
     replicas = list(addresses.values())
     if name == "round-robin":
         return RouterStack(name=name, urls=replicas)
     if name == "gateway":
-        return _gateway(fleet_path, addresses_file, workdir, gateway_env or {})
+        return _gateway(fleet_path, addresses_file, workdir, ours_env or {})
     if name == "epp":
-        return _epp(fleet_path, addresses_file, replicas, workdir, tools)
+        return _epp(fleet_path, addresses_file, replicas, workdir, tools, ours_env or {})
     if name in ("sglang-router", "vllm-router"):
         return _rust_router(name, replicas, workdir, tools)
     raise InputError(f"unknown router {name!r}", field="--routers", expected=", ".join(ROUTERS))
@@ -120,7 +124,12 @@ def _gateway(
 
 
 def _epp(
-    fleet_path: Path, addresses_file: Path, replicas: Sequence[str], workdir: Path, tools: Tools
+    fleet_path: Path,
+    addresses_file: Path,
+    replicas: Sequence[str],
+    workdir: Path,
+    tools: Tools,
+    env: dict[str, str],
 ) -> RouterStack:
     if tools.envoy is None:
         raise InputError("the epp router needs Envoy (scripts/envoy-venv)", field="--envoy")
@@ -133,7 +142,7 @@ def _epp(
             *("--epp-port", str(picker_port), "--epp-health-port", str(health_port)),
             *("--epp-metrics-port", str(metrics_port)),
         ],
-        {"PLACEMENT_PLANNER": "false"},
+        {"PLACEMENT_PLANNER": "false", **env},
         log=workdir / "epp.log",
     )
     stack = RouterStack(name="epp", urls=[])

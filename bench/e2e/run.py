@@ -5,8 +5,10 @@ trace on: its tail) is written once as a trace file and replayed by aiperf at it
 through each router in front of a freshly started emulated fleet (``placement emulate``: cold
 caches and empty queues for every router). Then a probe at a fixed rate (500 requests/s by
 default) measures the latency each router's hop adds over going straight to the replicas and
-its CPU per request. Nothing is tuned: every router runs at its defaults (ours with no plan,
-its greedy cache-and-load routing).
+its CPU per request. The peers run at their defaults; ours run as an operator runs them, the
+live planner and the SLO admission gate on (:mod:`bench.e2e.operated`), with the one knob
+picked on the trace's head (never its tail) written there. Every request carries the tenant,
+and class the benchmark scores as the Inference Extension's headers, to every router.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from bench.e2e.figures import replay_row, summary
 from bench.e2e.loadgen import aiperf_command, run_aiperf
+from bench.e2e.operated import Operated, objective_headers
 from bench.e2e.probe import IDLE_S, direct_phase, probe_row
 from bench.e2e.routers import ROUTERS, RouterStack, Tools, start_router
 from bench.e2e.tokenizer_folder import write_tokenizer_folder
@@ -80,7 +83,7 @@ class E2EOptions:
     probe_rate: float = 500.0
     probe_duration_s: float = 10.0
     probe_max_tokens: int = 4
-    gateway_env: dict[str, str] = field(default_factory=dict)
+    ours: Operated = field(default_factory=Operated)  # how gateway and epp run
     e2e_venv: Path | None = None  # default: scripts/e2e-venv's
     envoy: Path | None = None  # default: scripts/envoy-venv's
     workdir: Path | None = None  # logs and aiperf artifacts (default: a temporary folder)
@@ -124,6 +127,7 @@ def run_e2e_bench(options: E2EOptions, *, out: Path | None = None) -> dict[str, 
         "ttft_slo_s": cls.ttft_slo_s,
         "tpot_slo_s": cls.tpot_slo_s,
         "load_generator": "aiperf (fixed schedule, streamed)",
+        "ours": options.ours.label,
         "rows": rows,
         "summary": summary(rows, probe_rate=options.probe_rate),
         "load_average_1m": os.getloadavg()[0],
@@ -198,16 +202,20 @@ class _Fleet:
     def route_with(
         self, router: str, options: E2EOptions, tools: Tools, *, workdir: Path
     ) -> RouterStack:
-        """``router`` started in front of these replicas."""
-        return start_router(
+        """``router`` started in front of these replicas, every request to carry the
+        tenant and class headers."""
+        cls = DEFAULT_CLASSES[MOONCAKE_CLASS]
+        stack = start_router(
             router,
             fleet_path=options.fleet,
             addresses=self.addresses,
             addresses_file=self.addresses_file,
             workdir=workdir,
             tools=tools,
-            gateway_env=options.gateway_env,
+            ours_env=options.ours.env(workdir, cls),
         )
+        stack.request_headers = objective_headers(cls)
+        return stack
 
     def close(self) -> None:
         stop(self.process)
@@ -247,6 +255,7 @@ def _replays(options: E2EOptions, tools: Tools, work: Path) -> list[dict[str, An
                     artifacts=case / "aiperf",
                     api_key=stack.api_key,
                     timeout_s=DRAIN_S + options.duration_s,
+                    headers=stack.request_headers,
                 )
                 cpu0, t0 = stack.cpu_s(), time.perf_counter()
                 records = run_aiperf(

@@ -24,6 +24,7 @@ from placement.solver.capacity import CapacitySource
 from placement.solver.instance import WARM_KV_SHARE, build_instance
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions, solve_plan
+from placement.whatif.run import summarise_plan
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,9 @@ class SolveRecord:
     version: int | None
     # (replica, group key, prefix tokens) for every prefix the plan keeps warm on a replica
     residency: tuple[tuple[str, int, int], ...] = ()
+    # the plan's predicted attainment of the traffic it admits, and the share it sheds
+    predicted_attainment: float | None = None
+    shed_share: float | None = None
 
 
 @dataclass(kw_only=True)
@@ -106,6 +110,7 @@ class Planning:
                 previous=held,
             )
             plan = with_residency(plan, residency)
+        predicted = summarise_plan(plan)
         self.records.append(
             SolveRecord(
                 at_s=at_s,
@@ -117,6 +122,8 @@ class Planning:
                 residency=tuple(
                     (replica, g.key, g.prefix_tokens) for g in plan.groups for replica in g.warm
                 ),
+                predicted_attainment=predicted["attainment"],
+                shed_share=predicted["shed_share"],
             )
         )
         return plan

@@ -516,10 +516,27 @@ def e2e(
     workdir: Annotated[
         Path | None, typer.Option(help="keep logs and aiperf artifacts here")
     ] = None,
+    solve_period: Annotated[
+        float | None,
+        typer.Option(help="gateway and epp: the live planner's re-solve period, s [default: 15]"),
+    ] = None,
+    greedy: Annotated[
+        bool,
+        typer.Option(
+            "--greedy", help="gateway and epp without the planner and the SLO gate (greedy)"
+        ),
+    ] = False,
 ) -> None:
     """The routers side by side on the emulated fleet, the Mooncake slice replayed by aiperf."""
     from bench.e2e import E2EOptions, run_e2e_bench
+    from bench.e2e.operated import Operated
     from placement.errors import InputError
+
+    if solve_period is not None and not solve_period > 0:
+        raise InputError("must be > 0 seconds", field="--solve-period")
+    ours = Operated(planner=not greedy, slo_gate=not greedy)
+    if solve_period is not None:
+        ours = dataclasses.replace(ours, solve_period_s=solve_period)
 
     try:
         load_values = tuple(float(x) for x in loads.split(",") if x.strip())
@@ -534,5 +551,6 @@ def e2e(
         probe_rate=probe_rate,
         probe_duration_s=probe_duration,
         workdir=workdir,
+        ours=ours,
     )
     run_e2e_bench(options, out=out)

@@ -1,32 +1,51 @@
 """Predicted attainment: the probability a request the plan admits meets its class SLO on the
 replica the plan sends it to, from the engine's iteration times at the planned load.
 
-Per replica, its planned mix (rate ``λ_d`` per demand unit, uncached prompt ``P_d`` tokens, ``O_d``
-output tokens) on its kind's iteration-time model (:mod:`sim.costmodel`, the simulator's own):
+Per replica, its planned mix (rate ``λ_d`` per demand unit, uncached prompt ``P_d`` tokens,
+``O_d`` output tokens) on its kind's iteration-time model (:mod:`sim.costmodel`, the
+simulator's own):
 
 * **Prefill** of a request: its uncached prompt in chunks of the engine's token budget,
   ``s_d = Σ_chunks linear(chunk) + attention(chunk, context)``.
 * **Decoding**: with ``n`` sequences running, one iteration takes ``t(n)``; ``n = Σ λ_d·E_d``
   (Little's law) with ``E_d = TTFT_d + O_d·TPOT``, found by a few fixed-point steps.
 * **TPOT**: decode iterations stretched by the prefill work interleaved with them,
-  ``TPOT = t(n) / (1 − ρ_p)``, ``ρ_p = Σ λ_d·s_d``; a request meets the TPOT SLO with probability
+  ``TPOT = t(n) / (1 − ρ_p)``, ``ρ_p = Σ λ_d·s_d``, but never past an iteration that fills the
+  token budget (each decode takes one token of every iteration and prefill the rest, so past
+  that the prefill queue grows, not the decode step); a request meets the TPOT SLO with probability
   ``Φ(ln(SLO/TPOT)/σ)`` (:data:`TPOT_SPREAD` = σ, per-request spread of TPOT around its mean).
-* **TTFT**: the wait for a prefill slot plus the prefill itself. The replica's prefill is a
-  G/G/1 server of work ``w_d = s_d + ⌈P_d/chunk⌉·t(n)`` (each chunk rides one iteration with
-  the running decodes), utilisation ``ρ = Σ λ_d·w_d``; Kingman's mean wait
-  ``W = ρ/(1−ρ) · (c_a² + c_s²)/2 · E[w]`` (``c_s²`` from the mix's second moment, ``c_a²`` =
-  :data:`ARRIVAL_SCV`, the arrivals' burstiness), with the
-  roughly exponential with mean ``W/ρ``). A request misses when the wait exceeds
-  ``SLO − s_d``; at ``ρ ≥ 1`` no steady state exists and only ``1/ρ`` of the work is served
-  in time at best (the wait taken at :data:`RHO_MAX`).
+* **TTFT**: the wait for the prefill server plus the request's own prefill. Prefill tokens ride
+  the decode iterations up to the token budget, so a request's work on that server is
+  ``w_d = s_d + (P_d / budget)·t(n)`` and its own latency ``s_d + ⌈P_d / budget⌉·t(n)``. The
+  wait has two parts, both from what the plan already knows:
 
-Kinds without a cost model (synthetic instances: fake accelerator names) take service times
-from the capacity at SLO instead: ``w_d = ρ_at_cap / capacity[d, k]`` with
+  - the **bursts** of the arrivals, measured: each unit's arrivals per short bin of the
+    planning window (:mod:`placement.solver.arrivals`), thinned by the share of the unit the
+    plan sends to this replica, give the replica's work per bin; the backlog a request finds
+    in its bin is the fluid queue of that work (Lindley's recursion, :func:`fluid_backlog`);
+  - the **short-scale** queueing inside a bin: Kingman's G/G/1 mean wait at the replica's
+    utilisation ``ρ = Σ λ_d·w_d``, Poisson inside the bin (``c_a² = 1``) and the service
+    times' squared CV ``c_s²`` from the mix *and* each unit's prompt-length spread
+    (``E[w_d²] = w_d²·(1 + cv²(P_d))``), with the exponential tail of that mean
+    (``P(wait > x) = ρ·exp(−x·ρ/W)``).
+
+  A request misses when backlog + wait exceeds ``SLO − own latency``, its own latency taken at
+  the unit's prompt spread (lognormal of the unit's mean and cv², three Gauss–Hermite nodes):
+  a unit whose mean prompt prefills in time may still hold prompts that do not.
+
+Without arrival times (synthetic instances) the arrivals are Poisson at the planned rate and at
+``ρ ≥ 1`` only ``1/ρ`` of the work is served in time at best (the wait taken at
+:data:`RHO_MAX`). Kinds without a cost model (synthetic instances: fake accelerator names) take
+service times from the capacity at SLO instead: ``w_d = ρ_at_cap / capacity[d, k]`` with
 :data:`UTILISATION_AT_CAPACITY`, and no TPOT term.
 
-Only admitted traffic is counted: shed traffic is reported as shed, not as missed.
-:data:`ARRIVAL_SCV` was tuned on the what-if scenario ``double-tenant`` (held out: the others)
-(``bench/RESULTS.md``, "Predicted attainment from queueing").
+Only admitted traffic is counted: shed traffic is reported as shed, not as missed. But the
+load is what the route path sends: a unit's whole rate split by the plan's weights, its shed
+share included (nothing on the route path enforces the plan's shed; the admission gate refuses
+by its own forecast), so a replica carries its weight of a partly shed unit's traffic. Nothing is
+fitted to the simulator: the one choice, the bin width, was made on the what-if scenario
+``double-tenant`` (held out: the others; ``bench/RESULTS.md``, "Predicted attainment from
+measured arrivals").
 """
 
 from __future__ import annotations
@@ -40,8 +59,6 @@ import numpy as np
 from placement.solver.instance import FloatArray, Instance
 from sim.costmodel.base import IterationCostModel
 
-# squared coefficient of variation of arrivals at a replica (Poisson: 1), tuned on double-tenant
-ARRIVAL_SCV = 25.0
 TPOT_SPREAD = 0.25  # σ of ln(per-request TPOT / mean TPOT)
 UTILISATION_AT_CAPACITY = 0.8  # fallback: GPU busy share at the capacity at SLO
 FIXED_POINT_STEPS = 4
@@ -60,6 +77,7 @@ class ReplicaLoad:
     ttft_slo: FloatArray
     tpot_slo: FloatArray
     capacity: FloatArray
+    prompt_scv: FloatArray | None = None  # squared CV of each unit's prompt (None: 0)
 
 
 @lru_cache(maxsize=64)
@@ -131,6 +149,23 @@ def _iteration_s(cost: IterationCostModel, n: float, context: float) -> float:
     return float(cost.overhead_s + cost.linear_s(k) + d0 + d1 * context * k)
 
 
+def _full_iteration_s(
+    cost: IterationCostModel, n: float, context: float, chunk_context: float
+) -> float:
+    """An iteration that fills the token budget: ``n`` decodes (one token each, over
+    ``context``) and a prefill chunk of the rest over ``chunk_context`` cached tokens."""
+    k = max(round(n), 1)
+    d0, d1 = cost.decode_attention_coeffs(k)
+    chunk = max(CHUNK_TOKENS - k, 0)
+    return float(
+        cost.overhead_s
+        + cost.linear_s(max(CHUNK_TOKENS, k))
+        + (cost.prefill_attention_s(chunk, round(chunk_context)) if chunk else 0.0)
+        + d0
+        + d1 * context * k
+    )
+
+
 def _normal_cdf(x: FloatArray) -> FloatArray:
     out: FloatArray = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
     return out
@@ -140,53 +175,108 @@ def wait_exceeds(rho: float, mean_wait: float, x: FloatArray) -> FloatArray:
     """P(wait > x) at utilisation ``rho`` < 1 and mean wait ``mean_wait`` (see module doc)."""
     if rho <= 0 or mean_wait <= 0:
         return np.where(x < 0, 1.0, 0.0)
-    tail = rho * np.exp(-np.maximum(x, 0.0) * rho / mean_wait)
-    return np.where(x < 0, 1.0, np.minimum(tail, 1.0))
+    tail = np.minimum(rho * np.exp(-np.maximum(x, 0.0) * (rho / mean_wait)), 1.0)
+    out: FloatArray = np.where(x < 0, 1.0, tail)
+    return out
+
+
+def fluid_backlog(work: FloatArray, bin_s: float) -> FloatArray:
+    """Per bin ``b`` (last axis), the prefill backlog (s of work) at the start of the bin of a
+    server that does ``bin_s`` of work per bin and is given ``work[..., b]`` in bin ``b``,
+    starting empty: Lindley's recursion ``B[b+1] = max(0, B[b] + work[b] - bin_s)``, as the
+    reflected walk ``S - min(0, min S)`` of its partial sums ``S``."""
+    steps = np.cumsum(work - bin_s, axis=-1)
+    walk = np.concatenate([np.zeros((*work.shape[:-1], 1)), steps[..., :-1]], axis=-1)
+    out: FloatArray = walk - np.minimum.accumulate(np.minimum(walk, 0.0), axis=-1)
+    return out
+
+
+# prompt lengths inside a unit: lognormal of the unit's mean and squared CV, taken at the
+# three Gauss–Hermite nodes (weights 1/6, 2/3, 1/6)
+_NODES = np.asarray([-math.sqrt(3.0), 0.0, math.sqrt(3.0)])
+_WEIGHTS = np.asarray([1.0 / 6.0, 2.0 / 3.0, 1.0 / 6.0])
 
 
 def meet_probability(
-    load: ReplicaLoad, cost: IterationCostModel | None, prefill_table: FloatArray | None = None
+    load: ReplicaLoad,
+    cost: IterationCostModel | None,
+    prefill_table: FloatArray | None = None,
+    arrivals: FloatArray | None = None,
+    bin_s: float = 0.0,
 ) -> FloatArray:
     """Per unit of ``load``: the probability one of its requests meets its SLO there
-    (``prefill_table``: the kind's tabulated prefill times, else computed per prompt)."""
+    (``prefill_table``: the kind's tabulated prefill times, else computed per prompt;
+    ``arrivals[d, b]``: unit ``d``'s planned arrivals at this replica in bin ``b`` of
+    ``bin_s`` seconds, None: Poisson at the planned rate)."""
     lam = load.rate
     if lam.sum() <= 0:
         return np.ones_like(lam)
+    scv_p = load.prompt_scv if load.prompt_scv is not None else np.zeros_like(lam)
     if cost is None:
         work = np.where(load.capacity > 0, UTILISATION_AT_CAPACITY / load.capacity, np.inf)
         prefill = np.zeros_like(lam)
+        own = np.zeros((len(lam), len(_NODES)))
         tpot_ok = np.ones_like(lam)
     else:
-        prefill = (
-            prefill_times(prefill_table, load.prompt)
+        # the unit's mean prompt, then its prompt spread (the request's own prefill)
+        sigma = np.sqrt(np.log1p(scv_p))[:, None]
+        prompts = load.prompt[:, None] * np.exp(sigma * _NODES - sigma**2 / 2)
+        every = np.concatenate([load.prompt, prompts.ravel()])
+        times = (
+            prefill_times(prefill_table, every)
             if prefill_table is not None
-            else np.asarray([_prefill_s(cost, p) for p in load.prompt])
+            else np.asarray([_prefill_s(cost, p) for p in every])
         )
+        prefill, own_pre = times[: len(lam)], times[len(lam) :].reshape(prompts.shape)
         rho_p = float((lam * prefill).sum())
         context = float((lam * (load.prompt + load.output / 2)).sum() / lam.sum())
+        chunk_context = float((lam * load.prompt).sum() / lam.sum()) / 2.0
         n, tpot = 1.0, _iteration_s(cost, 1.0, context)
         for _ in range(FIXED_POINT_STEPS):
-            tpot = _iteration_s(cost, n, context) / max(1.0 - rho_p, 0.05)
+            # decodes take one token of every iteration and prefill the rest of the token
+            # budget: prefill stretches a decode step to at most a full iteration
+            tpot = min(
+                _iteration_s(cost, n, context) / max(1.0 - rho_p, 0.05),
+                _full_iteration_s(cost, n, context, chunk_context),
+            )
             n = max(float((lam * (prefill + load.output * tpot)).sum()), 1.0)
-        # each prefill chunk rides one iteration with the running decodes
-        chunks = np.ceil(np.maximum(load.prompt, 1.0) / CHUNK_TOKENS)
-        prefill = prefill + chunks * _iteration_s(cost, n, context)
-        work = prefill
+        # prefill tokens ride iterations with the running decodes, up to a token budget per
+        # iteration: a request's work holds its share of those iterations, its own latency at
+        # least one whole iteration per chunk
+        it = _iteration_s(cost, n, context)
+        work = prefill + np.maximum(load.prompt, 1.0) / CHUNK_TOKENS * it
+        own = own_pre + np.ceil(np.maximum(prompts, 1.0) / CHUNK_TOKENS) * it
         with np.errstate(divide="ignore"):
             z = np.log(load.tpot_slo / tpot) / TPOT_SPREAD
         tpot_ok = _normal_cdf(z)
-    rho = float((lam * work).sum())
-    if not math.isfinite(rho):
+    if not np.all(np.isfinite(work)):
         return np.zeros_like(lam)
-    mean_w = float((lam * work).sum() / lam.sum())
-    second = float((lam * work**2).sum() / lam.sum())
+    rho = float((lam * work).sum())
+    mean_w = rho / float(lam.sum())
+    # service times' second moment: across units and inside each (its prompt spread)
+    second = float((lam * work**2 * (1.0 + scv_p)).sum() / lam.sum())
     scv = second / mean_w**2 - 1.0 if mean_w > 0 else 0.0
-    # at ρ ≥ 1 no steady state exists: the queue grows over the window; take the wait at
-    # RHO_MAX and at most 1/ρ of the work served in time
     r = min(rho, RHO_MAX)
-    mean_wait = r / (1.0 - r) * (ARRIVAL_SCV + scv) / 2.0 * mean_w
-    ttft_ok = 1.0 - wait_exceeds(r, mean_wait, load.ttft_slo - prefill)
-    out: FloatArray = np.clip(ttft_ok * tpot_ok * min(1.0, 1.0 / rho), 0.0, 1.0)
+    mean_wait = r / (1.0 - r) * (1.0 + scv) / 2.0 * mean_w  # Kingman, Poisson arrivals
+    slack = load.ttft_slo[:, None] - own  # [d, node]
+    if arrivals is None or arrivals.shape[1] == 0 or bin_s <= 0:
+        ttft_ok = (1.0 - wait_exceeds(r, mean_wait, slack)) @ _WEIGHTS
+        over = min(1.0, 1.0 / rho) if rho > 0 else 1.0
+        poisson: FloatArray = np.clip(ttft_ok * tpot_ok * over, 0.0, 1.0)
+        return poisson
+    # the bursts: the fluid backlog of each bin's work, halfway through the bin (it moves
+    # linearly inside it); only the bins some unit arrives in
+    bin_work = work @ arrivals
+    backlog = fluid_backlog(bin_work, bin_s)
+    busy = arrivals.sum(axis=0) > 0
+    arrivals = arrivals[:, busy]
+    fluid = np.maximum(backlog[busy] + (bin_work[busy] - bin_s) / 2.0, 0.0)
+    x = slack[:, :, None] - fluid  # [d, node, b]
+    ok = np.where(x < 0, 0.0, 1.0 - wait_exceeds(r, mean_wait, x))
+    ok_n = np.einsum("dnb,n,db->d", ok, _WEIGHTS, arrivals)
+    total = arrivals.sum(axis=1)
+    ttft_ok = np.where(total > 0, ok_n / np.maximum(total, 1e-12), 1.0)
+    out: FloatArray = np.clip(ttft_ok * tpot_ok, 0.0, 1.0)
     return out
 
 
@@ -202,6 +292,11 @@ def predicted_meet(
     units = np.concatenate(pair_unit) if pair_unit else np.zeros(0, dtype=np.int64)
     reps = np.concatenate(pair_replica) if pair_replica else np.zeros(0, dtype=np.int64)
     rate = np.concatenate(pair_rate) if pair_rate else np.zeros(0)
+    # the route path sends a unit's whole rate by the plan's weights: nothing on it enforces
+    # the plan's shed share (the gate refuses by its own forecast), so a replica carries its
+    # weight of the unit's shed traffic too
+    served = np.bincount(units, rate, inst.n_units)
+    rate = rate * np.where(served > 0, inst.unit_rate / np.maximum(served, 1e-12), 1.0)[units]
     warm = np.concatenate(pair_warm) if pair_warm else np.zeros(0, dtype=np.bool_)
     prompt = np.where(
         warm,
@@ -212,6 +307,9 @@ def predicted_meet(
     tpot = np.asarray([s.tpot_p95_s for s in inst.class_slo])[inst.unit_class[units]]
     kinds = inst.replica_kind[reps]
     cap = np.where(warm, inst.capacity[units, kinds], inst.capacity_cold[units, kinds])
+    timed = inst.unit_arrivals.shape[0] == inst.n_units and inst.arrival_bin_s > 0
+    share = rate / np.maximum(inst.unit_rate[units], 1e-12)  # of the unit's arrivals
+    scv_p = inst.unit_prompt_scv[units] if len(inst.unit_prompt_scv) == inst.n_units else None
     meet = np.ones(len(units))
     on = rate > 0
     order = np.argsort(reps, kind="stable")
@@ -229,9 +327,18 @@ def predicted_meet(
         )
         cost = _cost_model(*name)
         load = ReplicaLoad(
-            rate[idx], prompt[idx], inst.unit_output[units[idx]], ttft[idx], tpot[idx], cap[idx]
+            rate[idx],
+            prompt[idx],
+            inst.unit_output[units[idx]],
+            ttft[idx],
+            tpot[idx],
+            cap[idx],
+            scv_p[idx] if scv_p is not None else None,
         )
-        meet[idx] = meet_probability(load, cost, _prefill_table(*name))
+        arrivals = inst.unit_arrivals[units[idx]] * share[idx, None] if timed else None
+        meet[idx] = meet_probability(
+            load, cost, _prefill_table(*name), arrivals, inst.arrival_bin_s
+        )
     out = []
     start = 0
     for u in pair_unit:

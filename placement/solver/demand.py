@@ -3,7 +3,9 @@
 Every request lands in exactly one **demand unit**: the deepest prefix group on its chain
 (:mod:`placement.solver.prefix_groups`), or its (tenant, model, class) default when none
 matches. A unit carries what the solver needs: its rate (req/s over the window), mean prompt
-and output tokens, and the prefix tokens a warm replica skips (0 for defaults).
+and output tokens, and the prefix tokens a warm replica skips (0 for defaults); and what the
+plan's attainment model reads of the requests behind those means: the prompts' squared
+coefficient of variation and the unit's arrival times (:mod:`placement.solver.arrivals`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ class DemandUnit:
     mean_input_tokens: float
     output_tokens: float
     prefix_tokens: int
+    # squared coefficient of variation of the unit's prompt tokens (0: all the same length)
+    prompt_scv: float = 0.0
+    # the unit's arrival times (s), sorted
+    arrivals: tuple[float, ...] = ()
 
     @property
     def is_group(self) -> bool:
@@ -45,6 +51,7 @@ class _Record:
     block_hashes: tuple[int, ...]
     input_tokens: int
     output_tokens: int
+    arrival_s: float
 
 
 class RequestLike(Protocol):
@@ -116,25 +123,30 @@ def aggregate_demand(
                 tuple(r.block_hashes),
                 min(r.input_tokens, context),
                 min(r.output_tokens, context),
+                float(r.arrival_s),
             )
         )
     groups = find_groups(records, window_s=window_s, block_tokens=block_tokens, rule=rule)
     assigned = assign_groups(records, groups)
     sums: dict[tuple[str, str, str, int], list[float]] = {}
     depth: dict[tuple[str, str, str, int], int] = {}
+    times: dict[tuple[str, str, str, int], list[float]] = {}
     for rec, group in zip(records, assigned, strict=True):
         key = group.key if group is not None else DEFAULT_KEY
         uid = (rec.tenant, rec.model, rec.request_class, key)
-        acc = sums.setdefault(uid, [0.0, 0.0, 0.0])
+        acc = sums.setdefault(uid, [0.0, 0.0, 0.0, 0.0])
         acc[0] += 1
         acc[1] += rec.input_tokens
         acc[2] += rec.output_tokens
+        acc[3] += float(rec.input_tokens) ** 2
+        times.setdefault(uid, []).append(rec.arrival_s)
         depth[uid] = group.depth_blocks if group is not None else 0
     units = []
     for uid in sorted(sums):
-        n, inp, out = sums[uid]
+        n, inp, out, sq = sums[uid]
         tenant, model, cls, key = uid
         mean_input = inp / n
+        scv = max(sq / n / mean_input**2 - 1.0, 0.0) if mean_input > 0 else 0.0
         prefix = min(depth[uid] * block_tokens, int(mean_input))
         units.append(
             DemandUnit(
@@ -147,6 +159,8 @@ def aggregate_demand(
                 mean_input_tokens=mean_input,
                 output_tokens=max(out / n, 1.0),
                 prefix_tokens=prefix,
+                prompt_scv=scv,
+                arrivals=tuple(sorted(times[uid])),
             )
         )
     return units

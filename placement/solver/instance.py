@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,7 @@ from models.capacity import Slo
 from placement.domain.fleet import Fleet
 from placement.domain.requests import DEFAULT_CLASSES, RequestClass, Tenant
 from placement.errors import InputError
+from placement.solver.arrivals import arrival_counts
 from placement.solver.capacity import CapacitySource, class_slos, default_capacity
 from placement.solver.demand import RequestLike, aggregate_demand, window_span
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
@@ -88,6 +89,12 @@ class Instance:
     shed_unreachable: bool = False
     # tenants the caller declared (a plan lists each, demand or not); empty: none known
     declared_tenants: frozenset[str] = frozenset()
+    # what the attainment model reads of the requests behind the unit means: the prompts'
+    # squared coefficient of variation, and each unit's arrivals per bin of ``arrival_bin_s``
+    # over the window (:mod:`placement.solver.arrivals`); empty (synthetic instances): Poisson
+    unit_prompt_scv: FloatArray = field(default_factory=lambda: np.zeros(0))
+    unit_arrivals: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    arrival_bin_s: float = 0.0
 
     @property
     def n_replicas(self) -> int:
@@ -232,6 +239,7 @@ def build_instance(
                     else cap[di, ki]
                 )
 
+    counts, bin_s = arrival_counts([u.arrivals for u in units], window)
     tenant_of = {
         name: tenants.get(name, Tenant(name=name, credit_share=0.0)) for name in tenant_names
     }
@@ -273,4 +281,7 @@ def build_instance(
         capacity_cold=cold,
         shed_unreachable=shed_unreachable,
         declared_tenants=frozenset(tenants),
+        unit_prompt_scv=np.asarray([u.prompt_scv for u in units], dtype=np.float64),
+        unit_arrivals=counts,
+        arrival_bin_s=bin_s,
     )

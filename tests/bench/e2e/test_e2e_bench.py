@@ -1,5 +1,6 @@
 """``placement bench e2e`` on a few seconds of the Mooncake slice: aiperf replays it through our
-gateway and through the real sglang-router, and every request lands and is measured."""
+gateway (the live planner and the SLO gate on) and through the real sglang-router, and every
+request lands and is measured."""
 
 from __future__ import annotations
 
@@ -50,5 +51,9 @@ def test_requests_go_through_the_gateway_and_sglang_router_and_figures_come_out(
         assert row["cpu_us_per_request"] > 0
     summary = payload["summary"]
     assert summary["ratio_load"] == 1.0 and summary["ratio_vs_sglang_router"] > 0
+    assert summary["ratio_ceiling"] == pytest.approx(1 / summary["sglang_router_attainment"])
+    # the gateway ran as an operator runs it: its planner solved and stored a plan
+    assert payload["ours"].startswith("planner every")
+    assert list((tmp_path / "work" / "gateway-1" / "plans").glob("plan-*.json"))
     assert summary["added_latency_p50_ms"] == probe["gateway"]["added_latency_p50_ms"]
     assert summary["cpu_ratio_vs_sglang_router"] > 0

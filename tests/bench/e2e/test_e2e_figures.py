@@ -78,6 +78,7 @@ def test_the_ratio_is_taken_where_sglang_router_first_drops_below_90_percent() -
         _trace("gateway", 0.5, 5.0, 1.0),
         _trace("gateway", 1.0, 10.0, 0.95),
         _trace("gateway", 1.5, 12.0, 0.8),
+        _trace("epp", 1.0, 9.0, 0.9),
         {
             "router": "gateway",
             "phase": "probe",
@@ -97,6 +98,10 @@ def test_the_ratio_is_taken_where_sglang_router_first_drops_below_90_percent() -
     assert out["ratio_load"] == 1.0
     assert out["sglang_router_knee_found"] is True
     assert out["ratio_vs_sglang_router"] == pytest.approx(1.25)
+    assert out["ratio_ceiling"] == pytest.approx(1 / 0.85)
+    assert (out["sglang_router_attainment"], out["gateway_attainment"]) == (0.85, 0.95)
+    assert out["epp_ratio_vs_sglang_router"] == pytest.approx(9.0 / 8.0)
+    assert out["epp_attainment"] == 0.9
     assert (out["added_latency_p50_ms"], out["added_latency_p99_ms"]) == (0.8, 4.0)
     assert out["cpu_ratio_vs_sglang_router"] == pytest.approx(0.25)
 
@@ -108,3 +113,32 @@ def test_without_a_knee_the_highest_load_is_compared_and_said_so() -> None:
     assert out["ratio_vs_sglang_router"] == pytest.approx(1.1)
     assert out["added_latency_p50_ms"] is None
     assert not math.isnan(out["ratio_load"])
+    assert out["ratio_ceiling"] == pytest.approx(1 / 0.99)
+    assert out["epp_ratio_vs_sglang_router"] is None  # the picker was not run
+
+
+def test_a_refused_request_is_sent_but_never_goodput() -> None:
+    # the same answers, but the second router's gate refused two of the four requests (429):
+    # its goodput and attainment fall with them, and no router can pass 1 / the attainment
+    answered = [_rec(0.5, 1.5, 11) for _ in range(4)]
+    refused = [*answered[:2], *(_rec(float("nan"), float("nan"), 0, ok=False) for _ in range(2))]
+    rows = [
+        replay_row(
+            router,
+            1.0,
+            records,
+            sent=4,
+            window_s=2.0,
+            ttft_slo_s=2.0,
+            tpot_slo_s=0.1,
+            cpu_s=None,
+            idle_cores=None,
+            wall_s=2.0,
+        )
+        for router, records in (("sglang-router", refused), ("gateway", answered))
+    ]
+    assert rows[0]["goodput_rps"] == pytest.approx(1.0) and rows[0]["attainment"] == 0.5
+    assert rows[0]["failed"] == 2
+    out = summary(rows, probe_rate=0.0)
+    assert out["ratio_vs_sglang_router"] == pytest.approx(2.0) == out["ratio_ceiling"]
+    assert rows[1]["goodput_rps"] <= rows[1]["rate_rps"]

@@ -70,3 +70,34 @@ def test_several_urls_are_taken_round_robin_and_the_key_is_sent(tmp_path: Path) 
     assert [args[i + 1] for i, a in enumerate(args) if a == "--url"] == ["http://a:1", "http://b:2"]
     assert args[args.index("--api-key") + 1] == "k"
     assert "--fixed-schedule" in args and "--streaming" in args
+
+
+def test_a_refusal_is_a_failed_record_even_when_it_carries_timings(tmp_path: Path) -> None:
+    # as aiperf writes a 429 of the SLO gate (metrics are empty there; timings would not help)
+    path = tmp_path / "profile_export.jsonl"
+    refusal = {"code": 429, "type": "Too Many Requests", "message": "refused (slo)"}
+    timed = {"time_to_first_token": (5.0, "ms"), "request_latency": (5.0, "ms")}
+    path.write_text(
+        "\n".join([_line("profiling", {}, error=refusal), _line("profiling", timed, refusal)])
+    )
+    records = read_records(path)
+    assert [r.ok for r in records] == [False, False]
+    assert records[0].error == "refused (slo)"
+
+
+def test_request_headers_go_as_one_json_object_of_strings(tmp_path: Path) -> None:
+    headers = {"x-gateway-inference-fairness-id": "t", "x-gateway-inference-objective": "a,b"}
+    args = aiperf_command(
+        tmp_path,
+        urls=["http://a:1"],
+        model="m",
+        trace=tmp_path / "t.jsonl",
+        tokenizer=tmp_path / "tok",
+        artifacts=tmp_path / "art",
+        api_key=None,
+        timeout_s=60,
+        headers=headers,
+    )
+    assert args.count("--header") == 1
+    assert json.loads(args[args.index("--header") + 1]) == headers
+    assert "--api-key" not in args

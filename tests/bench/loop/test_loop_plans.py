@@ -185,3 +185,12 @@ def test_the_tiers_plan_puts_interactive_on_fast_and_batch_on_cheap_accelerators
     on = {d.tenant: {kind[r] for r in d.route.replicas} for d in plan.defaults}
     assert on["chat"] | on["code"] <= {"H100-SXM", "A100-80G"}
     assert on["evals"] == {"L40S"}
+
+
+def test_a_solve_records_the_plans_predicted_attainment_and_shed() -> None:
+    planning = _planning()
+    plan = planning.solve(_requests(), window_s=10.0)
+    assert plan is not None
+    (record,) = planning.records
+    assert record.predicted_attainment is not None and 0.9 < record.predicted_attainment <= 1
+    assert record.shed_share == pytest.approx(0.0)

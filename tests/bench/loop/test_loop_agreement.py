@@ -1,0 +1,54 @@
+"""Each loop plan's prediction against what the simulator measured while it was installed."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.loop.agreement import plan_agreement
+from bench.loop.plans import SolveRecord
+from placement.domain.requests import DEFAULT_CLASSES, Request
+
+
+def _served(i: int, at: float, ttft: float, error: str = "") -> Request:
+    r = Request(i, at, 1000, 10, tenant="a", request_class="interactive")
+    if error:
+        r.error = error
+        return r
+    r.first_token_s = at + ttft
+    r.finish_s = at + ttft + 0.01 * 9
+    return r
+
+
+def _record(at: float, predicted: float | None) -> SolveRecord:
+    return SolveRecord(
+        at_s=at,
+        reason="period",
+        status="optimal" if predicted is not None else "infeasible",
+        solve_s=0.1,
+        churn=0.0,
+        version=1 if predicted is not None else None,
+        predicted_attainment=predicted,
+        shed_share=0.0 if predicted is not None else None,
+    )
+
+
+def test_each_plan_is_judged_on_the_span_it_served_and_refusals_are_left_out() -> None:
+    slo = DEFAULT_CLASSES["interactive"].ttft_slo_s
+    # plan 1 serves [0, 100): 60 met, 20 missed, 20 refused; plan 2 from 100 s: 60 all met
+    reqs = [_served(i, i * 0.5, slo / 2) for i in range(60)]
+    reqs += [_served(60 + i, 30 + i * 0.5, slo * 3) for i in range(20)]
+    reqs += [_served(80 + i, 50 + i * 0.5, 0.0, error="refused: slo") for i in range(20)]
+    reqs += [_served(100 + i, 100 + i, slo / 2) for i in range(60)]
+    records = [_record(0.0, 0.78), _record(50.0, None), _record(100.0, 0.9)]
+    first, second = plan_agreement(records, reqs, dict(DEFAULT_CLASSES))
+    assert first["simulated_admitted"] == pytest.approx(0.75)
+    assert first["simulated_all"] == pytest.approx(0.6)
+    assert first["refused_share"] == pytest.approx(0.2)
+    assert first["gap_points"] == pytest.approx(3.0) and not first["disagrees"]
+    assert second["simulated_admitted"] == 1.0
+    assert second["gap_points"] == pytest.approx(-10.0) and second["disagrees"]
+
+
+def test_a_plan_that_served_too_few_requests_is_not_compared() -> None:
+    reqs = [_served(i, float(i), 0.1) for i in range(10)]
+    assert plan_agreement([_record(0.0, 1.0)], reqs, dict(DEFAULT_CLASSES)) == []
