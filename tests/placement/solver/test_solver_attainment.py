@@ -12,10 +12,13 @@ from placement.domain.fleet import fleet_from_dict
 from placement.domain.requests import Request
 from placement.solver import FixedCapacity, build_instance
 from placement.solver.attainment import (
+    LINEAR_GRID,
     ReplicaLoad,
     _cost_model,
+    _linear_table,
     _prefill_table,
     fluid_backlog,
+    marginal_share,
     meet_probability,
     predicted_meet,
     wait_exceeds,
@@ -78,6 +81,22 @@ def test_prefill_stretches_a_decode_step_to_at_most_a_full_iteration() -> None:
     assert h100 is not None and a100 is not None
     assert float(meet_probability(heavy(35.0), h100)[0]) > 0.8  # ρ_p ≈ 0.9
     assert float(meet_probability(heavy(20.0), a100)[0]) < 0.05
+
+
+def test_prefill_beside_decodes_adds_what_the_decodes_do_not_already_pay() -> None:
+    # beside 100 running decodes, which already pay the iteration's overhead and the weights'
+    # read, a 500-token prompt adds linear(600) − linear(100): on both kinds well under its
+    # time alone (overhead + linear(500))
+    for acc in ("L40S", "H100-SXM"):
+        cost = _cost_model(acc, "llama-3-8b", 1)
+        linear = _linear_table(acc, "llama-3-8b", 1)
+        assert cost is not None and linear is not None and len(linear) == len(LINEAR_GRID)
+        beside = float(marginal_share(cost, linear, 100.0, np.asarray([500.0]))[0])
+        expected = (cost.linear_s(600) - cost.linear_s(100)) / (
+            cost.overhead_s + cost.linear_s(500)
+        )
+        assert abs(beside - expected) < 0.03  # the tabulated linear time, interpolated
+        assert 0.3 < beside < 0.75
 
 
 def test_wait_tail_limits() -> None:
