@@ -68,11 +68,55 @@ def plan_agreement(
     return rows
 
 
+def replica_breakdown(
+    records: Sequence[SolveRecord],
+    requests: Sequence[Request],
+    classes: Mapping[str, RequestClass],
+) -> list[dict[str, Any]]:
+    """Per plan that was installed and per replica, over the requests it admitted in that span:
+    the rate the route path sent there, the share that met its SLO, that missed its TTFT and
+    its TPOT, and the mean prompt and output tokens — where the route path put the traffic
+    against the plan's split, and which term missed."""
+    table = request_table(list(requests), dict(classes))
+    admitted = ~np.fromiter((refused(r) for r in requests), np.bool_, len(requests))
+    replica = np.fromiter((r.replica for r in requests), np.int64, len(requests))
+    cls = [classes.get(str(c)) for c in table.request_class]
+    ttft_slo = np.asarray([c.ttft_slo_s if c else np.inf for c in cls])
+    tpot_slo = np.asarray([c.tpot_slo_s if c else np.inf for c in cls])
+    with np.errstate(invalid="ignore"):
+        ttft_miss = ~(table.ttft <= ttft_slo)
+        tpot_miss = table.tpot > tpot_slo
+    kept = [r for r in records if r.predicted_attainment is not None]
+    rows = []
+    for i, rec in enumerate(kept):
+        lo = rec.at_s if i > 0 else -np.inf
+        hi = kept[i + 1].at_s if i + 1 < len(kept) else np.inf
+        span = (table.arrival >= lo) & (table.arrival < hi) & admitted
+        if not span.any():
+            continue
+        seconds = max(float(table.arrival[span].max() - table.arrival[span].min()), 1e-9)
+        for r in np.unique(replica[span]).tolist():
+            on = span & (replica == r)
+            rows.append(
+                {
+                    "version": rec.version,
+                    "replica": int(r),
+                    "rps": float(on.sum() / seconds),
+                    "met": float(table.met[on].mean()),
+                    "ttft_missed": float(ttft_miss[on].mean()),
+                    "tpot_missed": float(tpot_miss[on].mean()),
+                    "prompt_tokens": float(table.input_tokens[on].mean()),
+                    "output_tokens": float(table.output_tokens[on].mean()),
+                }
+            )
+    return rows
+
+
 def main(argv: Sequence[str]) -> None:
-    """``python -m bench.loop.agreement WORKLOAD FLEET LOAD [--learn] [--no-gate]``: our loop
-    (the full service, the route profile and gate at their defaults, not tuned; ``--no-gate``:
-    without the admission gate) on the report part of the workload, and the agreement table of
-    its plans."""
+    """``python -m bench.loop.agreement WORKLOAD FLEET LOAD [--learn] [--no-gate]
+    [--replicas]``: our loop (the full service, the route profile and gate at their defaults,
+    not tuned; ``--no-gate``: without the admission gate) on the report part of the workload,
+    and the agreement table of its plans (``--replicas``: and each plan's per-replica table)."""
     from bench.loop.cases import build_cases
     from bench.loop.run import FULL, NO_ADMISSION, ours_with_policy, prepare
     from bench.loop.tuning import Setting
@@ -100,6 +144,14 @@ def main(argv: Sequence[str]) -> None:
             f"{100 * r['simulated_all']:13.1f}%  {100 * r['refused_share']:6.1f}%  "
             f"{r['gap_points']:+5.1f}{' !' if r['disagrees'] else ''}"
         )
+    if "--replicas" in argv:
+        print("plan replica  req/s   met  ttft-missed  tpot-missed  prompt  output")
+        for b in replica_breakdown(planning.records, result.requests, target.classes):
+            print(
+                f"{b['version']!s:>4} {b['replica']:7d} {b['rps']:6.1f} {100 * b['met']:4.0f}% "
+                f"{100 * b['ttft_missed']:10.0f}% {100 * b['tpot_missed']:11.0f}% "
+                f"{b['prompt_tokens']:7.0f} {b['output_tokens']:7.0f}"
+            )
 
 
 if __name__ == "__main__":

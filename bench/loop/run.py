@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.loop.alone import alone_figures
 from bench.loop.bound import fluid_bound
+from bench.loop.class_placement import several_classes_on_several_kinds
 from bench.loop.engine_capacity import EngineCapacity
 from bench.loop.fairness import (
     MIN_TENANT_REQUESTS,
@@ -541,6 +543,17 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         say(f"{name}: ours with the gate in shadow @ overload {overload:.3g}")
         gate_by_load[f"overload {overload:.3g}"] = shadow_gate(ctx, overload)
         summary.update(gate_summary(gate_by_load, overload, our_rows))
+    if several_classes_on_several_kinds(diagnostics):
+        # what each tenant's kinds give its traffic alone (the bound cannot see its bursts)
+        say(f"{name}: each tenant alone on its kinds @ load {ablation_load}")
+        ours_result = diagnostics[0][1]
+        summary["tenants_alone"] = alone_figures(
+            ours_result,
+            ctx.at_load(ctx.report, ablation_load),
+            case.fleet,
+            make_policy,
+            seed=case.seed,
+        )
     failure, failure_runs = failures(ctx, best, say)
     summary["lost_requests"] = failure["ours"]["lost_requests"]
     summary["failures"] = failure

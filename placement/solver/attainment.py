@@ -10,8 +10,14 @@ simulator's own):
 * **Decoding**: with ``n`` sequences running, one iteration takes ``t(n)``; ``n = Σ λ_d·E_d``
   (Little's law) with ``E_d = TTFT_d + O_d·TPOT``, found by a few fixed-point steps.
 * **TPOT**: decode iterations stretched by the prefill work interleaved with them,
-  ``TPOT = t(n) / (1 − ρ_p)``, ``ρ_p = Σ λ_d·s_d``; a request meets the TPOT SLO with probability
-  ``Φ(ln(SLO/TPOT)/σ)`` (:data:`TPOT_SPREAD` = σ, per-request spread of TPOT around its mean).
+  ``TPOT = t(n) / (1 − ρ_p)``, ``ρ_p = Σ λ_d·s_d·m_d`` where ``m_d`` is the share of a prompt's
+  prefill time alone that it adds to an iteration already running the ``n`` decodes
+  (``linear(n + chunk) − linear(n)`` against ``overhead + linear(chunk)``: the decodes already
+  pay the overhead and the weights' read; :func:`marginal_share`), but never past an iteration
+  that fills the token budget (each decode takes one token of every iteration and prefill the
+  rest, so past that the prefill queue grows, not the decode step); a request meets the TPOT
+  SLO with probability ``Φ(ln(SLO/TPOT)/σ)`` (:data:`TPOT_SPREAD` = σ, per-request spread of
+  TPOT around its mean).
 * **TTFT**: the wait for the prefill server plus the request's own prefill. Prefill tokens ride
   the decode iterations up to the token budget, so a request's work on that server is
   ``w_d = s_d + (P_d / budget)·t(n)`` and its own latency ``s_d + ⌈P_d / budget⌉·t(n)``. The
@@ -29,7 +35,10 @@ simulator's own):
 
   A request misses when backlog + wait exceeds ``SLO − own latency``, its own latency taken at
   the unit's prompt spread (lognormal of the unit's mean and cv², three Gauss–Hermite nodes):
-  a unit whose mean prompt prefills in time may still hold prompts that do not.
+  a unit whose mean prompt prefills in time may still hold prompts that do not. The TTFT side
+  keeps ``s_d``, the prompt's prefill time alone: with the marginal share ``m_d`` there too the
+  what-if scenario ``tighter-ttft`` came out 10–13 points above the simulator at TTFT SLOs of
+  0.5 and 0.25 s (``bench/RESULTS.md``, "The decode step beside prefill").
 
 Without arrival times (synthetic instances) the arrivals are Poisson at the planned rate and at
 ``ρ ≥ 1`` only ``1/ρ`` of the work is served in time at best (the wait taken at
@@ -124,6 +133,41 @@ def _prefill_table(accelerator: str, model: str, tp: int) -> FloatArray | None:
     return np.asarray(out)
 
 
+# token-linear time tabulated per kind up to twice the token budget, interpolated
+LINEAR_GRID = np.unique(np.round(np.geomspace(1.0, 2.0 * CHUNK_TOKENS, 48)))
+
+
+def _linear_of(cost: IterationCostModel) -> FloatArray:
+    return np.asarray([cost.linear_s(int(t)) for t in LINEAR_GRID])
+
+
+@lru_cache(maxsize=64)
+def _linear_table(accelerator: str, model: str, tp: int) -> FloatArray | None:
+    cost = _cost_model(accelerator, model, tp)
+    return None if cost is None else _linear_of(cost)
+
+
+def marginal_share(
+    cost: IterationCostModel, linear: FloatArray, n: float, prompts: FloatArray
+) -> FloatArray:
+    """Per prompt (tokens): the share of its prefill time alone (chunks of the token budget,
+    each paying the iteration's overhead and reading the weights) that it adds to iterations
+    already running ``n`` decodes: its chunk of what is left of the budget costs
+    ``linear(n + chunk) − linear(n)`` there, against ``overhead + linear(chunk)`` alone
+    (``linear``: the kind's :data:`LINEAR_GRID` table)."""
+    k = max(float(round(n)), 1.0)
+    chunk = np.clip(np.minimum(prompts, CHUNK_TOKENS - k), 1.0, None)
+
+    def lin(tokens: FloatArray) -> FloatArray:
+        out: FloatArray = np.interp(tokens, LINEAR_GRID, linear)
+        return out
+
+    alone = cost.overhead_s + lin(chunk)
+    added = lin(chunk + k) - lin(np.full_like(chunk, k))
+    share: FloatArray = np.clip(added / alone, 0.0, 1.0)
+    return share
+
+
 def prefill_times(table: FloatArray, prompts: FloatArray) -> FloatArray:
     """Prefill seconds of each prompt (tokens) from a kind's :func:`_prefill_table`."""
     x = np.log(np.clip(prompts, 1.0, PREFILL_GRID[-1]))
@@ -145,6 +189,23 @@ def _iteration_s(cost: IterationCostModel, n: float, context: float) -> float:
     k = max(round(n), 1)
     d0, d1 = cost.decode_attention_coeffs(k)
     return float(cost.overhead_s + cost.linear_s(k) + d0 + d1 * context * k)
+
+
+def _full_iteration_s(
+    cost: IterationCostModel, n: float, context: float, chunk_context: float
+) -> float:
+    """An iteration that fills the token budget: ``n`` decodes (one token each, over
+    ``context``) and a prefill chunk of the rest over ``chunk_context`` cached tokens."""
+    k = max(round(n), 1)
+    d0, d1 = cost.decode_attention_coeffs(k)
+    chunk = max(CHUNK_TOKENS - k, 0)
+    return float(
+        cost.overhead_s
+        + cost.linear_s(max(CHUNK_TOKENS, k))
+        + (cost.prefill_attention_s(chunk, round(chunk_context)) if chunk else 0.0)
+        + d0
+        + d1 * context * k
+    )
 
 
 def _normal_cdf(x: FloatArray) -> FloatArray:
@@ -184,11 +245,13 @@ def meet_probability(
     prefill_table: FloatArray | None = None,
     arrivals: FloatArray | None = None,
     bin_s: float = 0.0,
+    linear_table: FloatArray | None = None,
 ) -> FloatArray:
     """Per unit of ``load``: the probability one of its requests meets its SLO there
     (``prefill_table``: the kind's tabulated prefill times, else computed per prompt;
     ``arrivals[d, b]``: unit ``d``'s planned arrivals at this replica in bin ``b`` of
-    ``bin_s`` seconds, None: Poisson at the planned rate)."""
+    ``bin_s`` seconds, None: Poisson at the planned rate; ``linear_table``: the kind's
+    token-linear times on :data:`LINEAR_GRID`, else computed)."""
     lam = load.rate
     if lam.sum() <= 0:
         return np.ones_like(lam)
@@ -209,11 +272,21 @@ def meet_probability(
             else np.asarray([_prefill_s(cost, p) for p in every])
         )
         prefill, own_pre = times[: len(lam)], times[len(lam) :].reshape(prompts.shape)
-        rho_p = float((lam * prefill).sum())
+        linear = linear_table if linear_table is not None else _linear_of(cost)
         context = float((lam * (load.prompt + load.output / 2)).sum() / lam.sum())
+        chunk_context = float((lam * load.prompt).sum() / lam.sum()) / 2.0
         n, tpot = 1.0, _iteration_s(cost, 1.0, context)
         for _ in range(FIXED_POINT_STEPS):
-            tpot = _iteration_s(cost, n, context) / max(1.0 - rho_p, 0.05)
+            # what the prompts add to the decodes' iterations they ride (the weights are read
+            # once an iteration: the decodes pay for that)
+            share = marginal_share(cost, linear, n, load.prompt)
+            rho_p = float((lam * prefill * share).sum())
+            # decodes take one token of every iteration and prefill the rest of the token
+            # budget: prefill stretches a decode step to at most a full iteration
+            tpot = min(
+                _iteration_s(cost, n, context) / max(1.0 - rho_p, 0.05),
+                _full_iteration_s(cost, n, context, chunk_context),
+            )
             n = max(float((lam * (prefill + load.output * tpot)).sum()), 1.0)
         # prefill tokens ride iterations with the running decodes, up to a token budget per
         # iteration: a request's work holds its share of those iterations, its own latency at
@@ -312,7 +385,7 @@ def predicted_meet(
         )
         arrivals = inst.unit_arrivals[units[idx]] * share[idx, None] if timed else None
         meet[idx] = meet_probability(
-            load, cost, _prefill_table(*name), arrivals, inst.arrival_bin_s
+            load, cost, _prefill_table(*name), arrivals, inst.arrival_bin_s, _linear_table(*name)
         )
     out = []
     start = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.loop.agreement import plan_agreement
+from bench.loop.agreement import plan_agreement, replica_breakdown
 from bench.loop.plans import SolveRecord
 from placement.domain.requests import DEFAULT_CLASSES, Request
 
@@ -52,3 +52,21 @@ def test_each_plan_is_judged_on_the_span_it_served_and_refusals_are_left_out() -
 def test_a_plan_that_served_too_few_requests_is_not_compared() -> None:
     reqs = [_served(i, float(i), 0.1) for i in range(10)]
     assert plan_agreement([_record(0.0, 1.0)], reqs, dict(DEFAULT_CLASSES)) == []
+
+
+def test_the_replica_breakdown_says_where_traffic_went_and_which_term_missed() -> None:
+    slo = DEFAULT_CLASSES["interactive"].ttft_slo_s
+    # replica 0: 60 requests over ~60 s, all in time; replica 1: 60, half past the TTFT SLO
+    reqs = [_served(i, float(i), slo / 2) for i in range(60)]
+    reqs += [_served(60 + i, float(i), slo * (3 if i % 2 else 0.5)) for i in range(60)]
+    for r in reqs[60:]:
+        r.replica = 1
+    for r in reqs[:60]:
+        r.replica = 0
+    rows = replica_breakdown([_record(0.0, 0.9)], reqs, dict(DEFAULT_CLASSES))
+    assert [b["replica"] for b in rows] == [0, 1]
+    assert rows[0]["met"] == 1.0 and rows[0]["ttft_missed"] == 0.0
+    assert rows[1]["met"] == pytest.approx(0.5) and rows[1]["ttft_missed"] == pytest.approx(0.5)
+    assert rows[1]["tpot_missed"] == 0.0
+    assert rows[0]["rps"] == pytest.approx(60 / 59)
+    assert rows[1]["prompt_tokens"] == 1000.0 and rows[1]["output_tokens"] == 10.0

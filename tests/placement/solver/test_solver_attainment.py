@@ -12,10 +12,13 @@ from placement.domain.fleet import fleet_from_dict
 from placement.domain.requests import Request
 from placement.solver import FixedCapacity, build_instance
 from placement.solver.attainment import (
+    LINEAR_GRID,
     ReplicaLoad,
     _cost_model,
+    _linear_table,
     _prefill_table,
     fluid_backlog,
+    marginal_share,
     meet_probability,
     predicted_meet,
     wait_exceeds,
@@ -54,6 +57,46 @@ def test_fallback_without_cost_model_uses_capacity() -> None:
     assert meets[0] > 0.99
     assert all(a >= b - 1e-12 for a, b in itertools.pairwise(meets))
     assert meets[-1] <= 0.5 + 1e-9  # over capacity: at most 1/ρ in time
+
+
+def test_prefill_stretches_a_decode_step_to_at_most_a_full_iteration() -> None:
+    # heavy prefill, TTFT SLO out of reach of any queue: only the TPOT term decides. The
+    # engine gives each decode one token of every iteration and prefill the rest of the token
+    # budget, so a decode step is never slower than a full-budget iteration: on an H100 (8B,
+    # a full iteration ~60 ms) decodes keep their 100 ms SLO near prefill saturation; on an
+    # A100 (a full iteration ~160 ms) they do not
+    def heavy(rate: float) -> ReplicaLoad:
+        one = np.ones(1)
+        return ReplicaLoad(
+            rate=rate * one,
+            prompt=1000.0 * one,
+            output=50.0 * one,
+            ttft_slo=1000.0 * one,
+            tpot_slo=0.1 * one,
+            capacity=10.0 * one,
+        )
+
+    h100 = _cost_model("H100-SXM", "llama-3-8b", 1)
+    a100 = _cost_model("A100-80G", "llama-3-8b", 1)
+    assert h100 is not None and a100 is not None
+    assert float(meet_probability(heavy(35.0), h100)[0]) > 0.8  # ρ_p ≈ 0.9
+    assert float(meet_probability(heavy(20.0), a100)[0]) < 0.05
+
+
+def test_prefill_beside_decodes_adds_what_the_decodes_do_not_already_pay() -> None:
+    # beside 100 running decodes, which already pay the iteration's overhead and the weights'
+    # read, a 500-token prompt adds linear(600) − linear(100): on both kinds well under its
+    # time alone (overhead + linear(500))
+    for acc in ("L40S", "H100-SXM"):
+        cost = _cost_model(acc, "llama-3-8b", 1)
+        linear = _linear_table(acc, "llama-3-8b", 1)
+        assert cost is not None and linear is not None and len(linear) == len(LINEAR_GRID)
+        beside = float(marginal_share(cost, linear, 100.0, np.asarray([500.0]))[0])
+        expected = (cost.linear_s(600) - cost.linear_s(100)) / (
+            cost.overhead_s + cost.linear_s(500)
+        )
+        assert abs(beside - expected) < 0.03  # the tabulated linear time, interpolated
+        assert 0.3 < beside < 0.75
 
 
 def test_wait_tail_limits() -> None:
