@@ -300,10 +300,15 @@ class PlacementService:
 
     # --- requests ---------------------------------------------------------------------------
 
-    def route(self, query: RouteQuery, *, routed_by: str | None = None) -> Routed:
+    def route(
+        self, query: RouteQuery, *, routed_by: str | None = None, retry: bool = False
+    ) -> Routed:
         """Admit and place one request for the caller ``routed_by``. Raises :class:`Refused`
         (429), :class:`NoReplica` (503; :class:`UnservedModel`, 404, when no replica of the
-        model is registered) or :class:`InputError` (an unknown request class)."""
+        model is registered) or :class:`InputError` (an unknown request class). A ``retry``
+        (a request waiting in a flow-control queue, tried again) refused is not counted as a
+        refusal (metrics, its tenant's usage, the gate's counts): it keeps waiting, and the
+        queue counts how it ends."""
         started = time.perf_counter()
         _check_fits(query)
         if self.reject_unknown_tenants and query.tenant not in self.tenants:
@@ -323,9 +328,8 @@ class PlacementService:
         self._expire(now)
         verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens, now)
         if not verdict.admitted:
-            self._record_refusal(query, verdict.reason, verdict.retry_after_s)
-            self.metrics.count_shed(query.tenant, query.request_class)
-            self.usage.refused(query.tenant)
+            if not retry:
+                self._count_refusal(query, verdict.reason, verdict.retry_after_s)
             raise Refused(verdict.reason, verdict.retry_after_s)
         try:
             decision = self.route_path.decide(query, now)
@@ -335,17 +339,17 @@ class PlacementService:
             raise
         gate = self.slo_gate
         if gate is not None:
-            admitted = gate.admit_decision(self.route_path, query, decision, now)
+            admitted = gate.admit_decision(self.route_path, query, decision, now, retry=retry)
             if admitted is None:
                 self.admission.release(query.tenant, query.request_class, 0)
                 # slo_unreachable: its own prefill misses the class's TTFT SLO on an empty
                 # replica — resend it in a class with a longer one
                 reason = "slo_unreachable" if gate.last.rule == UNREACHABLE else "slo"
-                self._record_refusal(query, reason, max(SLO_RETRY_AFTER_S, gate.retry_after_s))
-                self.metrics.count_shed(query.tenant, query.request_class)
-                self.usage.refused(query.tenant)
                 # the gate's wait until what is queued ahead is prefilled (at least 1 s)
-                raise Refused(reason, max(SLO_RETRY_AFTER_S, gate.retry_after_s))
+                retry_after_s = max(SLO_RETRY_AFTER_S, gate.retry_after_s)
+                if not retry:
+                    self._count_refusal(query, reason, retry_after_s)
+                raise Refused(reason, retry_after_s)
             decision = admitted
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
@@ -373,6 +377,13 @@ class PlacementService:
         if self.tracer is not None:
             self.tracer.decision(query, decision, decision_id, time.time_ns() - int(elapsed * 1e9))
         return Routed(decision_id=decision_id, decision=decision, addresses=addresses)
+
+    def _count_refusal(self, query: RouteQuery, reason: str, retry_after_s: int) -> None:
+        """A request refused by admission or the SLO gate: a refusal and a shed request of its
+        tenant and class."""
+        self._record_refusal(query, reason, retry_after_s)
+        self.metrics.count_shed(query.tenant, query.request_class)
+        self.usage.refused(query.tenant)
 
     def _record_refusal(self, query: RouteQuery, reason: str, retry_after_s: int) -> None:
         """Count a refusal, keep it among the recent ones, and trace it."""

@@ -37,6 +37,9 @@ class Gated:
         self.shed = 0
         self._states: dict[str, ReplicaState] = {}
         self._queries: dict[int, RouteQuery] = {}
+        # requests the gate refused that may come back (from a flow-control queue): tried
+        # again, they are retries, not refused (or shed) again
+        self._refused: set[int] = set()
 
     def _state(self, v: ReplicaView) -> ReplicaState:
         """The router-side view of ``v`` as the gate reads it (the peer's own counters)."""
@@ -76,11 +79,15 @@ class Gated:
         table = prefill_table(v.accelerator, v.model, 1)
         predicted = table.ttft(req.input_tokens, v.outstanding_prefill_tokens)
         seen = self.gate.forecast_on(state, v.id, predicted, query, now)
-        if not self.gate.judge(req.tenant, req.request_class, seen, now, budget):
-            self.shed += 1
+        retry = req.id in self._refused
+        if not self.gate.judge(req.tenant, req.request_class, seen, now, budget, retry=retry):
+            if not retry:
+                self.shed += 1
+                self._refused.add(req.id)
             # the peer counted the request as sent: settle its books as a refused connection
             self.inner.on_complete(req, v, now)
             return -1
+        self._refused.discard(req.id)
         self.gate.dispatched(v.id, query, now, seen, state=state)
         self._queries[req.id] = query
         return i

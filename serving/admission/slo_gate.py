@@ -287,10 +287,17 @@ class SloGate:
         seen: Forecast,
         now: float | None = None,
         budget_s: float | None = None,
+        *,
+        retry: bool = False,
     ) -> bool:
         """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
         moves per decision only) with ``budget_s`` left for its first token (None: its class's
-        SLO); :attr:`last` keeps the rule."""
+        SLO); :attr:`last` keeps the rule. A ``retry`` (a request judged before, waiting in a
+        flow-control queue and tried again many times a second) refused is not counted again
+        in :attr:`refused`; it still moves the pressure, so the overload signal lasts as long
+        as requests wait. (Counting only first tries in the pressure was measured in ``bench
+        flow``: more goodput behind the gate, 0.92 → 1.04 of the best refusing service, but
+        the top band fell from 0.956 to 0.868 on the held-out tail.)"""
         ttft_limit = self.limit_s(request_class, budget_s)
         tpot_limit = self.tpot_limit_s(request_class)
         ttft_miss = seen.ttft_miss(ttft_limit)
@@ -331,7 +338,8 @@ class SloGate:
             best_effort=best_effort,
         )
         if rule != ADMITTED:
-            self.refused[(tenant, request_class)] += 1
+            if not retry:
+                self.refused[(tenant, request_class)] += 1
             wait = seen.wait_s if seen.wait_s is not None else seen.ttft_s
             if rule == UNREACHABLE:
                 wait = 0.0  # no wait helps
@@ -399,13 +407,20 @@ class SloGate:
         return likely < SECOND_LOOK_AT and state.tpot_s <= tpot_limit
 
     def admit_decision(
-        self, path: RoutePath, query: RouteQuery, decision: Decision, now: float
+        self,
+        path: RoutePath,
+        query: RouteQuery,
+        decision: Decision,
+        now: float,
+        *,
+        retry: bool = False,
     ) -> Decision | None:
         """Admit ``decision`` — or, when it is more likely to miss than to meet or its
         replica's recent requests decoded slower than the TPOT SLO, the route path's fastest
         replica among those where it is likely to decode in time, if it is less likely to miss
         there (or, leaving a replica decoding late, likely to meet) — record its dispatch and
-        charge the prompt; None when refused (:attr:`last` says why)."""
+        charge the prompt; None when refused (:attr:`last` says why). ``retry``: see
+        :meth:`judge`."""
         tenant, cls = query.tenant, query.request_class
         ttft_limit = self.limit_s(cls, query.ttft_budget_s)
         tpot_limit = self.tpot_limit_s(cls)
@@ -424,7 +439,7 @@ class SloGate:
                 other_miss = other.miss(ttft_limit, tpot_limit, observed=True)
                 if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
                     decision, seen = other_choice, other
-        admitted = self.judge(tenant, cls, seen, now, query.ttft_budget_s)
+        admitted = self.judge(tenant, cls, seen, now, query.ttft_budget_s, retry=retry)
         self.last = dataclasses.replace(self.last, replica_id=decision.replica_id)
         if not admitted:
             return None

@@ -283,7 +283,7 @@ class WaitingRoom:
                 continue
             budget = queue.policy.ttft_budget(item.band, item.deadline, now)
             try:
-                routed = self.service.route(replace(ticket.query, ttft_budget_s=budget))
+                routed = self.service.route(replace(ticket.query, ttft_budget_s=budget), retry=True)
             except Refused:
                 return  # the fleet takes no more of this band: lower bands wait too
             except Exception as exc:  # no replica, bad input: answered as without a queue

@@ -358,3 +358,18 @@ def test_past_capacity_a_replicas_observed_decodes_count_in_the_judgement_too() 
     _overload(gate)
     assert not gate.judge("a", "interactive", after, 40.0)
     assert gate.last.rule == TPOT
+
+
+def test_a_retried_request_is_refused_once_and_keeps_the_pressure_on() -> None:
+    """A flow-control queue tries what waits again many times a second: the tries are not
+    counted as refusals again, but the overload signal lasts as long as they are refused."""
+    late = Forecast(ttft_s=5.0, ttft_spread=0.05)
+    gate = SloGate(DEFAULT_CLASSES)
+    assert not gate.judge("a", "interactive", late, 0.0)
+    first = gate.pressure
+    assert first > 0.0 and gate.refused[("a", "interactive")] == 1
+    for i in range(1, 200):
+        assert not gate.judge("a", "interactive", late, i * 0.02, retry=True)
+        assert gate.last.rule == TTFT
+    assert gate.refused[("a", "interactive")] == 1
+    assert gate.pressure > 0.5 > first

@@ -40,9 +40,11 @@ class RecordingService(PlacementService):
         self.queries: list[RouteQuery] = []
         self.outcomes: list[tuple[str, int, bool]] = []
 
-    def route(self, query: RouteQuery) -> Routed:
+    def route(
+        self, query: RouteQuery, *, routed_by: str | None = None, retry: bool = False
+    ) -> Routed:
         self.queries.append(query)
-        return super().route(query)
+        return super().route(query, routed_by=routed_by, retry=retry)
 
     def complete(
         self,
