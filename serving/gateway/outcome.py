@@ -93,11 +93,21 @@ class OutcomeRecorder:
             if row is not None:
                 self.sink.add(row)
 
+    def first_token(self, outcome: Outcome) -> None:
+        """A streamed answer's first byte came back: tell the service now, so the route path
+        stops counting the prompt as queued and the SLO gate calibrates on the real TTFT."""
+        if outcome.decision_id is None:
+            return
+        with contextlib.suppress(UnknownDecision):  # the lease expired meanwhile
+            self.service.first_token(outcome.decision_id)
+
     def _settle_lease(self, outcome: Outcome) -> None:
         if outcome.decision_id is None:
             return
         with contextlib.suppress(UnknownDecision):  # the lease expired meanwhile
-            if outcome.first_byte is not None:
+            # a whole (unstreamed) answer's first byte is its last: when its first token came
+            # is not known, and completing the lease releases the prompt
+            if outcome.streamed and outcome.first_byte is not None:
                 self.service.first_token(outcome.decision_id)
             self.service.complete(
                 outcome.decision_id,

@@ -554,6 +554,7 @@ class Gateway:
                     self._failed(outcome, "read", "EmptyStream", attempt, targets)
                     continue
                 outcome.first_byte = time.monotonic()
+                self.recorder.first_token(outcome)
                 outcome.status = 200
                 outcome.error = ""
                 start = {
