@@ -41,8 +41,10 @@ SOLVE_PERIOD_S = 15.0
 # the SLO gate refuses a request forecast to miss its TTFT SLO × this headroom. Tuned on the
 # trace's head (45 s from 30% of the scaled trace, gateway, loads 1.0 and 2.0, goodput summed):
 # headroom 1 / 2 / 3 / 4 gave 11.2 / 15.3 / 18.5 / 15.0 req/s (sglang-router there: 8.5 + 4.8).
-# At 1 the gate's forecast refuses far more than would miss on the emulated fleet (bench/
-# RESULTS.md: "The routers end to end as an operator runs ours").
+# At 1 the gate's forecast refused far more than would miss on the emulated fleet (bench/
+# RESULTS.md: "The routers end to end as an operator runs ours"). Tuned before the gateway
+# reported first tokens at the first byte (its gate then calibrated TTFT on whole answers):
+# to be tuned again.
 SLO_GATE_HEADROOM = 3.0
 
 

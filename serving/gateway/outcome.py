@@ -104,11 +104,10 @@ class OutcomeRecorder:
     def _settle_lease(self, outcome: Outcome) -> None:
         if outcome.decision_id is None:
             return
+        # a streamed answer's first token was reported when it came (:meth:`first_token`); a
+        # whole answer's first byte is its last, so when its first token came is not known:
+        # completing the lease releases the prompt
         with contextlib.suppress(UnknownDecision):  # the lease expired meanwhile
-            # a whole (unstreamed) answer's first byte is its last: when its first token came
-            # is not known, and completing the lease releases the prompt
-            if outcome.streamed and outcome.first_byte is not None:
-                self.service.first_token(outcome.decision_id)
             self.service.complete(
                 outcome.decision_id,
                 output_tokens=outcome.output_tokens,

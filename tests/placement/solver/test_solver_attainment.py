@@ -25,7 +25,13 @@ from placement.solver.attainment import (
 )
 
 
-def _load(rate: float, prompt: float = 1000.0, ttft: float = 2.0, cap: float = 10.0) -> ReplicaLoad:
+def _load(
+    rate: float,
+    prompt: float = 1000.0,
+    ttft: float = 2.0,
+    cap: float = 10.0,
+    prompt_scv: float = 0.0,
+) -> ReplicaLoad:
     one = np.ones(1)
     return ReplicaLoad(
         rate=rate * one,
@@ -34,6 +40,7 @@ def _load(rate: float, prompt: float = 1000.0, ttft: float = 2.0, cap: float = 1
         ttft_slo=ttft * one,
         tpot_slo=0.1 * one,
         capacity=cap * one,
+        prompt_scv=prompt_scv * one,
     )
 
 
@@ -118,21 +125,6 @@ def test_fluid_backlog_is_lindleys_recursion() -> None:
     assert backlog[0] == 0.0 and backlog[3] == pytest.approx(1.0)
 
 
-def _timed(
-    rate: float = 4.0, prompt_scv: float = 0.0, prompt: float = 1000.0, ttft: float = 2.0
-) -> ReplicaLoad:
-    one = np.ones(1)
-    return ReplicaLoad(
-        rate=rate * one,
-        prompt=prompt * one,
-        output=200.0 * one,
-        ttft_slo=ttft * one,
-        tpot_slo=0.1 * one,
-        capacity=10.0 * one,
-        prompt_scv=prompt_scv * one,
-    )
-
-
 def test_bursts_measured_in_the_arrivals_cost_attainment_the_mean_rate_hides() -> None:
     cost = _cost_model("H100-SXM", "llama-3-8b", 1)
     table = _prefill_table("H100-SXM", "llama-3-8b", 1)
@@ -140,8 +132,8 @@ def test_bursts_measured_in_the_arrivals_cost_attainment_the_mean_rate_hides() -
     steady = np.full((1, 40), 2.0)
     bursty = np.zeros((1, 40))
     bursty[0, 5] = 80.0
-    smooth = float(meet_probability(_timed(ttft=0.5), cost, table, steady, 0.5)[0])
-    bursts = float(meet_probability(_timed(ttft=0.5), cost, table, bursty, 0.5)[0])
+    smooth = float(meet_probability(_load(4.0, ttft=0.5), cost, table, steady, 0.5)[0])
+    bursts = float(meet_probability(_load(4.0, ttft=0.5), cost, table, bursty, 0.5)[0])
     assert smooth > 0.95
     assert bursts < smooth - 0.2
 
@@ -150,8 +142,12 @@ def test_prompt_spread_inside_a_unit_misses_where_its_mean_would_not() -> None:
     cost = _cost_model("L40S", "llama-3-8b", 1)
     table = _prefill_table("L40S", "llama-3-8b", 1)
     arrivals = np.full((1, 40), 0.1)  # 0.2 req/s, light load: the prefill itself decides
-    same = float(meet_probability(_timed(0.2, 0.0, 4000, 0.6), cost, table, arrivals, 0.5)[0])
-    spread = float(meet_probability(_timed(0.2, 2.0, 4000, 0.6), cost, table, arrivals, 0.5)[0])
+    same = float(meet_probability(_load(0.2, prompt=4000, ttft=0.6), cost, table, arrivals, 0.5)[0])
+    spread = float(
+        meet_probability(
+            _load(0.2, prompt=4000, ttft=0.6, prompt_scv=2.0), cost, table, arrivals, 0.5
+        )[0]
+    )
     assert same > 0.95
     assert spread < same - 0.1
 
