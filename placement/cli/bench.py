@@ -526,6 +526,17 @@ def e2e(
             "--greedy", help="gateway and epp without the planner and the SLO gate (greedy)"
         ),
     ] = False,
+    slo_gate_headroom: Annotated[
+        float | None,
+        typer.Option(
+            help="gateway and epp: the SLO gate's headroom, tuned on the trace's head "
+            "[default: bench/e2e/operated.py's]"
+        ),
+    ] = None,
+    no_slo_gate: Annotated[
+        bool,
+        typer.Option("--no-slo-gate", help="gateway and epp: the planner on, the SLO gate off"),
+    ] = False,
 ) -> None:
     """The routers side by side on the emulated fleet, the Mooncake slice replayed by aiperf."""
     from bench.e2e import E2EOptions, run_e2e_bench
@@ -534,9 +545,13 @@ def e2e(
 
     if solve_period is not None and not solve_period > 0:
         raise InputError("must be > 0 seconds", field="--solve-period")
-    ours = Operated(planner=not greedy, slo_gate=not greedy)
+    if slo_gate_headroom is not None and not slo_gate_headroom > 0:
+        raise InputError("must be > 0", field="--slo-gate-headroom")
+    ours = Operated(planner=not greedy, slo_gate=not (greedy or no_slo_gate))
     if solve_period is not None:
         ours = dataclasses.replace(ours, solve_period_s=solve_period)
+    if slo_gate_headroom is not None:
+        ours = dataclasses.replace(ours, slo_gate_headroom=slo_gate_headroom)
 
     try:
         load_values = tuple(float(x) for x in loads.split(",") if x.strip())
