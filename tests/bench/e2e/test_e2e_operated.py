@@ -44,7 +44,7 @@ def test_greedy_turns_the_planner_and_the_gate_off(
     settings = load_settings(environment="development")
     assert not settings.planner and not settings.slo_gate
     assert greedy.label == "no plan, no gate"
-    assert Operated().label.startswith("planner every 15 s, SLO gate, headroom 3")
+    assert Operated().label.startswith("planner every 15 s, SLO gate, headroom 1")
 
 
 def test_the_gateway_reads_the_tenant_and_class_from_the_headers_sent() -> None:
