@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from models.predictor import LatencyPredictor
+from placement.errors import InputError
 from placement.paths import repo_root
 from placement.report import print_table, write_json
 from training.measurements import splitwise_frame
@@ -80,47 +81,90 @@ TRAIN_FRACTION = 0.7
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PredictorBench:
-    """Which simulator runs make the telemetry."""
+    """Which simulator runs make the telemetry.
+
+    ``trailing_share``: traffic simulated after each run's window of ``duration_s``, as a share
+    of it, neither trained on nor scored. Without it the trace simply stops, and the latest
+    requests — the reported ones — decode on a replica that no new request reaches: their TPOT
+    falls well below anything a deployment sees (on 2026-11-26, 28% of the held-out rows were
+    still decoding when the arrivals ended, and they made 0.11 of the 0.18 TPOT MAPE).
+    """
 
     fleets: tuple[str, ...] = ("h100x8", "hetero")
     workloads: tuple[str, ...] = ("mooncake", "synthetic")
     loads: tuple[float, ...] = (0.3, 0.7, 1.0, 1.3)
     duration_s: float = 150.0
+    trailing_share: float = 0.5
     seed: int = 0
 
     @classmethod
-    def quick(cls) -> PredictorBench:
-        return cls(workloads=("mooncake",), loads=(0.5, 1.0), duration_s=60.0)
+    def quick(cls, *, trailing_share: float = 0.5) -> PredictorBench:
+        return cls(
+            workloads=("mooncake",),
+            loads=(0.5, 1.0),
+            duration_s=60.0,
+            trailing_share=trailing_share,
+        )
 
 
-def simulated_frames(bench: PredictorBench) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(train, held-out) pooled over every run, each run cut at 70% of its arrivals; ``run``
-    numbers the runs (their clocks and replica names repeat, so a per-run analysis needs it)."""
+@dataclass(frozen=True, slots=True)
+class SimulatedRuns:
+    """Every run's rows, pooled: the training part, the held-out part and the trailing
+    traffic after the window (``run`` numbers the runs in all three)."""
+
+    train: pd.DataFrame
+    heldout: pd.DataFrame
+    trailing: pd.DataFrame
+
+
+def window_cut(frame: pd.DataFrame, trailing_share: float) -> pd.Timestamp:
+    """The arrival time that ends a run's window: the first ``1 / (1 + trailing_share)`` of
+    the span of its arrivals (the last arrival when the share is 0)."""
+    if not trailing_share >= 0:
+        raise InputError(
+            f"trailing share {trailing_share}", field="trailing_share", expected="a number ≥ 0"
+        )
+    first, last = frame["arrival_time"].min(), frame["arrival_time"].max()
+    cut: pd.Timestamp = first + (last - first) / (1.0 + trailing_share)
+    return cut
+
+
+def simulated_runs(bench: PredictorBench) -> SimulatedRuns:
+    """Every (fleet, workload, load) run simulated for ``duration_s × (1 + trailing_share)`` of
+    trace; its window's rows cut at 70% of their arrivals into training and held-out parts."""
     from placement.domain.fleet import load_fleet
     from sim.workloads.registry import load_workload
     from training.dataset import build_training_frame
     from training.split import split_by_time
     from training.telemetry.simulated import simulate_for_telemetry, telemetry_frames
 
-    train: list[pd.DataFrame] = []
-    heldout: list[pd.DataFrame] = []
+    parts: dict[str, list[pd.DataFrame]] = {"train": [], "heldout": [], "trailing": []}
+    span = bench.duration_s * (1.0 + bench.trailing_share)
     for fleet_name in bench.fleets:
         fleet = load_fleet(repo_root() / "data" / "fleets" / f"{fleet_name}.yaml")
         for workload_name in bench.workloads:
-            workload = load_workload(workload_name, seed=bench.seed, duration_s=bench.duration_s)
+            workload = load_workload(workload_name, seed=bench.seed, duration_s=span)
             for load in bench.loads:
                 result = simulate_for_telemetry(workload, fleet, load=load, seed=bench.seed)
                 frame = build_training_frame(*telemetry_frames(result))
-                split = split_by_time(frame, TRAIN_FRACTION, min_rows=5)
-                train.append(
-                    split.train.assign(run=len(train), offered_load=load, workload=workload_name)
-                )
-                heldout.append(
-                    split.heldout.assign(
-                        run=len(heldout), offered_load=load, workload=workload_name
-                    )
-                )
-    return pd.concat(train, ignore_index=True), pd.concat(heldout, ignore_index=True)
+                in_window = frame["arrival_time"] <= window_cut(frame, bench.trailing_share)
+                split = split_by_time(frame[in_window], TRAIN_FRACTION, min_rows=5)
+                tags = {"run": len(parts["train"]), "offered_load": load}
+                for name, rows in (
+                    ("train", split.train),
+                    ("heldout", split.heldout),
+                    ("trailing", frame[~in_window]),
+                ):
+                    parts[name].append(rows.assign(**tags).assign(workload=workload_name))
+    return SimulatedRuns(
+        *(pd.concat(parts[name], ignore_index=True) for name in ("train", "heldout", "trailing"))
+    )
+
+
+def simulated_frames(bench: PredictorBench) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, held-out) of :func:`simulated_runs` (the trailing traffic left out)."""
+    runs = simulated_runs(bench)
+    return runs.train, runs.heldout
 
 
 def _rows(split: str, predictor: LatencyPredictor, frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -305,7 +349,12 @@ def run_predictor_bench(
         misses,
         (*BUCKET_COLUMNS, "misses"),
     )
-    payload: dict[str, Any] = {"rows": rows, "buckets": buckets, "bucket_misses": misses}
+    payload: dict[str, Any] = {
+        "trailing_share": bench.trailing_share,
+        "rows": rows,
+        "buckets": buckets,
+        "bucket_misses": misses,
+    }
     if out is not None:
         write_json(out, payload)
     return payload

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from bench.predictors import MIN_BUCKET_ROWS, bucket_misses
+from bench.predictors import MIN_BUCKET_ROWS, bucket_misses, window_cut
 from placement.cli import app
+from placement.errors import InputError
 from placement.paths import shared_data
 
 pytestmark = pytest.mark.skipif(
@@ -90,3 +93,14 @@ def test_bucket_misses_name_the_missed_target_and_skip_sparse_buckets() -> None:
     ]
     misses = bucket_misses(rows)
     assert [m["misses"] for m in misses] == ["median_ape", "coverage", "median_ape,coverage"]
+
+
+def test_the_window_ends_before_the_trailing_traffic() -> None:
+    start = pd.Timestamp("2026-01-01", tz="UTC")
+    frame = pd.DataFrame({"arrival_time": start + pd.to_timedelta(np.arange(0, 151), unit="s")})
+    assert window_cut(frame, 0.0) == start + pd.Timedelta(seconds=150)
+    # 150 s of arrivals with a trailing half: the window is the first 100 s
+    assert window_cut(frame, 0.5) == start + pd.Timedelta(seconds=100)
+    with pytest.raises(InputError) as info:
+        window_cut(frame, -0.1)
+    assert info.value.field == "trailing_share"

@@ -144,10 +144,8 @@ def test_pinball_gradients_point_towards_the_quantile_with_irls_weights() -> Non
     assert (-wgrad / whess).tolist() == pytest.approx([-1.0, 1.0, 0.2])
 
 
-def test_booster_params_carry_the_constraint_method_and_penalty() -> None:
-    params = booster_params(QuantileConfig(monotone_method="basic", monotone_penalty=2.0), [1, 0])
-    assert params["monotone_constraints_method"] == "basic"
-    assert params["monotone_penalty"] == 2.0
+def test_booster_params_carry_the_constraint_method() -> None:
+    params = booster_params(QuantileConfig(monotone_method="advanced"), [1, 0])
+    assert params["monotone_constraints_method"] == "advanced"
     assert params["monotone_constraints"] == [1, 0]
-    # the default keeps every constraint with the least restrictive method
-    assert booster_params(QuantileConfig(), [1])["monotone_constraints_method"] == "advanced"
+    assert booster_params(QuantileConfig(), [1])["monotone_constraints_method"] == "intermediate"
