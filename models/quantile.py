@@ -36,10 +36,10 @@ part of `placement bench predictors`' telemetry (each run's first 60/70/80% fits
 training part scores; the reported later 30% unseen). Learning rates of 0.05–0.2 (two to four
 times the trees; prediction costs ~0.2–0.5 ms per tree for 10k rows), 15–63 leaves, 20–100
 rows per leaf, L2 penalties of 1–40, LightGBM's ``advanced`` constraint method and recency
-weights moved the validation TTFT/TPOT p50 MAPE (0.188 / 0.123) by at most 0.01, and the best of
-them (``advanced``, L2 20: 0.179 / 0.122) changed nothing on the held-out tail (TTFT 0.169, TPOT 0.179 → 0.180)
-while leaving L40S out lost p95 coverage (TTFT 0.90 → 0.85, TPOT 0.85 → 0.77), so the defaults
-stay.
+weights moved the validation TTFT/TPOT p50 MAPE (0.188 / 0.123) by at most 0.01. The best of
+them (``advanced``, L2 20: 0.179 / 0.122) changed nothing on the held-out tail (TTFT 0.169,
+TPOT 0.179 → 0.180) while leaving L40S out lost p95 coverage (TTFT 0.90 → 0.85, TPOT 0.85 →
+0.77), so the defaults stay.
 
 Training is deterministic (fixed seed, ``deterministic=True``, one thread) and time-ordered:
 rows sorted by arrival, the last :attr:`QuantileConfig.tail_share` held out; the first half of
