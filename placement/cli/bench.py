@@ -16,6 +16,17 @@ app = typer.Typer(
 )
 
 
+# the predictor benches' trailing traffic (see bench.predictors.PredictorBench)
+TrailingShareOption = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        help="traffic simulated after each run's window, neither trained on nor scored "
+        "(share of the window; 0: the trace stops after the reported requests)",
+    ),
+]
+
+
 @app.command("routing")
 @user_errors
 def routing(
@@ -106,14 +117,7 @@ def cost_model(
 def predictors(
     out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
     quick: Annotated[bool, typer.Option(help="fewer, shorter runs (~20 s)")] = False,
-    trailing_share: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            help="traffic simulated after each run's window, neither trained on nor scored "
-            "(share of the window; 0: the trace stops after the reported requests)",
-        ),
-    ] = 0.5,
+    trailing_share: TrailingShareOption = 0.5,
 ) -> None:
     """Accuracy of the latency/throughput predictors: held-out, Splitwise, unseen accelerator."""
     from bench.predictors import PredictorBench, run_predictor_bench
@@ -357,14 +361,7 @@ def gate(
 def predictor_floor(
     out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
     quick: Annotated[bool, typer.Option(help="fewer, shorter runs")] = False,
-    trailing_share: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            help="traffic simulated after each run's window, neither trained on nor scored "
-            "(share of the window; 0: the trace stops after the reported requests)",
-        ),
-    ] = 0.5,
+    trailing_share: TrailingShareOption = 0.5,
 ) -> None:
     """Error floor of the latency predictors: held-out p50 MAPE with and without oracle
     features (what arrives on the replica after the route decision)."""

@@ -104,3 +104,9 @@ def test_the_window_ends_before_the_trailing_traffic() -> None:
     with pytest.raises(InputError) as info:
         window_cut(frame, -0.1)
     assert info.value.field == "trailing_share"
+
+
+def test_a_negative_trailing_share_is_refused_naming_the_option() -> None:
+    outcome = CliRunner().invoke(app, ["bench", "predictors", "--trailing-share", "-0.5"])
+    assert outcome.exit_code != 0
+    assert "--trailing-share" in outcome.output
