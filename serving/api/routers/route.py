@@ -101,7 +101,7 @@ def _answer(service: PlacementService, routed: Routed) -> dict[str, Any]:
     addresses = routed.addresses
     if len(addresses) == len(d.fallbacks) + 1:  # every fallback registered: their addresses
         fallbacks = [
-            {"replica_id": r, "address": a} for r, a in zip(d.fallbacks, addresses[1:])
+            {"replica_id": r, "address": a} for r, a in zip(d.fallbacks, addresses[1:], strict=True)
         ]
     else:
         fallbacks = [
