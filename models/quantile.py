@@ -31,6 +31,16 @@ requests in flight or prefill still to interleave means a larger or more often s
 iteration. Since
 the prior is itself non-decreasing in those inputs, so is every predicted quantile.
 
+Settings (:class:`QuantileConfig`) were checked on a validation slice carved from the training
+part of `placement bench predictors`' telemetry (each run's first 60/70/80% fits, the rest of the
+training part scores; the reported later 30% unseen). Learning rates of 0.05–0.2 (two to four
+times the trees; prediction costs ~0.2–0.5 ms per tree for 10k rows), 15–63 leaves, 20–100
+rows per leaf, L2 penalties of 1–40, LightGBM's ``advanced`` constraint method and recency
+weights moved the validation TTFT/TPOT p50 MAPE (0.188 / 0.123) by at most 0.01. The best of
+them (``advanced``, L2 20: 0.179 / 0.122) changed nothing on the held-out tail (TTFT 0.169,
+TPOT 0.179 → 0.180) while leaving L40S out lost p95 coverage (TTFT 0.90 → 0.85, TPOT 0.85 →
+0.77), so the defaults stay.
+
 Training is deterministic (fixed seed, ``deterministic=True``, one thread) and time-ordered:
 rows sorted by arrival, the last :attr:`QuantileConfig.tail_share` held out; the first half of
 that tail stops boosting early, the second half calibrates a constant shift of the log
@@ -86,6 +96,10 @@ class QuantileConfig:
     num_leaves: int = 31
     min_data_in_leaf: int = 20
     lambda_l2: float = 1.0
+    # how LightGBM keeps the monotone constraints (each method guarantees them): "advanced"
+    # bounds a leaf only by the leaves its split can reach, "intermediate" by more of them
+    # (the validation slice preferred "advanced" for TTFT; the held-out tail did not: see below)
+    monotone_method: str = "intermediate"
     # few trees: a 10k-row batch must predict in ≤ 50 ms (~0.6 ms per tree on this machine)
     max_rounds: int = 40
     early_stopping_rounds: int = 10
@@ -138,7 +152,7 @@ def booster_params(config: QuantileConfig, monotone: list[int]) -> dict[str, Any
         "min_data_in_leaf": config.min_data_in_leaf,
         "lambda_l2": config.lambda_l2,
         "monotone_constraints": monotone,
-        "monotone_constraints_method": "intermediate",
+        "monotone_constraints_method": config.monotone_method,
         "seed": config.seed,
         "deterministic": True,
         "force_row_wise": True,

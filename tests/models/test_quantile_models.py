@@ -9,6 +9,7 @@ from models.features import FEATURES
 from models.predictor import LatencyPredictor, RooflineBaseline, latency_metrics
 from models.quantile import (
     QuantileConfig,
+    booster_params,
     conformal_offset,
     monotone_constraints,
     pinball_objective,
@@ -141,3 +142,10 @@ def test_pinball_gradients_point_towards_the_quantile_with_irls_weights() -> Non
     wgrad, whess = pinball_objective(0.9)(score, weighted)  # type: ignore[arg-type]
     assert wgrad.tolist() == pytest.approx([0.2, -0.9, -0.45])
     assert (-wgrad / whess).tolist() == pytest.approx([-1.0, 1.0, 0.2])
+
+
+def test_booster_params_carry_the_constraint_method() -> None:
+    params = booster_params(QuantileConfig(monotone_method="advanced"), [1, 0])
+    assert params["monotone_constraints_method"] == "advanced"
+    assert params["monotone_constraints"] == [1, 0]
+    assert booster_params(QuantileConfig(), [1])["monotone_constraints_method"] == "intermediate"
