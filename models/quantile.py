@@ -29,7 +29,11 @@ expected output tokens in both (it keeps capacity at SLO non-increasing in reque
 the router's counters in both: more prompt tokens ahead means a later first token, and more
 requests in flight or prefill still to interleave means a larger or more often stretched decode
 iteration. Since
-the prior is itself non-decreasing in those inputs, so is every predicted quantile.
+the prior is itself non-decreasing in those inputs, so is every predicted quantile. One router
+feature is constrained the other way (−1): how long the oldest request ahead without a first
+token has waited (``backlog_oldest_wait_s``) — the longer, the more of the prefill ahead is
+done; on the held-out tail it took the TTFT p50 MAPE from 0.165 to 0.157 (unconstrained 0.154).
+A caller that does not know it passes 0, which gives the latest predictions.
 
 Settings (:class:`QuantileConfig`) were checked on a validation slice carved from the training
 part of `placement bench predictors`' telemetry (each run's first 60/70/80% fits, the rest of the
@@ -82,6 +86,9 @@ QUANTILES = (0.5, 0.95)
 IRLS_MIN_RESIDUAL = 0.05
 # load features with no physical direction: a higher hit rate means less prefill, not more
 _UNCONSTRAINED_LOAD = ("prefix_cache_hit_rate",)
+# router features latency must not rise with: the longer the oldest prompt ahead has waited,
+# the more of the prefill ahead is already done
+_DECREASING_ROUTER = ("backlog_oldest_wait_s",)
 _INCREASING_REQUEST: dict[Target, tuple[str, ...]] = {
     "ttft": ("input_tokens", "uncached_tokens", "output_tokens"),
     "tpot": ("input_tokens", "output_tokens"),
@@ -112,10 +119,12 @@ class QuantileConfig:
 
 
 def monotone_constraints(target: Target) -> list[int]:
-    """+1 per feature where latency must not fall as it rises, 0 elsewhere (FEATURES order)."""
+    """+1 per feature where latency must not fall as it rises, −1 where it must not rise, 0
+    elsewhere (FEATURES order)."""
     increasing = {f for f in LOAD_FEATURES if f not in _UNCONSTRAINED_LOAD}
     increasing |= set(ROUTER_FEATURES) | set(PRIOR_FEATURES) | set(_INCREASING_REQUEST[target])
-    return [1 if f in increasing else 0 for f in FEATURES]
+    increasing -= set(_DECREASING_ROUTER)
+    return [1 if f in increasing else -1 if f in _DECREASING_ROUTER else 0 for f in FEATURES]
 
 
 def prior_of(features: FeatureMatrix, target: Target) -> FloatArray:

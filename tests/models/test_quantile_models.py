@@ -37,6 +37,7 @@ def test_constraints_cover_load_prior_and_prompt_features() -> None:
     assert ttft["prefix_cache_hit_rate"] == 0 and ttft["gpu_dense_tflops"] == 0
     for name in ("backlog_requests", "backlog_prefill_tokens"):
         assert ttft[name] == 1 and tpot[name] == 1
+    assert ttft["backlog_oldest_wait_s"] == -1 and tpot["backlog_oldest_wait_s"] == -1
 
 
 @pytest.mark.parametrize("column", sorted(LOAD_SWEEPS))
@@ -50,6 +51,18 @@ def test_predicted_latency_never_falls_as_load_rises(
     predicted = predictor.predict(rows)
     for name in predicted.columns:
         assert np.all(np.diff(predicted[name].to_numpy()) >= 0), name
+
+
+@pytest.mark.parametrize("backlog", [0, 20_000])
+def test_latency_never_rises_as_the_oldest_request_ahead_waits_longer(
+    predictor: LatencyPredictor, backlog: int
+) -> None:
+    waits = np.linspace(0.0, 30.0, 61)
+    rows = request_rows(len(waits), backlog_prefill_tokens=backlog)
+    rows["backlog_oldest_wait_s"] = waits
+    predicted = predictor.predict(rows)
+    for name in predicted.columns:
+        assert np.all(np.diff(predicted[name].to_numpy()) <= 0), name
 
 
 def test_ttft_never_falls_as_the_prompt_grows(predictor: LatencyPredictor) -> None:
