@@ -33,6 +33,9 @@ uncached_prompt_tokens_per_s    prompt_tokens_per_s × (1 − prefix_cache_hit_r
 backlog_requests                router's requests in flight on the replica at routing    count
 backlog_prefill_tokens          their prompt tokens still without a first token          tokens
 backlog_oldest_wait_s           how long the oldest of those has waited for it           s
+backlog_prefill_left_tokens     the prefill ahead not yet done: backlog_prefill_tokens   tokens
+                                − prefill rate (a full chunk per iteration) × that wait,
+                                at least 0
 input_tokens                    the request's prompt length                              tokens
 uncached_tokens                 prompt tokens not served from the prefix cache           tokens
 output_tokens                   expected output length (the actual one in training)      tokens
@@ -101,7 +104,7 @@ REPLICA_FEATURES = (
     "kv_capacity_ktokens",
 )
 LOAD_FEATURES = (*LOAD_COLUMNS, "uncached_prompt_tokens_per_s")
-ROUTER_FEATURES = ROUTER_COLUMNS
+ROUTER_FEATURES = (*ROUTER_COLUMNS, "backlog_prefill_left_tokens")
 REQUEST_FEATURES = REQUEST_COLUMNS
 PRIOR_FEATURES = (
     "ttft_prior_log_s",
@@ -336,6 +339,20 @@ def feature_matrix(frame: pd.DataFrame, *, source: str = "frame") -> FeatureMatr
     return features_of(parse_rows(frame, source=source))
 
 
+def _prefill_left(inputs: PriorInputs, waited_s: FloatArray) -> FloatArray:
+    """Prompt tokens ahead still to prefill if the replica has prefilled full chunks since the
+    oldest of them was routed (never below 0)."""
+    rate = np.asarray(
+        [
+            kind_roofline(k).max_batched_tokens / kind_roofline(k).full_chunk_s()
+            for k in inputs.kinds
+        ],
+        dtype=np.float64,
+    ).reshape(len(inputs.kinds))[inputs.kind_index]
+    left: FloatArray = np.maximum(inputs.backlog_prefill_tokens - rate * waited_s, 0.0)
+    return left
+
+
 def features_of(rows: RowInputs) -> FeatureMatrix:
     """Features of already validated rows (no table in between: capacity at SLO builds
     :class:`RowInputs` straight from arrays, thousands of times per table)."""
@@ -357,6 +374,7 @@ def features_of(rows: RowInputs) -> FeatureMatrix:
         rows.backlog_requests,
         inputs.backlog_prefill_tokens,
         rows.backlog_oldest_wait_s,
+        _prefill_left(inputs, rows.backlog_oldest_wait_s),
         inputs.input_tokens,
         inputs.uncached_tokens,
         inputs.output_tokens,

@@ -12,6 +12,7 @@ from models.features import (
     feature_matrix,
     features_frame,
 )
+from models.roofline_prior import kind_roofline
 from placement.errors import InputError, UnknownAccelerator, UnknownModel
 
 
@@ -130,3 +131,20 @@ def test_tp_that_does_not_divide_the_heads_is_refused() -> None:
     with pytest.raises(InputError, match="cannot be split") as info:
         build_features(request_rows(tp=3))
     assert info.value.field == "tp"
+
+
+def test_the_prefill_left_ahead_falls_with_the_oldest_wait_at_the_prefill_rate() -> None:
+    rows = pd.concat(
+        [
+            request_rows(backlog_prefill_tokens=20_000, backlog_oldest_wait_s=w)
+            for w in (0, 0.1, 60)
+        ],
+        ignore_index=True,
+    )
+    fm = feature_matrix(rows)
+    roof = kind_roofline(fm.inputs.kinds[0])
+    rate = roof.max_batched_tokens / roof.full_chunk_s()
+    left = fm.column("backlog_prefill_left_tokens")
+    assert left[0] == 20_000  # just routed: nothing of it done yet
+    assert left[1] == pytest.approx(20_000 - 0.1 * rate)
+    assert left[2] == 0.0  # long enough for all of it: never below 0

@@ -38,6 +38,7 @@ def test_constraints_cover_load_prior_and_prompt_features() -> None:
     for name in ("backlog_requests", "backlog_prefill_tokens"):
         assert ttft[name] == 1 and tpot[name] == 1
     assert ttft["backlog_oldest_wait_s"] == -1 and tpot["backlog_oldest_wait_s"] == -1
+    assert ttft["backlog_prefill_left_tokens"] == 1 and tpot["backlog_prefill_left_tokens"] == 1
 
 
 @pytest.mark.parametrize("column", sorted(LOAD_SWEEPS))
