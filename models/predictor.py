@@ -318,6 +318,7 @@ class LatencyPredictor:
                 "alpha": model.alpha,
                 "base": model.base,
                 "offset": model.offset,
+                "prompt_offsets": list(model.prompt_offsets),
             }
         (out / THROUGHPUT_FILE).write_text(throughput.to_text())
         manifest = {
@@ -352,6 +353,7 @@ class LatencyPredictor:
                     mode=config.mode,
                     base=float(entry["base"]),
                     offset=float(entry["offset"]),
+                    prompt_offsets=tuple(float(x) for x in entry.get("prompt_offsets", [])),
                 )
             predictor.throughput = ThroughputModel.from_text(
                 _read_text(root / manifest["throughput_model"]),

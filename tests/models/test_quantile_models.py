@@ -8,11 +8,14 @@ from model_rows import request_rows
 from models.features import FEATURES
 from models.predictor import LatencyPredictor, RooflineBaseline, latency_metrics
 from models.quantile import (
+    MIN_PROMPT_CALIBRATION_ROWS,
+    PROMPT_EDGES,
     QuantileConfig,
     booster_params,
     conformal_offset,
     monotone_constraints,
     pinball_objective,
+    prompt_offsets,
     time_split,
 )
 from placement.errors import InputError
@@ -163,3 +166,42 @@ def test_booster_params_carry_the_constraint_method() -> None:
     assert params["monotone_constraints_method"] == "advanced"
     assert params["monotone_constraints"] == [1, 0]
     assert booster_params(QuantileConfig(), [1])["monotone_constraints_method"] == "intermediate"
+
+
+def test_prompt_offsets_are_conformal_per_bucket_and_never_fall_with_prompt_size() -> None:
+    n = MIN_PROMPT_CALIBRATION_ROWS * 5
+    rng = np.random.default_rng(0)
+    short, mid, long_ = 1000.0, 8000.0, 20_000.0
+    tokens = np.concatenate([np.full(n, short), np.full(n, mid), np.full(n, long_)])
+    # the long prompts' residuals run higher, the middle ones lower than the short ones'
+    residual = np.concatenate(
+        [rng.normal(0.0, 0.1, n), rng.normal(-0.5, 0.1, n), rng.normal(0.4, 0.1, n)]
+    )
+    shifts = prompt_offsets(residual, tokens, 0.95)
+    assert len(shifts) == len(PROMPT_EDGES) + 1
+    assert shifts[0] > 0.0
+    assert shifts[1] == shifts[0]  # its own shift is lower: the shorter bucket's holds
+    assert shifts[2] > shifts[1]
+    assert np.mean(residual[2 * n :] <= shifts[2]) >= 0.95  # the long rows are covered
+    assert shifts[3] == shifts[2]  # no rows of 32k+: the shorter bucket's shift
+    # too few rows to calibrate on: no shift of their own
+    few = prompt_offsets(
+        residual[: MIN_PROMPT_CALIBRATION_ROWS - 1], tokens[: MIN_PROMPT_CALIBRATION_ROWS - 1], 0.95
+    )
+    assert few == (0.0, 0.0, 0.0, 0.0)
+
+
+def test_ttft_p95_never_falls_as_the_prompt_crosses_the_calibration_buckets(
+    predictor: LatencyPredictor,
+) -> None:
+    tokens = np.arange(1000, 60_000, 500)
+    rows = request_rows(len(tokens))
+    rows["input_tokens"] = tokens
+    rows["uncached_tokens"] = tokens
+    predicted = predictor.predict(rows)
+    assert np.all(np.diff(predicted["ttft_p95"].to_numpy()) >= 0)
+    model = predictor.models["ttft_p95"]
+    assert len(model.prompt_offsets) == len(PROMPT_EDGES) + 1
+    assert list(model.prompt_offsets) == sorted(model.prompt_offsets)
+    assert predictor.models["tpot_p95"].prompt_offsets == ()
+    assert predictor.models["ttft_p50"].prompt_offsets == ()
