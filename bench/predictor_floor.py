@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from bench.predictors import PROMPT_BUCKETS, PredictorBench, simulated_frames
+from bench.predictors import PROMPT_BUCKETS, PredictorBench, simulated_runs
 from models.features import FEATURES, feature_matrix
 from models.predictor import LatencyPredictor, arrival_order
 from placement.report import print_table, write_json
@@ -185,13 +185,18 @@ def oracle_features(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def tagged_frames(bench: PredictorBench) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`bench.predictors.simulated_frames` with the oracle columns."""
-    train, heldout = simulated_frames(bench)
-    both = pd.concat([train, heldout], ignore_index=True)
+    """:func:`bench.predictors.simulated_frames` with the oracle columns (which count the
+    trailing traffic after the window too: it is the future of the latest rows)."""
+    runs = simulated_runs(bench)
+    train, heldout = runs.train, runs.heldout
+    both = pd.concat([train, heldout, runs.trailing], ignore_index=True)
     oracle = oracle_features(both)
     return (
         pd.concat([train, oracle.iloc[: len(train)].set_axis(train.index)], axis=1),
-        pd.concat([heldout, oracle.iloc[len(train) :].set_axis(heldout.index)], axis=1),
+        pd.concat(
+            [heldout, oracle.iloc[len(train) : len(train) + len(heldout)].set_axis(heldout.index)],
+            axis=1,
+        ),
     )
 
 
@@ -350,6 +355,7 @@ def run_predictor_floor_bench(
     ]
     print_table("The shipped predictor against the decision-time floor", ratios, RATIO_COLUMNS)
     payload: dict[str, Any] = {
+        "trailing_share": bench.trailing_share,
         "rows": rows,
         "floor_ratio": ratios,
         "by_load": by_load,

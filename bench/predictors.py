@@ -24,6 +24,11 @@ error of the p50 and the coverage of the p95.
 length (:data:`PROMPT_BUCKETS`), by the router's requests in flight on the replica at routing
 (:data:`IN_FLIGHT_BUCKETS`) and by the run's offered load, with the row count of each, so a
 bucket's figure is only read where it has rows (targets apply from :data:`MIN_BUCKET_ROWS`).
+To say where the error comes from it also breaks it down by output length
+(:data:`OUTPUT_BUCKETS`: a longer decode sees more requests arrive after it was routed), by
+accelerator and by workload. ``bucket_misses`` lists every bucket with at least
+:data:`MIN_BUCKET_ROWS` rows whose p50 median APE exceeds :data:`BUCKET_MEDIAN_APE` or whose p95
+coverage lies outside :data:`COVERAGE_BAND`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from models.predictor import LatencyPredictor
+from placement.errors import InputError
 from placement.paths import repo_root
 from placement.report import print_table, write_json
 from training.measurements import splitwise_frame
@@ -57,7 +63,16 @@ IN_FLIGHT_BUCKETS: dict[str, tuple[float, float]] = {
     "4-7": (4, 7),
     "8+": (8, float("inf")),
 }
+# output tokens: [lo, hi)
+OUTPUT_BUCKETS: dict[str, tuple[float, float]] = {
+    "<64": (0, 64),
+    "64-256": (64, 256),
+    "256-1k": (256, 1024),
+    ">=1k": (1024, float("inf")),
+}
 MIN_BUCKET_ROWS = 200
+BUCKET_MEDIAN_APE = 0.15
+COVERAGE_BAND = (0.93, 0.97)
 # alternate sizes of Splitwise's 128…8192 sweep: the held-out ones lie between trained ones
 SPLITWISE_HELDOUT_PROMPTS = (256, 1024, 4096)
 LEAVE_OUT = ("A100-80G", "L40S")
@@ -66,41 +81,90 @@ TRAIN_FRACTION = 0.7
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PredictorBench:
-    """Which simulator runs make the telemetry."""
+    """Which simulator runs make the telemetry.
+
+    ``trailing_share``: traffic simulated after each run's window of ``duration_s``, as a share
+    of it, neither trained on nor scored. Without it the trace simply stops, and the latest
+    requests — the reported ones — decode on a replica that no new request reaches: their TPOT
+    falls well below anything a deployment sees (on 2026-11-26, 28% of the held-out rows were
+    still decoding when the arrivals ended, and they made 0.11 of the 0.18 TPOT MAPE).
+    """
 
     fleets: tuple[str, ...] = ("h100x8", "hetero")
     workloads: tuple[str, ...] = ("mooncake", "synthetic")
     loads: tuple[float, ...] = (0.3, 0.7, 1.0, 1.3)
     duration_s: float = 150.0
+    trailing_share: float = 0.5
     seed: int = 0
 
     @classmethod
-    def quick(cls) -> PredictorBench:
-        return cls(workloads=("mooncake",), loads=(0.5, 1.0), duration_s=60.0)
+    def quick(cls, *, trailing_share: float = 0.5) -> PredictorBench:
+        return cls(
+            workloads=("mooncake",),
+            loads=(0.5, 1.0),
+            duration_s=60.0,
+            trailing_share=trailing_share,
+        )
 
 
-def simulated_frames(bench: PredictorBench) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(train, held-out) pooled over every run, each run cut at 70% of its arrivals; ``run``
-    numbers the runs (their clocks and replica names repeat, so a per-run analysis needs it)."""
+@dataclass(frozen=True, slots=True)
+class SimulatedRuns:
+    """Every run's rows, pooled: the training part, the held-out part and the trailing
+    traffic after the window (``run`` numbers the runs in all three)."""
+
+    train: pd.DataFrame
+    heldout: pd.DataFrame
+    trailing: pd.DataFrame
+
+
+def window_cut(frame: pd.DataFrame, trailing_share: float) -> pd.Timestamp:
+    """The arrival time that ends a run's window: the first ``1 / (1 + trailing_share)`` of
+    the span of its arrivals (the last arrival when the share is 0)."""
+    if not trailing_share >= 0:
+        raise InputError(
+            f"trailing share {trailing_share}", field="trailing_share", expected="a number ≥ 0"
+        )
+    first, last = frame["arrival_time"].min(), frame["arrival_time"].max()
+    cut: pd.Timestamp = first + (last - first) / (1.0 + trailing_share)
+    return cut
+
+
+def simulated_runs(bench: PredictorBench) -> SimulatedRuns:
+    """Every (fleet, workload, load) run simulated for ``duration_s × (1 + trailing_share)`` of
+    trace; its window's rows cut at 70% of their arrivals into training and held-out parts."""
     from placement.domain.fleet import load_fleet
     from sim.workloads.registry import load_workload
     from training.dataset import build_training_frame
     from training.split import split_by_time
     from training.telemetry.simulated import simulate_for_telemetry, telemetry_frames
 
-    train: list[pd.DataFrame] = []
-    heldout: list[pd.DataFrame] = []
+    parts: dict[str, list[pd.DataFrame]] = {"train": [], "heldout": [], "trailing": []}
+    span = bench.duration_s * (1.0 + bench.trailing_share)
     for fleet_name in bench.fleets:
         fleet = load_fleet(repo_root() / "data" / "fleets" / f"{fleet_name}.yaml")
         for workload_name in bench.workloads:
-            workload = load_workload(workload_name, seed=bench.seed, duration_s=bench.duration_s)
+            workload = load_workload(workload_name, seed=bench.seed, duration_s=span)
             for load in bench.loads:
                 result = simulate_for_telemetry(workload, fleet, load=load, seed=bench.seed)
                 frame = build_training_frame(*telemetry_frames(result))
-                split = split_by_time(frame, TRAIN_FRACTION, min_rows=5)
-                train.append(split.train.assign(run=len(train), offered_load=load))
-                heldout.append(split.heldout.assign(run=len(heldout), offered_load=load))
-    return pd.concat(train, ignore_index=True), pd.concat(heldout, ignore_index=True)
+                in_window = frame["arrival_time"] <= window_cut(frame, bench.trailing_share)
+                split = split_by_time(frame[in_window], TRAIN_FRACTION, min_rows=5)
+                tags = {"run": len(parts["train"]), "offered_load": load}
+                for name, rows in (
+                    ("train", split.train),
+                    ("heldout", split.heldout),
+                    ("trailing", frame[~in_window]),
+                ):
+                    parts[name].append(rows.assign(**tags).assign(workload=workload_name))
+    return SimulatedRuns(
+        *(pd.concat(parts[name], ignore_index=True) for name in ("train", "heldout", "trailing"))
+    )
+
+
+def simulated_frames(bench: PredictorBench) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, held-out) of :func:`simulated_runs` (the trailing traffic left out)."""
+    runs = simulated_runs(bench)
+    return runs.train, runs.heldout
 
 
 def _rows(split: str, predictor: LatencyPredictor, frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -142,22 +206,36 @@ def _scores(y: np.ndarray, p50: np.ndarray, p95: np.ndarray) -> dict[str, Any]:
     }
 
 
+def _ranges(values: np.ndarray, buckets: dict[str, tuple[float, float]]) -> dict[str, np.ndarray]:
+    """Rows per bucket of half-open ranges [lo, hi)."""
+    return {name: (values >= lo) & (values < hi) for name, (lo, hi) in buckets.items()}
+
+
+def _labels(values: pd.Series[Any]) -> dict[str, np.ndarray]:
+    """Rows per distinct value (named as printed, numbers without trailing zeros)."""
+    column = values.to_numpy()
+    return {
+        f"{v:g}" if isinstance(v, float) else str(v): column == v
+        for v in sorted(set(column.tolist()))
+    }
+
+
 def bucket_rows(predictor: LatencyPredictor, frame: pd.DataFrame) -> list[dict[str, Any]]:
     """p50 error and p95 coverage of each target by prompt length, by the router's requests in
-    flight at routing and by the run's offered load (when the frame says it)."""
+    flight at routing, by output length, by accelerator, and by the run's offered load and
+    workload (when the frame says them)."""
     predicted = predictor.predict(frame)
     groups: dict[str, dict[str, np.ndarray]] = {}
-    prompt = frame["input_tokens"].to_numpy(dtype=np.float64)
-    groups["prompt_tokens"] = {
-        name: (prompt >= lo) & (prompt < hi) for name, (lo, hi) in PROMPT_BUCKETS.items()
-    }
+    groups["prompt_tokens"] = _ranges(frame["input_tokens"].to_numpy(np.float64), PROMPT_BUCKETS)
     in_flight = frame["backlog_requests"].to_numpy(dtype=np.float64)
     groups["in_flight"] = {
         name: (in_flight >= lo) & (in_flight <= hi) for name, (lo, hi) in IN_FLIGHT_BUCKETS.items()
     }
-    if "offered_load" in frame.columns:
-        load = frame["offered_load"].to_numpy(dtype=np.float64)
-        groups["offered_load"] = {f"{v:g}": load == v for v in sorted(set(load.tolist()))}
+    groups["output_tokens"] = _ranges(frame["output_tokens"].to_numpy(np.float64), OUTPUT_BUCKETS)
+    groups["accelerator"] = _labels(frame["accelerator"].astype(str))
+    for by in ("offered_load", "workload"):
+        if by in frame.columns:
+            groups[by] = _labels(frame[by])
     rows: list[dict[str, Any]] = []
     for target in ("ttft", "tpot"):
         observed = frame[f"{target}_s"].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -176,6 +254,25 @@ def bucket_rows(predictor: LatencyPredictor, frame: pd.DataFrame) -> list[dict[s
                     }
                 )
     return rows
+
+
+def bucket_misses(buckets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The buckets with at least :data:`MIN_BUCKET_ROWS` rows that miss a target: p50 median
+    APE above :data:`BUCKET_MEDIAN_APE` or p95 coverage outside :data:`COVERAGE_BAND`
+    (``misses`` names which)."""
+    lo, hi = COVERAGE_BAND
+    out: list[dict[str, Any]] = []
+    for b in buckets:
+        if b["n"] < MIN_BUCKET_ROWS:
+            continue
+        missed = []
+        if b["median_ape"] > BUCKET_MEDIAN_APE:
+            missed.append("median_ape")
+        if not lo <= b["coverage"] <= hi:
+            missed.append("coverage")
+        if missed:
+            out.append({**b, "misses": ",".join(missed)})
+    return out
 
 
 def _latency_rows(
@@ -245,7 +342,19 @@ def run_predictor_bench(
         buckets,
         BUCKET_COLUMNS,
     )
-    payload: dict[str, Any] = {"rows": rows, "buckets": buckets}
+    misses = bucket_misses(buckets)
+    print_table(
+        f"Buckets with n >= {MIN_BUCKET_ROWS} missing median APE <= {BUCKET_MEDIAN_APE} or "
+        f"coverage in [{COVERAGE_BAND[0]}, {COVERAGE_BAND[1]}]",
+        misses,
+        (*BUCKET_COLUMNS, "misses"),
+    )
+    payload: dict[str, Any] = {
+        "trailing_share": bench.trailing_share,
+        "rows": rows,
+        "buckets": buckets,
+        "bucket_misses": misses,
+    }
     if out is not None:
         write_json(out, payload)
     return payload

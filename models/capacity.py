@@ -189,6 +189,8 @@ def _steady_state_columns(
         "output_tokens": np.broadcast_to(mix.output, (n,)).astype(np.float64),
         "backlog_requests": np.rint(running),
         "backlog_prefill_tokens": np.rint(in_prefill * mix.uncached),
+        # unknown (0): the predictions fall as it grows, so 0 is the cautious value
+        "backlog_oldest_wait_s": np.zeros(n),
     }
 
 
@@ -242,6 +244,7 @@ def steady_state_inputs(
         prior=prior,
         generation_tokens_per_s=c["generation_tokens_per_s"],
         backlog_requests=c["backlog_requests"],
+        backlog_oldest_wait_s=c["backlog_oldest_wait_s"],
     )
 
 

@@ -32,6 +32,10 @@ prefix_cache_hit_rate           prefix-cache hit tokens / prompt tokens, same in
 uncached_prompt_tokens_per_s    prompt_tokens_per_s × (1 − prefix_cache_hit_rate)        tok/s
 backlog_requests                router's requests in flight on the replica at routing    count
 backlog_prefill_tokens          their prompt tokens still without a first token          tokens
+backlog_oldest_wait_s           how long the oldest of those has waited for it           s
+backlog_prefill_left_tokens     the prefill ahead not yet done: backlog_prefill_tokens   tokens
+                                − prefill rate (a full chunk per iteration) × that wait,
+                                at least 0
 input_tokens                    the request's prompt length                              tokens
 uncached_tokens                 prompt tokens not served from the prefix cache           tokens
 output_tokens                   expected output length (the actual one in training)      tokens
@@ -78,7 +82,7 @@ LOAD_COLUMNS = (
     "generation_tokens_per_s",
     "prefix_cache_hit_rate",
 )
-ROUTER_COLUMNS = ("backlog_requests", "backlog_prefill_tokens")
+ROUTER_COLUMNS = ("backlog_requests", "backlog_prefill_tokens", "backlog_oldest_wait_s")
 REQUEST_COLUMNS = ("input_tokens", "uncached_tokens", "output_tokens")
 INPUT_COLUMNS = KIND_COLUMNS + LOAD_COLUMNS + ROUTER_COLUMNS + REQUEST_COLUMNS
 # input columns a row must carry; the router's counters default to 0 (unknown)
@@ -100,7 +104,7 @@ REPLICA_FEATURES = (
     "kv_capacity_ktokens",
 )
 LOAD_FEATURES = (*LOAD_COLUMNS, "uncached_prompt_tokens_per_s")
-ROUTER_FEATURES = ROUTER_COLUMNS
+ROUTER_FEATURES = (*ROUTER_COLUMNS, "backlog_prefill_left_tokens")
 REQUEST_FEATURES = REQUEST_COLUMNS
 PRIOR_FEATURES = (
     "ttft_prior_log_s",
@@ -261,16 +265,18 @@ def resolve_kinds(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RowInputs:
-    """Validated rows: the prior's inputs and the two numbers the prior does not read."""
+    """Validated rows: the prior's inputs and the numbers the prior does not read."""
 
     prior: PriorInputs
     generation_tokens_per_s: FloatArray
     backlog_requests: FloatArray
+    # 0 when unknown: the latest predictions, as the models fall (never rise) with it
+    backlog_oldest_wait_s: FloatArray
 
 
 def parse_rows(frame: pd.DataFrame, *, source: str = "frame") -> RowInputs:
-    """Validated inputs of the prior plus the generation-token rate and the router's backlog
-    request count (not prior inputs)."""
+    """Validated inputs of the prior plus the generation-token rate, the router's backlog
+    request count and its oldest wait (not prior inputs)."""
     _require_columns(frame, source)
     kinds, index = resolve_kinds(frame, source=source)
     num = {c: _numbers(frame, c, source) for c in LOAD_COLUMNS + REQUEST_COLUMNS}
@@ -301,6 +307,7 @@ def parse_rows(frame: pd.DataFrame, *, source: str = "frame") -> RowInputs:
         prior=inputs,
         generation_tokens_per_s=num["generation_tokens_per_s"],
         backlog_requests=num["backlog_requests"],
+        backlog_oldest_wait_s=num["backlog_oldest_wait_s"],
     )
 
 
@@ -332,6 +339,20 @@ def feature_matrix(frame: pd.DataFrame, *, source: str = "frame") -> FeatureMatr
     return features_of(parse_rows(frame, source=source))
 
 
+def _prefill_left(inputs: PriorInputs, waited_s: FloatArray) -> FloatArray:
+    """Prompt tokens ahead still to prefill if the replica has prefilled full chunks since the
+    oldest of them was routed (never below 0)."""
+    rate = np.asarray(
+        [
+            kind_roofline(k).max_batched_tokens / kind_roofline(k).full_chunk_s()
+            for k in inputs.kinds
+        ],
+        dtype=np.float64,
+    ).reshape(len(inputs.kinds))[inputs.kind_index]
+    left: FloatArray = np.maximum(inputs.backlog_prefill_tokens - rate * waited_s, 0.0)
+    return left
+
+
 def features_of(rows: RowInputs) -> FeatureMatrix:
     """Features of already validated rows (no table in between: capacity at SLO builds
     :class:`RowInputs` straight from arrays, thousands of times per table)."""
@@ -352,6 +373,8 @@ def features_of(rows: RowInputs) -> FeatureMatrix:
         inputs.prompt_tokens_per_s * (1.0 - inputs.prefix_cache_hit_rate),
         rows.backlog_requests,
         inputs.backlog_prefill_tokens,
+        rows.backlog_oldest_wait_s,
+        _prefill_left(inputs, rows.backlog_oldest_wait_s),
         inputs.input_tokens,
         inputs.uncached_tokens,
         inputs.output_tokens,

@@ -20,7 +20,14 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from models.features import FEATURES, FeatureMatrix, RowInputs, feature_matrix, features_of
+from models.features import (
+    FEATURES,
+    ROUTER_COLUMNS,
+    FeatureMatrix,
+    RowInputs,
+    feature_matrix,
+    features_of,
+)
 from models.quantile import (
     QUANTILES,
     TARGETS,
@@ -121,6 +128,13 @@ class RooflineBaseline:
         return cls(**factors)
 
 
+def _with_router_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the router's counters it lacks as 0 (unknown), so that two tables can be
+    stacked without leaving gaps in them."""
+    missing = {c: 0 for c in ROUTER_COLUMNS if c not in frame.columns}
+    return frame.assign(**missing) if missing else frame
+
+
 def _measurement_weight(telemetry_rows: int, measured_rows: int) -> float:
     """Per-row weight giving ``measured_rows`` :data:`MEASUREMENT_WEIGHT_SHARE` of the loss."""
     if measured_rows == 0:
@@ -202,7 +216,14 @@ class LatencyPredictor:
         training loss; the throughput model ignores them (they have no replica rates)."""
         n = len(frame)
         extra = 0 if measurements is None else len(measurements)
-        rows_frame = frame if not extra else pd.concat([frame, measurements], ignore_index=True)
+        rows_frame = (
+            frame
+            if measurements is None or not extra
+            else pd.concat(
+                [_with_router_columns(frame), _with_router_columns(measurements)],
+                ignore_index=True,
+            )
+        )
         features = feature_matrix(rows_frame, source="training frame")
         order = _arrival_order(frame)
         measured = np.arange(n, n + extra, dtype=np.int64)
@@ -297,6 +318,7 @@ class LatencyPredictor:
                 "alpha": model.alpha,
                 "base": model.base,
                 "offset": model.offset,
+                "prompt_offsets": list(model.prompt_offsets),
             }
         (out / THROUGHPUT_FILE).write_text(throughput.to_text())
         manifest = {
@@ -331,6 +353,7 @@ class LatencyPredictor:
                     mode=config.mode,
                     base=float(entry["base"]),
                     offset=float(entry["offset"]),
+                    prompt_offsets=tuple(float(x) for x in entry.get("prompt_offsets", [])),
                 )
             predictor.throughput = ThroughputModel.from_text(
                 _read_text(root / manifest["throughput_model"]),

@@ -119,6 +119,12 @@ class KindRoofline:
         """Vectorised ``linear_s``: table lookup, linear scaling past the table."""
         return _lookup(self.linear_table, tokens)
 
+    def full_chunk_s(self) -> float:
+        """One iteration that prefills a full chunk (``max_batched_tokens``) and nothing else:
+        ``chunk / full_chunk_s()`` is the replica's prefill rate."""
+        chunk = float(self.max_batched_tokens)
+        return self.overhead_s + float(self.linear_s(np.asarray([chunk]))[0])
+
     def linear_envelope_s(self, tokens: FloatArray) -> FloatArray:
         """``linear_s`` at the lowest time per token of any batch up to ``tokens``: a larger
         batch never costs more per token (kernel tile steps smoothed out), so the throughput

@@ -366,9 +366,10 @@ class PlacementService:
         self.usage.routed(
             query.tenant, query.input_tokens, self._token_weights.prefill * query.input_tokens
         )
+        replicas = self.replicas
         addresses = (
             decision.address,
-            *(self.replicas[r].address for r in decision.fallbacks if r in self.replicas),
+            *[replicas[r].address for r in decision.fallbacks if r in replicas],
         )
         if self.demand is not None:
             self.demand.record(query, now)
@@ -476,8 +477,7 @@ class PlacementService:
     def _release(self, lease: Lease, output_tokens: int, *, ok: bool) -> None:
         now = self.clock()
         query = lease.query
-        if not lease.first_token:
-            self.route_path.on_first_token(lease.replica_id, query, now)
+        # a first token never reported: on_complete releases the prompt's wait with the rest
         self.route_path.on_complete(
             lease.replica_id, query, now, ok=ok, output_tokens=output_tokens
         )

@@ -75,9 +75,15 @@ class UsageBook:
         self._local[key] = self._local.get(key, 0.0) + amount
 
     def routed(self, tenant: str, prompt_tokens: int, charged: float) -> None:
-        self._add(tenant, "requests", 1)
-        self._add(tenant, "prompt_tokens", prompt_tokens)
-        self._add(tenant, "charged", charged)
+        # once per decision: the three counts without a call each
+        local = self._local
+        get = local.get
+        key = (tenant, "requests")
+        local[key] = get(key, 0.0) + 1
+        key = (tenant, "prompt_tokens")
+        local[key] = get(key, 0.0) + prompt_tokens
+        key = (tenant, "charged")
+        local[key] = get(key, 0.0) + charged
 
     def refused(self, tenant: str) -> None:
         self._add(tenant, "refused", 1)

@@ -5,6 +5,13 @@ or before its arrival (``pandas.merge_asof`` by replica, backward): the load it 
 from the counter deltas between that sample and the replica's previous one; a counter that went
 down (the replica restarted) counts from zero, as Prometheus' ``rate()`` does.
 
+Beside the router's own counters recorded with each request (``backlog_requests``,
+``backlog_prefill_tokens``) the frame carries one more thing the router knows when it routes:
+``backlog_oldest_wait_s``, how long the oldest request it sent to the same replica that has no
+first token yet has been waiting (0 when none). It is derived from the requests themselves
+(arrival and first-token times, in (arrival, request id) order; a request that never got a
+first token is not counted, as its time of failure is not recorded).
+
 Excluded rows are counted, never dropped silently: ``frame.attrs["excluded"]`` is
 ``{"error": n, "no_prior_sample": m}`` — requests that failed or never finished, and served
 requests that arrived before their replica's first sample. The latter are excluded rather than
@@ -12,6 +19,9 @@ given the first later sample's state, which would leak the future into the featu
 """
 
 from __future__ import annotations
+
+import heapq
+import math
 
 import numpy as np
 import pandas as pd
@@ -60,6 +70,7 @@ TRAINING_COLUMNS = [
     "output_tokens",
     "backlog_requests",
     "backlog_prefill_tokens",
+    "backlog_oldest_wait_s",
     "num_requests_running",
     "num_requests_waiting",
     "kv_cache_usage_perc",
@@ -108,6 +119,34 @@ def replica_state(samples: pd.DataFrame) -> pd.DataFrame:
     return state.sort_values("time", kind="stable", ignore_index=True)
 
 
+def oldest_wait_at_routing(requests: pd.DataFrame) -> pd.Series[float]:
+    """Per request (same index): seconds since the oldest earlier request on its replica that
+    still had no first token when it arrived was routed; 0 when there was none. "Earlier" is
+    (arrival, request id) order; requests without a replica get 0."""
+    out = np.zeros(len(requests))
+    position = np.flatnonzero(requests["replica"].notna().to_numpy())
+    routed = requests.iloc[position]
+    if routed.empty:
+        return pd.Series(out, index=requests.index)
+    origin = routed["arrival_time"].min()
+    arrival = (routed["arrival_time"] - origin).dt.total_seconds().to_numpy(dtype=np.float64)
+    first = arrival + routed["ttft_s"].to_numpy(dtype=np.float64, na_value=np.nan)
+    order = np.lexsort((routed["request_id"].to_numpy(), arrival))
+    replicas = routed["replica"].astype(str).tolist()
+    arrivals, firsts = arrival.tolist(), first.tolist()
+    waiting: dict[str, list[tuple[float, float]]] = {}  # per replica: heap of (arrival, first)
+    for k in order.tolist():
+        heap = waiting.setdefault(replicas[k], [])
+        now = arrivals[k]
+        while heap and heap[0][1] <= now:  # the oldest got its first token by now
+            heapq.heappop(heap)
+        if heap:
+            out[position[k]] = now - heap[0][0]
+        if math.isfinite(firsts[k]):
+            heapq.heappush(heap, (now, firsts[k]))
+    return pd.Series(out, index=requests.index)
+
+
 def build_training_frame(requests: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     """One row per served request with its replica's state at arrival (see the module doc).
 
@@ -117,9 +156,12 @@ def build_training_frame(requests: pd.DataFrame, samples: pd.DataFrame) -> pd.Da
     """
     validate_requests(requests)
     validate_samples(samples)
+    requests = requests.assign(backlog_oldest_wait_s=oldest_wait_at_routing(requests))
     served = requests[requests["error"] == ""]
     n_error = len(requests) - len(served)
-    served = served[REQUEST_COLUMNS].sort_values("arrival_time", kind="stable")
+    served = served[[*REQUEST_COLUMNS, "backlog_oldest_wait_s"]].sort_values(
+        "arrival_time", kind="stable"
+    )
     state = replica_state(samples).rename(columns={"time": "sample_time"})
     if served.empty:  # pandas cannot merge_asof when both Arrow-backed string keys are empty
         joined = pd.concat([served, state.drop(columns="replica").iloc[:0]], axis=1)

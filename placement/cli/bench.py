@@ -16,6 +16,17 @@ app = typer.Typer(
 )
 
 
+# the predictor benches' trailing traffic (see bench.predictors.PredictorBench)
+TrailingShareOption = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        help="traffic simulated after each run's window, neither trained on nor scored "
+        "(share of the window; 0: the trace stops after the reported requests)",
+    ),
+]
+
+
 @app.command("routing")
 @user_errors
 def routing(
@@ -106,11 +117,16 @@ def cost_model(
 def predictors(
     out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
     quick: Annotated[bool, typer.Option(help="fewer, shorter runs (~20 s)")] = False,
+    trailing_share: TrailingShareOption = 0.5,
 ) -> None:
     """Accuracy of the latency/throughput predictors: held-out, Splitwise, unseen accelerator."""
     from bench.predictors import PredictorBench, run_predictor_bench
 
-    bench = PredictorBench.quick() if quick else PredictorBench()
+    bench = (
+        PredictorBench.quick(trailing_share=trailing_share)
+        if quick
+        else PredictorBench(trailing_share=trailing_share)
+    )
     run_predictor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
 
@@ -345,13 +361,18 @@ def gate(
 def predictor_floor(
     out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
     quick: Annotated[bool, typer.Option(help="fewer, shorter runs")] = False,
+    trailing_share: TrailingShareOption = 0.5,
 ) -> None:
     """Error floor of the latency predictors: held-out p50 MAPE with and without oracle
     features (what arrives on the replica after the route decision)."""
     from bench.predictor_floor import run_predictor_floor_bench
     from bench.predictors import PredictorBench
 
-    bench = PredictorBench.quick() if quick else PredictorBench()
+    bench = (
+        PredictorBench.quick(trailing_share=trailing_share)
+        if quick
+        else PredictorBench(trailing_share=trailing_share)
+    )
     run_predictor_floor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
 

@@ -25,6 +25,10 @@ _DEFAULT_OUTPUT = RouteRequest.model_fields["max_output_tokens"].default
 _MAX_INPUT = 10_000_000
 _MAX_OUTPUT = 1_000_000
 _MAX_HASH = HASH_LIMIT - 1
+# tenant and model names already matched against _NAME: a service sees a few of each, again
+# and again (bounded, so that a stream of made-up names cannot grow it)
+_NAMES_SEEN: set[str] = set()
+_MAX_NAMES_SEEN = 4096
 
 
 def plain_query(raw: bytes) -> RouteQuery | None:
@@ -45,8 +49,8 @@ def plain_query(raw: bytes) -> RouteQuery | None:
         or type(model) is not str
         or type(hashes) is not list
         or type(tokens) is not int
-        or _NAME.fullmatch(tenant) is None
-        or _NAME.fullmatch(model) is None
+        or (tenant not in _NAMES_SEEN and _NAME.fullmatch(tenant) is None)
+        or (model not in _NAMES_SEEN and _NAME.fullmatch(model) is None)
         or not 0 <= tokens <= _MAX_INPUT
         or len(hashes) > MAX_BLOCKS
     ):
@@ -63,6 +67,9 @@ def plain_query(raw: bytes) -> RouteQuery | None:
     # exact ints only (no bool, no float), each a 63-bit hash
     if hashes and (set(map(type, hashes)) != {int} or min(hashes) < 0 or max(hashes) > _MAX_HASH):
         return None
+    if len(_NAMES_SEEN) < _MAX_NAMES_SEEN:
+        _NAMES_SEEN.add(tenant)
+        _NAMES_SEEN.add(model)
     return RouteQuery(
         tenant=tenant,
         model=model,

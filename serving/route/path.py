@@ -516,11 +516,12 @@ def _lookup(plan: CompiledPlan, query: RouteQuery) -> PlanEntry | None:
     groups = plan.groups
     # an adapter's KV differs from the base model's: its requests match no prefix group
     depth = 0 if query.adapter else min(len(hashes), plan.max_depth)
-    while depth:
-        depth -= 1
-        found = groups.get(hashes[depth])
-        if found is not None and found.model == query.model:
-            return found
+    if depth:
+        model = query.model
+        # deepest first; the lookups run in C, only the groups found come back to Python
+        for found in filter(None, map(groups.get, hashes[depth - 1 :: -1])):
+            if found.model == model:
+                return found
     if query.adapter:
         return plan.adapters.get((query.tenant, query.adapter))
     return plan.defaults.get((query.tenant, query.model))

@@ -106,6 +106,5 @@ def prefill_table(accelerator: str, model: str, tp: int) -> PrefillTable:
         )
     )
     roof = kind_roofline(kind)
-    chunk = float(roof.max_batched_tokens)
-    chunk_s = roof.overhead_s + float(roof.linear_s(np.asarray([chunk]))[0])
-    return PrefillTable(kind.label, tuple(float(x) for x in prior.prefill_s), chunk_s / chunk)
+    per_token = roof.full_chunk_s() / float(roof.max_batched_tokens)
+    return PrefillTable(kind.label, tuple(float(x) for x in prior.prefill_s), per_token)

@@ -120,5 +120,6 @@ class RoutePath(Protocol):
         ok: bool,
         output_tokens: int | None = None,
     ) -> None:
-        """The request finished (or failed): no longer in flight. ``output_tokens`` generated
-        (when known) feed the replica's observed TPOT."""
+        """The request finished (or failed): no longer in flight, its prompt no longer waiting
+        (whether or not its first token was reported). ``output_tokens`` generated (when known)
+        feed the replica's observed TPOT when its first token's time is known."""

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from bench.predictors import MIN_BUCKET_ROWS, bucket_misses, window_cut
 from placement.cli import app
+from placement.errors import InputError
 from placement.paths import shared_data
 
 pytestmark = pytest.mark.skipif(
@@ -59,3 +63,50 @@ def test_quick_bench_writes_rows_for_every_split(tmp_path: Path) -> None:
                 assert b["n"] == 0 or (0.0 <= b["coverage"] <= 1.0 and b["median_ape"] >= 0.0)
         loads = [b for b in buckets if b["target"] == target and b["by"] == "offered_load"]
         assert {b["bucket"] for b in loads} == {"0.5", "1"}
+        for by in ("output_tokens", "accelerator", "workload"):
+            mine = [b for b in buckets if b["target"] == target and b["by"] == by]
+            assert sum(b["n"] for b in mine) == heldout_n[target], by
+        workloads = {b["bucket"] for b in buckets if b["by"] == "workload"}
+        assert workloads == {"mooncake"}
+    assert payload["bucket_misses"] == bucket_misses(buckets)
+
+
+def _bucket(n: int, median_ape: float, coverage: float) -> dict[str, object]:
+    return {
+        "target": "tpot",
+        "by": "prompt_tokens",
+        "bucket": "16-32k",
+        "mape": 0.3,
+        "median_ape": median_ape,
+        "coverage": coverage,
+        "n": n,
+    }
+
+
+def test_bucket_misses_name_the_missed_target_and_skip_sparse_buckets() -> None:
+    rows = [
+        _bucket(MIN_BUCKET_ROWS, 0.10, 0.95),  # meets both
+        _bucket(MIN_BUCKET_ROWS, 0.30, 0.95),  # median error too high
+        _bucket(MIN_BUCKET_ROWS + 1, 0.10, 0.99),  # p95 too loose
+        _bucket(MIN_BUCKET_ROWS, 0.16, 0.90),  # both
+        _bucket(MIN_BUCKET_ROWS - 1, 0.90, 0.10),  # too few rows to judge
+    ]
+    misses = bucket_misses(rows)
+    assert [m["misses"] for m in misses] == ["median_ape", "coverage", "median_ape,coverage"]
+
+
+def test_the_window_ends_before_the_trailing_traffic() -> None:
+    start = pd.Timestamp("2026-01-01", tz="UTC")
+    frame = pd.DataFrame({"arrival_time": start + pd.to_timedelta(np.arange(0, 151), unit="s")})
+    assert window_cut(frame, 0.0) == start + pd.Timedelta(seconds=150)
+    # 150 s of arrivals with a trailing half: the window is the first 100 s
+    assert window_cut(frame, 0.5) == start + pd.Timedelta(seconds=100)
+    with pytest.raises(InputError) as info:
+        window_cut(frame, -0.1)
+    assert info.value.field == "trailing_share"
+
+
+def test_a_negative_trailing_share_is_refused_naming_the_option() -> None:
+    outcome = CliRunner().invoke(app, ["bench", "predictors", "--trailing-share", "-0.5"])
+    assert outcome.exit_code != 0
+    assert "--trailing-share" in outcome.output

@@ -12,6 +12,7 @@ from models.features import (
     feature_matrix,
     features_frame,
 )
+from models.roofline_prior import kind_roofline
 from placement.errors import InputError, UnknownAccelerator, UnknownModel
 
 
@@ -67,12 +68,18 @@ def test_extra_columns_are_ignored_and_empty_frames_give_empty_features() -> Non
 
 
 def test_router_counters_are_features_and_default_to_zero_when_absent() -> None:
-    given = features_frame(request_rows(backlog_requests=5, backlog_prefill_tokens=7000)).iloc[0]
+    given = features_frame(
+        request_rows(backlog_requests=5, backlog_prefill_tokens=7000, backlog_oldest_wait_s=1.5)
+    ).iloc[0]
     assert given["backlog_requests"] == 5 and given["backlog_prefill_tokens"] == 7000
+    assert given["backlog_oldest_wait_s"] == 1.5
     absent = request_rows().drop(columns=["backlog_requests", "backlog_prefill_tokens"])
     row = features_frame(absent).iloc[0]
     assert row["backlog_requests"] == 0 and row["backlog_prefill_tokens"] == 0
-    zero = features_frame(request_rows(backlog_requests=0, backlog_prefill_tokens=0)).iloc[0]
+    assert row["backlog_oldest_wait_s"] == 0
+    zero = features_frame(
+        request_rows(backlog_requests=0, backlog_prefill_tokens=0, backlog_oldest_wait_s=0.0)
+    ).iloc[0]
     pd.testing.assert_series_equal(row, zero)
 
 
@@ -101,6 +108,7 @@ def test_unknown_model_names_it_and_counts_rows() -> None:
         ("num_requests_running", -1),
         ("kv_cache_usage_perc", 1.5),
         ("backlog_prefill_tokens", -5),
+        ("backlog_oldest_wait_s", -0.1),
         ("prefix_cache_hit_rate", np.nan),
         ("input_tokens", "many"),
         ("tp", 0),
@@ -123,3 +131,20 @@ def test_tp_that_does_not_divide_the_heads_is_refused() -> None:
     with pytest.raises(InputError, match="cannot be split") as info:
         build_features(request_rows(tp=3))
     assert info.value.field == "tp"
+
+
+def test_the_prefill_left_ahead_falls_with_the_oldest_wait_at_the_prefill_rate() -> None:
+    rows = pd.concat(
+        [
+            request_rows(backlog_prefill_tokens=20_000, backlog_oldest_wait_s=w)
+            for w in (0, 0.1, 60)
+        ],
+        ignore_index=True,
+    )
+    fm = feature_matrix(rows)
+    roof = kind_roofline(fm.inputs.kinds[0])
+    rate = roof.max_batched_tokens / roof.full_chunk_s()
+    left = fm.column("backlog_prefill_left_tokens")
+    assert left[0] == 20_000  # just routed: nothing of it done yet
+    assert left[1] == pytest.approx(20_000 - 0.1 * rate)
+    assert left[2] == 0.0  # long enough for all of it: never below 0

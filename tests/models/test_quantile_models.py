@@ -8,10 +8,14 @@ from model_rows import request_rows
 from models.features import FEATURES
 from models.predictor import LatencyPredictor, RooflineBaseline, latency_metrics
 from models.quantile import (
+    MIN_PROMPT_CALIBRATION_ROWS,
+    PROMPT_EDGES,
     QuantileConfig,
+    booster_params,
     conformal_offset,
     monotone_constraints,
     pinball_objective,
+    prompt_offsets,
     time_split,
 )
 from placement.errors import InputError
@@ -36,6 +40,8 @@ def test_constraints_cover_load_prior_and_prompt_features() -> None:
     assert ttft["prefix_cache_hit_rate"] == 0 and ttft["gpu_dense_tflops"] == 0
     for name in ("backlog_requests", "backlog_prefill_tokens"):
         assert ttft[name] == 1 and tpot[name] == 1
+    assert ttft["backlog_oldest_wait_s"] == -1 and tpot["backlog_oldest_wait_s"] == -1
+    assert ttft["backlog_prefill_left_tokens"] == 1 and tpot["backlog_prefill_left_tokens"] == 1
 
 
 @pytest.mark.parametrize("column", sorted(LOAD_SWEEPS))
@@ -49,6 +55,18 @@ def test_predicted_latency_never_falls_as_load_rises(
     predicted = predictor.predict(rows)
     for name in predicted.columns:
         assert np.all(np.diff(predicted[name].to_numpy()) >= 0), name
+
+
+@pytest.mark.parametrize("backlog", [0, 20_000])
+def test_latency_never_rises_as_the_oldest_request_ahead_waits_longer(
+    predictor: LatencyPredictor, backlog: int
+) -> None:
+    waits = np.linspace(0.0, 30.0, 61)
+    rows = request_rows(len(waits), backlog_prefill_tokens=backlog)
+    rows["backlog_oldest_wait_s"] = waits
+    predicted = predictor.predict(rows)
+    for name in predicted.columns:
+        assert np.all(np.diff(predicted[name].to_numpy()) <= 0), name
 
 
 def test_ttft_never_falls_as_the_prompt_grows(predictor: LatencyPredictor) -> None:
@@ -141,3 +159,49 @@ def test_pinball_gradients_point_towards_the_quantile_with_irls_weights() -> Non
     wgrad, whess = pinball_objective(0.9)(score, weighted)  # type: ignore[arg-type]
     assert wgrad.tolist() == pytest.approx([0.2, -0.9, -0.45])
     assert (-wgrad / whess).tolist() == pytest.approx([-1.0, 1.0, 0.2])
+
+
+def test_booster_params_carry_the_constraint_method() -> None:
+    params = booster_params(QuantileConfig(monotone_method="advanced"), [1, 0])
+    assert params["monotone_constraints_method"] == "advanced"
+    assert params["monotone_constraints"] == [1, 0]
+    assert booster_params(QuantileConfig(), [1])["monotone_constraints_method"] == "intermediate"
+
+
+def test_prompt_offsets_are_conformal_per_bucket_and_never_fall_with_prompt_size() -> None:
+    n = MIN_PROMPT_CALIBRATION_ROWS * 5
+    rng = np.random.default_rng(0)
+    short, mid, long_ = 1000.0, 8000.0, 20_000.0
+    tokens = np.concatenate([np.full(n, short), np.full(n, mid), np.full(n, long_)])
+    # the long prompts' residuals run higher, the middle ones lower than the short ones'
+    residual = np.concatenate(
+        [rng.normal(0.0, 0.1, n), rng.normal(-0.5, 0.1, n), rng.normal(0.4, 0.1, n)]
+    )
+    shifts = prompt_offsets(residual, tokens, 0.95)
+    assert len(shifts) == len(PROMPT_EDGES) + 1
+    assert shifts[0] > 0.0
+    assert shifts[1] == shifts[0]  # its own shift is lower: the shorter bucket's holds
+    assert shifts[2] > shifts[1]
+    assert np.mean(residual[2 * n :] <= shifts[2]) >= 0.95  # the long rows are covered
+    assert shifts[3] == shifts[2]  # no rows of 32k+: the shorter bucket's shift
+    # too few rows to calibrate on: no shift of their own
+    few = prompt_offsets(
+        residual[: MIN_PROMPT_CALIBRATION_ROWS - 1], tokens[: MIN_PROMPT_CALIBRATION_ROWS - 1], 0.95
+    )
+    assert few == (0.0, 0.0, 0.0, 0.0)
+
+
+def test_ttft_p95_never_falls_as_the_prompt_crosses_the_calibration_buckets(
+    predictor: LatencyPredictor,
+) -> None:
+    tokens = np.arange(1000, 60_000, 500)
+    rows = request_rows(len(tokens))
+    rows["input_tokens"] = tokens
+    rows["uncached_tokens"] = tokens
+    predicted = predictor.predict(rows)
+    assert np.all(np.diff(predicted["ttft_p95"].to_numpy()) >= 0)
+    model = predictor.models["ttft_p95"]
+    assert len(model.prompt_offsets) == len(PROMPT_EDGES) + 1
+    assert list(model.prompt_offsets) == sorted(model.prompt_offsets)
+    assert predictor.models["tpot_p95"].prompt_offsets == ()
+    assert predictor.models["ttft_p50"].prompt_offsets == ()

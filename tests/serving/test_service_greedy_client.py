@@ -138,3 +138,29 @@ def test_a_long_request_on_a_slow_replica_holds_its_lease_longer() -> None:
     decision = service.route(query("b", 0, output_tokens=1000)).decision_id
     # 1,000 tokens × 80 ms observed, twice over: 160 s
     assert service.lease(decision).expires_at == pytest.approx(160.0, rel=0.05)
+
+
+def test_an_expired_lease_leaves_the_observed_tpot_alone_and_frees_its_prompt() -> None:
+    clock = Clock()
+    service = make_service(clock)
+    first_id = service.route(query("a", 0)).decision_id
+    first = service.lease(first_id)
+    replica = service.replicas[first.replica_id]
+    clock.now = 0.01
+    # a second request in flight on the same replica, expiring later
+    later = next(
+        lease
+        for lease in (service.lease(service.route(query("a", i)).decision_id) for i in range(1, 99))
+        if lease.replica_id == first.replica_id
+    )
+    replica.tpot_s = 0.05  # as observed from earlier outcomes
+    waiting = replica.in_flight_prefill_tokens
+    clock.now = first.expires_at + 1e-6
+    assert clock.now < later.expires_at
+    service.route(query("b", 0))  # the decision that sweeps the first lease
+    assert first_id not in service.leases
+    # its first token was never reported, so nothing was timed: the TPOT stays as observed
+    assert replica.tpot_s == 0.05
+    # and its prompt no longer waits there (the sweeping request's own may)
+    own = 512 if service.leases and replica.in_flight == 2 else 0
+    assert replica.in_flight_prefill_tokens == waiting - 512 + own

@@ -134,3 +134,29 @@ def test_no_requests_and_no_samples_give_an_empty_frame(
     frame = build_training_frame(requests_frame([]), samples_frame([]))
     reference = build_training_frame(requests_frame([]), two_replicas)
     assert frame.empty and dict(frame.dtypes) == dict(reference.dtypes)
+
+
+def test_the_oldest_wait_is_what_the_router_knows_when_it_routes(
+    two_replicas, requests_frame, request_rows
+):
+    requests = requests_frame(
+        [
+            request_rows(1, 0.0, ttft_s=5.0),  # waits until 5.0 s for its first token
+            request_rows(2, 1.0, ttft_s=1.5),  # until 2.5 s
+            request_rows(3, 2.0),  # 1 waits since 0.0, 2 since 1.0: the oldest waited 2 s
+            request_rows(4, 2.0, replica="b", accelerator="A100-80G"),  # nothing ahead on b
+            request_rows(5, 5.0),  # 1's first token came at 5.0 s: nothing waits
+            request_rows(6, 5.1, error="lost: reset"),  # never a first token: not counted
+            request_rows(7, 5.3),  # 5 (first token at 5.2 s) is done; 6 is not counted
+            request_rows(8, 5.3),  # routed after 7 at the same instant: 7 waited 0 s
+        ]
+    )
+    frame = build_training_frame(requests, two_replicas).set_index("request_id")
+    assert frame.loc[1, "backlog_oldest_wait_s"] == 0.0
+    assert frame.loc[2, "backlog_oldest_wait_s"] == pytest.approx(1.0)
+    assert frame.loc[3, "backlog_oldest_wait_s"] == pytest.approx(2.0)
+    assert frame.loc[4, "backlog_oldest_wait_s"] == 0.0
+    assert frame.loc[5, "backlog_oldest_wait_s"] == 0.0
+    assert frame.loc[7, "backlog_oldest_wait_s"] == 0.0
+    assert frame.loc[8, "backlog_oldest_wait_s"] == 0.0
+    assert 6 not in frame.index

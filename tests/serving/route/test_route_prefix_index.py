@@ -3,6 +3,8 @@ index that matches a chain against every replica in one walk."""
 
 from __future__ import annotations
 
+import random
+
 from serving.route.prefix_index import RouterPrefixIndex
 
 BLOCK = 16
@@ -44,3 +46,46 @@ def test_a_chain_longer_than_the_cache_keeps_its_root() -> None:
     index.insert("a", 2 * BLOCK, [1, 2, 3, 4], 0.0)
     assert index.blocks("a") == 2
     assert index.match_all([1, 2, 3, 4]) == {"a": 2}
+
+
+class _Reference:
+    """The index as one walk down each chain: touch a held block, add a new one, deepest
+    first; evict the least recent blocks over capacity."""
+
+    def __init__(self) -> None:
+        self.lrus: dict[str, list[int]] = {}
+        self.holders: dict[int, set[str]] = {}
+
+    def insert(self, replica: str, capacity: int, chain: list[int]) -> None:
+        lru = self.lrus.setdefault(replica, [])
+        for h in reversed(chain):
+            if h in lru:
+                lru.remove(h)
+            else:
+                self.holders.setdefault(h, set()).add(replica)
+            lru.append(h)
+        while len(lru) > capacity:
+            h = lru.pop(0)
+            self.holders[h].discard(replica)
+            if not self.holders[h]:
+                del self.holders[h]
+
+
+def test_the_index_keeps_the_order_and_holders_a_block_by_block_walk_keeps() -> None:
+    rng = random.Random(7)
+    index = RouterPrefixIndex(BLOCK)
+    reference = _Reference()
+    roots = [rng.randrange(1, 10**6) for _ in range(6)]
+    for step in range(3000):
+        replica = rng.choice("abc")
+        capacity = {"a": 12, "b": 30, "c": 5}[replica]
+        # chains grow from a few shared roots, so they are often held whole, in part, or not
+        root = rng.choice(roots)
+        chain = [root * 1000 + d for d in range(rng.randint(1, 9))]
+        if rng.random() < 0.3:
+            chain = [*chain, rng.randrange(10**9, 2 * 10**9)]  # a new tail
+        chain_t = tuple(chain) if step % 2 else chain
+        index.insert(replica, capacity * BLOCK, chain_t, float(step))
+        reference.insert(replica, capacity, chain)
+        assert list(index._lrus[replica]) == reference.lrus[replica]
+    assert index._holders == reference.holders
