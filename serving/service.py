@@ -401,8 +401,9 @@ class PlacementService:
         if state is not None:
             tpot = state.tpot_s
             if tpot <= 0.0:
-                running = max(state.num_requests_running, float(state.in_flight))
-                tpot = self._decode[state.id].tpot(running)
+                # the larger of the two counts (a conditional, not max(): once per decision)
+                scraped, routed = state.num_requests_running, float(state.in_flight)
+                tpot = self._decode[state.id].tpot(scraped if scraped > routed else routed)
         lifetime = self.lease_terms.lifetime_s(
             decision.predicted_ttft_s, query.max_output_tokens, tpot
         )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Generic, Protocol, TypeVar
 
@@ -158,7 +158,9 @@ class ReplicaPrefixCache:
 K = TypeVar("K", bound=Hashable)
 
 
-def deepest_matches(holders: Mapping[int, set[K]], block_hashes: Sequence[int]) -> dict[K, int]:
+def deepest_matches(
+    holders: Mapping[int, Collection[K]], block_hashes: Sequence[int]
+) -> dict[K, int]:
     """Longest prefix of ``block_hashes``, in blocks, per holder with at least its first block,
     from an inverted index (block hash → who holds it): one walk down the chain, intersecting
     the holder sets level by level."""
@@ -172,7 +174,7 @@ def deepest_matches(holders: Mapping[int, set[K]], block_hashes: Sequence[int]) 
     depth = 1
     for h in block_hashes[1:]:
         level = holders.get(h)
-        deeper = alive & level if level else set()
+        deeper = alive.intersection(level) if level else set()
         if len(deeper) < len(alive):
             for key in alive - deeper:
                 out[key] = depth

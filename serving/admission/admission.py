@@ -320,12 +320,18 @@ class AdmissionController:
             self.in_flight_by_tenant[tenant] = held
         else:
             self.in_flight_by_tenant.pop(tenant, None)
-        budget = self.classes.get(request_class) or self._retired[request_class]
-        left = max(0, self.in_flight_by_class.get(request_class, 0) + delta)
-        self.in_flight_by_class[request_class] = left
-        if left == 0 and request_class in self._retired:
+        # twice per request: conditional expressions, not max() (several times dearer)
+        found = self.classes.get(request_class)
+        retired = found is None
+        budget = self._retired[request_class] if found is None else found
+        by_class = self.in_flight_by_class
+        left = by_class.get(request_class, 0) + delta
+        by_class[request_class] = left = left if left > 0 else 0
+        if retired and left == 0:
             del self._retired[request_class]
-            del self.in_flight_by_class[request_class]
-        self.in_flight = max(0, self.in_flight + delta)
+            del by_class[request_class]
+        in_flight = self.in_flight + delta
+        self.in_flight = in_flight if in_flight > 0 else 0
         if budget.sheddable:
-            self.sheddable_in_flight = max(0, self.sheddable_in_flight + delta)
+            sheddable = self.sheddable_in_flight + delta
+            self.sheddable_in_flight = sheddable if sheddable > 0 else 0

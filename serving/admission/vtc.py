@@ -75,9 +75,11 @@ class VirtualTokenCounter:
     def start_cost(self, tenant: str, cost: float) -> None:
         """A request of ``tenant`` was admitted: lift an idle tenant, count it active, charge
         ``cost`` (its prompt's, in the counter's unit)."""
-        if not self.is_active(tenant):
+        active = self._active
+        held = active.get(tenant, 0)
+        if held <= 0:
             self.counters[tenant] = self.counter(tenant)
-        self._active[tenant] = self._active.get(tenant, 0) + 1
+        active[tenant] = held + 1
         self.add(tenant, cost)
 
     def charge(self, tenant: str, *, prefill_tokens: int, decode_tokens: int) -> None:
@@ -89,7 +91,8 @@ class VirtualTokenCounter:
 
     def add(self, tenant: str, cost: float) -> None:
         """Charge ``cost`` to ``tenant``'s counter (divided by its credit weight)."""
-        self.counters[tenant] = self.counters.get(tenant, 0.0) + cost / self.credit_weight(tenant)
+        counters = self.counters
+        counters[tenant] = counters.get(tenant, 0.0) + cost / self._credit_weights.get(tenant, 1.0)
 
     def finish(self, tenant: str, decode_tokens: int) -> None:
         """A request of ``tenant`` completed having generated ``decode_tokens``."""

@@ -26,7 +26,7 @@ from placement.errors import InputError, PlacementError
 from serving.api.errors import body_errors, problem_body
 from serving.api.media_type import UNSUPPORTED, is_json
 from serving.api.route_body import plain_query
-from serving.api.routers.route import _answer, _headers, class_errors, to_query
+from serving.api.routers.route import _answer, class_errors, raw_headers, to_query
 from serving.api.runtime import ServiceRuntime
 from serving.api.schemas import RouteRequest
 from serving.api.security import refusal_of, token_from_headers
@@ -64,19 +64,18 @@ def answer(
     try:
         status, data, extra = _route(runtime, headers, body)
     except _Refusal as refusal:
-        status, data, extra = refusal.status, refusal.body, refusal.headers
+        status, data = refusal.status, refusal.body
+        extra = [(k.encode(), v.encode()) for k, v in refusal.headers.items()]
     except Exception:
         log.exception("unexpected error answering POST %s", ROUTE_PATH)
-        status, data, extra = 500, problem_body("internal error"), {}
+        status, data, extra = 500, problem_body("internal error"), []
     payload = orjson.dumps(data)
-    raw = [JSON_TYPE, (b"content-length", b"%d" % len(payload))]
-    raw += [(k.encode(), v.encode()) for k, v in extra.items()]
-    return status, payload, raw
+    return status, payload, [JSON_TYPE, (b"content-length", b"%d" % len(payload)), *extra]
 
 
 def _route(
     runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], raw: bytes | None
-) -> tuple[int, Any, dict[str, str]]:
+) -> tuple[int, Any, Headers]:
     max_bytes = runtime.settings.max_body_bytes
     authorization = x_api_key = None
     json_body = True
@@ -123,7 +122,7 @@ def _route(
         raise _Refusal(403, str(exc)) from None
     except PlacementError as exc:
         raise _Refusal(400, str(exc)) from None
-    return 200, _answer(service, routed), _headers(routed)
+    return 200, _answer(service, routed), raw_headers(routed)
 
 
 def _body(service: PlacementService, raw: bytes) -> RouteQuery | RouteRequest:

@@ -24,7 +24,10 @@ class RouterPrefixIndex:
         self.block_tokens = block_tokens
         self._lrus: dict[str, OrderedDict[int, None]] = {}  # oldest first
         self._capacity_blocks: dict[str, int] = {}
-        self._holders: dict[int, set[str]] = {}
+        # block hash → the replica ids holding it, as a tuple (one or a few): a tuple of strings
+        # is dropped from the garbage collector's lists at its first collection, where a set
+        # per block would be walked by every full collection as the index grows
+        self._holders: dict[int, tuple[str, ...]] = {}
 
     def match_all(self, block_hashes: Sequence[int]) -> dict[str, int]:
         """Longest recorded prefix in blocks per replica id holding at least its first block."""
@@ -55,14 +58,15 @@ class RouterPrefixIndex:
                 lru[h] = None
                 holders = all_holders.get(h)
                 if holders is None:
-                    all_holders[h] = {replica_id}
-                else:
-                    holders.add(replica_id)
+                    all_holders[h] = (replica_id,)
+                elif replica_id not in holders:
+                    all_holders[h] = (*holders, replica_id)
         capacity = self._capacity_blocks[replica_id]
         while len(lru) > capacity:
             h = lru.popitem(last=False)[0]
             holders = all_holders.get(h)
-            if holders is not None:
-                holders.discard(replica_id)
-                if not holders:
+            if holders is not None and replica_id in holders:
+                if len(holders) == 1:
                     del all_holders[h]
+                else:
+                    all_holders[h] = tuple([r for r in holders if r != replica_id])

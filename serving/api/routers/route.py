@@ -35,6 +35,7 @@ from serving.service import ModelNotAllowed, PlacementService, Refused, Routed
 router = APIRouter(prefix="/v1", tags=["route"])
 
 DESTINATION = "x-gateway-destination-endpoint"
+_DESTINATION_RAW = DESTINATION.encode()
 BATCH_REFUSALS = problems(
     *AUTH,
     *JSON_BODY,
@@ -120,15 +121,23 @@ def _answer(service: PlacementService, routed: Routed) -> dict[str, Any]:
     }
 
 
-def _headers(routed: Routed) -> dict[str, str]:
+def raw_headers(routed: Routed) -> list[tuple[bytes, bytes]]:
+    """The decision as response headers (lower-case names, UTF-8 values), as the protocol
+    writes them: the chosen replica's address and the fallbacks', the replica, the reason, the
+    plan version and the decision id."""
     d = routed.decision
-    return {
-        DESTINATION: ",".join(routed.addresses),
-        "x-placement-replica": d.replica_id,
-        "x-placement-reason": d.reason,
-        "x-placement-plan-version": "" if d.plan_version is None else str(d.plan_version),
-        "x-placement-decision-id": routed.decision_id,
-    }
+    version = d.plan_version
+    return [
+        (_DESTINATION_RAW, ",".join(routed.addresses).encode()),
+        (b"x-placement-replica", d.replica_id.encode()),
+        (b"x-placement-reason", d.reason.encode()),
+        (b"x-placement-plan-version", b"" if version is None else b"%d" % version),
+        (b"x-placement-decision-id", routed.decision_id.encode()),
+    ]
+
+
+def _headers(routed: Routed) -> dict[str, str]:
+    return {name.decode(): value.decode() for name, value in raw_headers(routed)}
 
 
 @router.post(
