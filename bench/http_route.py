@@ -28,7 +28,9 @@ from unittest import mock
 import psutil
 
 from placement.errors import PlacementError
-from serving.route import PlacementRoutePath, RouteQuery
+from placement.plan import Plan
+from serving.api.runtime import ServiceRuntime
+from serving.route import PlacementRoutePath, ReplicaState, RouteQuery
 
 RATE_RPS = 2000.0
 DURATION_S = 10.0
@@ -51,16 +53,25 @@ def serve_fixture(fixture: str, port: int) -> None:
     """The server process: the pickled replicas and plan behind the real app, served as
     ``placement serve`` serves it."""
     from serving.api.main import create_app
+    from serving.api.server import serve_app
+
+    with open(fixture, "rb") as f:
+        states, plan = pickle.load(f)
+    runtime = fixture_runtime(states, plan)
+    serve_app(create_app(runtime), host="127.0.0.1", port=port, log_level="error")
+
+
+def fixture_runtime(states: list[ReplicaState], plan: Plan | None) -> ServiceRuntime:
+    """The service's runtime on these replicas and plan, as the server process builds it: the
+    default route profile, no admission refusals, leases of 0.5 s, one key (:data:`BENCH_KEY`)
+    with the route scope."""
     from serving.api.runtime import build_runtime
     from serving.api.security import hash_key
-    from serving.api.server import serve_app
     from serving.api.settings import ApiKey, Settings
     from serving.leases import LeaseTerms
     from serving.route import load_profile
     from serving.service import PlacementService
 
-    with open(fixture, "rb") as f:
-        states, plan = pickle.load(f)
     profile = load_profile()
     service = PlacementService(
         route_path_factory=lambda r: PlacementRoutePath(list(r.values()), profile=profile),
@@ -75,8 +86,7 @@ def serve_fixture(fixture: str, port: int) -> None:
     service._rebuild()
     service.install_plan(plan)
     settings = Settings(api_keys=(ApiKey(name="b", digest=hash_key(BENCH_KEY), scopes=("route",)),))
-    runtime = build_runtime(settings, service=service, background=False)
-    serve_app(create_app(runtime), host="127.0.0.1", port=port, log_level="error")
+    return build_runtime(settings, service=service, background=False)
 
 
 def wait_for_server(server: subprocess.Popen[bytes], port: int, timeout_s: float = 300.0) -> None:
