@@ -19,6 +19,7 @@ back into Python; any other read (a request split across reads, several in one, 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -36,6 +37,49 @@ _HEADER_LINES = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\
 _TO_PARSER = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
 
 Headers = list[tuple[bytes, bytes]]
+
+
+# header lines (lower-case names), content length, keep-alive
+PlainHead = tuple[tuple[tuple[bytes, bytes], ...], int, bool]
+
+
+def _plain_head(head: bytes) -> PlainHead | None:
+    """The header lines of a plain route request, read; None when they are not plain (the
+    parser takes the request)."""
+    if _HEADER_LINES.fullmatch(head) is None:
+        return None
+    length = -1
+    keep_alive = True
+    headers: Headers = []
+    for line in head.split(b"\r\n")[:-1]:
+        name, _, value = line.partition(b":")
+        name = name.lower()
+        value = value.strip(b" \t")
+        if name == b"content-length":
+            if length >= 0 or not value.isdigit():
+                return None
+            length = int(value)
+        elif name in _TO_PARSER:
+            return None
+        elif name == b"connection":
+            token = value.lower()
+            if token == b"close":
+                keep_alive = False
+            elif token != b"keep-alive":
+                return None
+        headers.append((name, value))
+    if length < 0:
+        return None
+    return tuple(headers), length, keep_alive
+
+
+# A client sends the same header lines again and again (only the length changes with the
+# body): each distinct block is read once. Bounded in count and size, so odd clients cannot
+# grow it; the same bytes always read the same, so keeping them changes no answer.
+_heads: dict[bytes, PlainHead | None] = {}
+_UNSEEN: PlainHead | None = ((), -1, False)
+_MAX_HEADS_KEPT = 4096
+_MAX_HEAD_KEPT = 1024
 
 
 class RouteProtocol(HttpToolsProtocol):
@@ -60,34 +104,16 @@ class RouteProtocol(HttpToolsProtocol):
         if end < 0:
             return False
         head = data[len(_REQUEST_LINE) : end + 2]
-        if _HEADER_LINES.fullmatch(head) is None:
+        known = _heads.get(head, _UNSEEN)
+        if known is _UNSEEN:
+            known = _plain_head(head)
+            if len(head) <= _MAX_HEAD_KEPT and len(_heads) < _MAX_HEADS_KEPT:
+                _heads[head] = known
+        if known is None:
             return False
-        length = -1
-        keep_alive = True
-        headers: Headers = []
-        for line in head.split(b"\r\n")[:-1]:
-            name, _, value = line.partition(b":")
-            name = name.lower()
-            value = value.strip(b" \t")
-            if name == b"content-length":
-                if length >= 0 or not value.isdigit():
-                    return False
-                length = int(value)
-            elif name in _TO_PARSER:
-                return False
-            elif name == b"connection":
-                token = value.lower()
-                if token == b"close":
-                    keep_alive = False
-                elif token != b"keep-alive":
-                    return False
-            headers.append((name, value))
+        headers, length, keep_alive = known
         body_at = end + 4
-        if (
-            length < 0
-            or length > self.runtime.settings.max_body_bytes
-            or len(data) != body_at + length
-        ):
+        if length > self.runtime.settings.max_body_bytes or len(data) != body_at + length:
             return False
         previous = self.cycle
         if previous is not None and not previous.response_complete:
@@ -138,7 +164,9 @@ class RouteProtocol(HttpToolsProtocol):
         self._chunks = []
         self._respond(self.headers, body, self._keep_alive)
 
-    def _respond(self, headers: Headers, body: bytes | None, keep_alive: bool) -> None:
+    def _respond(
+        self, headers: Iterable[tuple[bytes, bytes]], body: bytes | None, keep_alive: bool
+    ) -> None:
         status, payload, extra = answer(self.runtime, headers, body)
         out = [STATUS_LINE[status], _default_head(self.server_state.default_headers)]
         for name, value in extra:

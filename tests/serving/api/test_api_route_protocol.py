@@ -187,3 +187,20 @@ def test_a_connection_answered_within_the_keep_alive_time_stays_open_then_idles_
             assert stream.read(1) == b""  # idle past 1 s: closed by the server
             assert 0.2 < time.monotonic() - started < 3.0
             stream.close()
+
+
+def test_a_header_block_seen_before_reads_as_it_did_the_first_time() -> None:
+    """Header lines are read once per distinct block and kept: the same request again, on a
+    fresh connection, gets the same answer; a block that is not plain reads as such."""
+    from serving.api import route_protocol as protocol
+
+    request = _post(BODY, **{"X-Seen-Twice": "yes"})
+    head = request[len(b"POST /v1/route HTTP/1.1\r\n") : request.index(b"\r\n\r\n") + 2]
+    protocol._heads.pop(head, None)
+    first, plainly = _send_in_pieces(request, None)
+    assert plainly and head in protocol._heads
+    again, plainly_again = _send_in_pieces(request, None)
+    assert plainly_again and again == first and first[0] == 200
+    chunked = _raw("POST", b"0\r\n\r\n", {"Transfer-Encoding": "chunked"})
+    odd = chunked[len(b"POST /v1/route HTTP/1.1\r\n") : chunked.index(b"\r\n\r\n") + 2]
+    assert protocol._plain_head(odd) is None
