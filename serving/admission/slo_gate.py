@@ -74,7 +74,6 @@ until then the roofline prior stands, uncalibrated.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -243,7 +242,11 @@ class SloGate:
         base = self.refuse_at - past * (self.refuse_at - self.overload_refuse_at)
         if tenant is None:
             return base
-        owed = 1.0 - self.vtc.over_credit(tenant)
+        return self._owed_threshold(base, 1.0 - self.vtc.over_credit(tenant))
+
+    def _owed_threshold(self, base: float, owed: float) -> float:
+        """The threshold of a tenant ``owed`` (0 furthest over its share, 1 most owed) when
+        the base threshold is ``base``."""
         return base + self.credit_cut * owed * (self.refuse_at - base)
 
     def _pressure_weight(self, now: float | None) -> float:
@@ -289,23 +292,24 @@ class SloGate:
         budget_s: float | None = None,
         *,
         retry: bool = False,
+        replica_id: str = "",
     ) -> bool:
         """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
         moves per decision only) with ``budget_s`` left for its first token (None: its class's
-        SLO); :attr:`last` keeps the rule. A ``retry`` (a request judged before, waiting in a
-        flow-control queue and tried again many times a second) refused is not counted again
-        in :attr:`refused`; it still moves the pressure, so the overload signal lasts as long
-        as requests wait. (Counting only first tries in the pressure was measured in ``bench
-        flow``: more goodput behind the gate, 0.92 → 1.04 of the best refusing service, but
-        the top band fell from 0.956 to 0.868 on the held-out tail.)"""
+        SLO) on ``replica_id``; :attr:`last` keeps the rule. A ``retry`` (a request judged
+        before, waiting in a flow-control queue and tried again many times a second) refused
+        is not counted again in :attr:`refused`; it still moves the pressure, so the overload
+        signal lasts as long as requests wait. (Counting only first tries in the pressure was
+        measured in ``bench flow``: more goodput behind the gate, 0.92 → 1.04 of the best
+        refusing service, but the top band fell from 0.956 to 0.868 on the held-out tail.)"""
         ttft_limit = self.limit_s(request_class, budget_s)
         tpot_limit = self.tpot_limit_s(request_class)
         ttft_miss = seen.ttft_miss(ttft_limit)
         tpot_miss = seen.tpot_miss(tpot_limit, observed=self.pressure >= PRESSURE_FLOOR)
         miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
-        refuse_at = self.refuse_threshold(tenant)
         base = self.refuse_threshold()
-        owed_at = base + self.credit_cut * (self.refuse_at - base)  # the most owed tenant's
+        refuse_at = self._owed_threshold(base, 1.0 - self.vtc.over_credit(tenant))
+        owed_at = self._owed_threshold(base, 1.0)  # the most owed tenant's
         rule = ADMITTED
         best_effort = False
         if miss >= refuse_at:
@@ -335,6 +339,7 @@ class SloGate:
             miss_probability=miss,
             threshold=refuse_at,
             forecast=seen,
+            replica_id=replica_id,
             best_effort=best_effort,
         )
         if rule != ADMITTED:
@@ -439,8 +444,9 @@ class SloGate:
                 other_miss = other.miss(ttft_limit, tpot_limit, observed=True)
                 if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
                     decision, seen = other_choice, other
-        admitted = self.judge(tenant, cls, seen, now, query.ttft_budget_s, retry=retry)
-        self.last = dataclasses.replace(self.last, replica_id=decision.replica_id)
+        admitted = self.judge(
+            tenant, cls, seen, now, query.ttft_budget_s, retry=retry, replica_id=decision.replica_id
+        )
         if not admitted:
             return None
         self.dispatched(

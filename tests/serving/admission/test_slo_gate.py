@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from route_builders import NOW, chain, group, make_path, plan, query, route, states
 
 from placement.domain.requests import DEFAULT_CLASSES
 from placement.errors import InputError
@@ -373,3 +374,18 @@ def test_a_retried_request_is_refused_once_and_keeps_the_pressure_on() -> None:
         assert gate.last.rule == TTFT
     assert gate.refused[("a", "interactive")] == 1
     assert gate.pressure > 0.5 > first
+
+
+def test_the_judgement_names_the_replica_judged_the_second_looks_when_it_goes_there() -> None:
+    fleet = states(2)
+    path = make_path(fleet)
+    c = chain(7)
+    path.install_plan(plan(fleet, groups=[group(c, route(["r0"]))]))
+    gate = SloGate(DEFAULT_CLASSES)
+    assert gate.admit_decision(path, query(c), path.decide(query(c), NOW), NOW) is not None
+    assert (gate.last.rule, gate.last.replica_id) == (ADMITTED, "r0")
+    fleet[0].in_flight_prefill_tokens = 400_000  # the planned replica is far behind
+    admitted = gate.admit_decision(path, query(c), path.decide(query(c), NOW), NOW)
+    assert admitted is not None and gate.last.replica_id == admitted.replica_id == "r1"
+    assert gate.judge("acme", "interactive", _decoding(0.01, 0.02, gaps=1, queued=0.0))
+    assert gate.last.replica_id == ""  # judged with no replica named
