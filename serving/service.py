@@ -67,7 +67,9 @@ class ModelNotAllowed(PlacementError):
 class Routed:
     decision_id: str
     decision: Decision
-    addresses: tuple[str, ...]  # the chosen replica's address, then the fallbacks'
+    # the chosen replica, then the decision's fallbacks that are registered: ids and addresses
+    replica_ids: tuple[str, ...]
+    addresses: tuple[str, ...]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -367,17 +369,21 @@ class PlacementService:
             query.tenant, query.input_tokens, self._token_weights.prefill * query.input_tokens
         )
         replicas = self.replicas
-        addresses = (
-            decision.address,
-            *[replicas[r].address for r in decision.fallbacks if r in replicas],
-        )
+        fallbacks = [r for r in decision.fallbacks if r in replicas]
+        replica_ids = (decision.replica_id, *fallbacks)
+        addresses = (decision.address, *[replicas[r].address for r in fallbacks])
         if self.demand is not None:
             self.demand.record(query, now)
         elapsed = time.perf_counter() - started
         self.metrics.decision_stats.decided(decision.reason, elapsed)
         if self.tracer is not None:
             self.tracer.decision(query, decision, decision_id, time.time_ns() - int(elapsed * 1e9))
-        return Routed(decision_id=decision_id, decision=decision, addresses=addresses)
+        return Routed(
+            decision_id=decision_id,
+            decision=decision,
+            replica_ids=replica_ids,
+            addresses=addresses,
+        )
 
     def _count_refusal(self, query: RouteQuery, reason: str, retry_after_s: int) -> None:
         """A request refused by admission or the SLO gate: a refusal and a shed request of its

@@ -250,9 +250,9 @@ class EndpointPicker:
         self, routed: Routed, query: RouteQuery, subset: tuple[str, ...] | None
     ) -> Pick | Refusal:
         decision = routed.decision
-        replicas = self.service.replicas
-        ids = [decision.replica_id, *(r for r in decision.fallbacks if r in replicas)]
-        targets = list(zip(ids, (endpoint_of(a) for a in routed.addresses), strict=True))
+        targets = list(
+            zip(routed.replica_ids, (endpoint_of(a) for a in routed.addresses), strict=True)
+        )
         if subset is not None:
             allowed = set(subset)
             targets = [t for t in targets if t[1] in allowed] or [

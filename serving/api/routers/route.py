@@ -99,17 +99,10 @@ def _check_tenant(principal: Principal, tenant: str) -> None:
 
 def _answer(service: PlacementService, routed: Routed) -> dict[str, Any]:
     d = routed.decision
-    addresses = routed.addresses
-    if len(addresses) == len(d.fallbacks) + 1:  # every fallback registered: their addresses
-        fallbacks = [
-            {"replica_id": r, "address": a} for r, a in zip(d.fallbacks, addresses[1:], strict=True)
-        ]
-    else:
-        fallbacks = [
-            {"replica_id": r, "address": service.replicas[r].address}
-            for r in d.fallbacks
-            if r in service.replicas
-        ]
+    fallbacks = [
+        {"replica_id": r, "address": a}
+        for r, a in zip(routed.replica_ids[1:], routed.addresses[1:], strict=True)
+    ]
     return {
         "decision_id": routed.decision_id,
         "replica_id": d.replica_id,
