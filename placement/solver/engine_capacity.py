@@ -9,7 +9,8 @@ the capacity it implies for a Poisson stream of one mix agrees with the simulate
 (``bench/RESULTS.md``, "Capacity at SLO against the engine"). This source tabulates that
 capacity: for each cell of the table's grid, the highest rate at which the attainment model
 says a request of the mix meets both SLOs with probability at least :data:`MEET_SHARE` (both
-p95s holding, as independent events), found by doubling then geometric bisection. Kinds the
+p95s holding, as independent events) and the running sequences (Little's law) fit the
+replica's sequence slots and KV memory, found by doubling then geometric bisection. Kinds the
 engine has no iteration-time model for fall back to the roofline prior's table.
 """
 
@@ -24,14 +25,18 @@ from models.capacity import (
     DEFAULT_SLOS,
     CapacityTable,
     GeometricAxis,
+    MixArrays,
     Slo,
     build_capacity_table,
     replica_kind,
+    sequence_slots,
 )
 from placement.solver.attainment import (
     ReplicaLoad,
     _cost_model,
+    _iteration_s,
     _linear_table,
+    _prefill_s,
     _prefill_table,
     meet_probability,
 )
@@ -43,6 +48,7 @@ MEET_SHARE = 0.95 * 0.95
 INPUT_AXIS = GeometricAxis(128.0, math.sqrt(2.0), 19)  # 128 … 65,536 tokens
 OUTPUT_AXIS = GeometricAxis(16.0, math.sqrt(2.0), 17)  # 16 … 4,096 tokens
 DOUBLINGS = 14
+SATURATION_STEPS = 30
 BISECTIONS = 12
 
 
@@ -56,8 +62,29 @@ def engine_rate(
     if cost is None:
         return None
     prefill, linear = _prefill_table(accelerator, model, tp), _linear_table(accelerator, model, tp)
+    mix = MixArrays(
+        mean_input=np.asarray([float(prompt)]),
+        cached_share=np.zeros(1),
+        output=np.asarray([float(output)]),
+    )
+    slots = float(sequence_slots(replica_kind(accelerator, model, tp), mix)[0])
+    own_prefill = _prefill_s(cost, math.ceil(prompt))  # whole tokens: a fraction never ends
+    context = prompt + output / 2.0
+
+    def fits(rate: float) -> bool:
+        """Little's law against the sequences the replica holds: ``n = λ·E`` with ``E`` at
+        least the prefill and ``O`` decode steps at ``n`` (prefill's stretch left out, so
+        ``n`` is a lower bound); the steps grow with ``n``, so the iterates rise to it."""
+        n = 1.0
+        for _ in range(SATURATION_STEPS):
+            n = rate * (own_prefill + output * _iteration_s(cost, n, context))
+            if n > slots:
+                return False
+        return True
 
     def meets(rate: float) -> bool:
+        if not fits(rate):
+            return False
         load = ReplicaLoad(
             np.asarray([rate]),
             np.asarray([float(prompt)]),
