@@ -82,8 +82,10 @@ SECOND_KNOTS: dict[Family, tuple[float, ...]] = {
     "moe": tuple(float(x) for x in np.arange(-4.0, 3.01, 1.0)),
 }
 # The first axis of the compute families is the SOL in boost-clock cycles, written as seconds at
-# this clock (an accelerator whose datasheet gives no clock is taken to run at it).
+# this clock. An accelerator whose datasheet gives no clock is taken to run at the median of the
+# profiled GPUs' (A100 1.41, H100 1.98, B200 1.98, L40S 2.52 GHz).
 REFERENCE_CLOCK_GHZ = 1.5
+UNKNOWN_CLOCK_GHZ = 1.98
 CLOCKED: frozenset[Family] = frozenset({"gemm", "context_attention", "generation_attention", "moe"})
 SOL_CLOCK = f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOCK_GHZ} GHz"
 SMOOTHNESS = 1.0  # weight of the second-difference penalty, per knot
@@ -119,7 +121,7 @@ class Peaks:
             flops_per_s=accelerator.dense_bf16_tflops * 1e12,
             hbm_bytes_per_s=accelerator.hbm_tbps * 1e12,
             link_bytes_per_s=accelerator.interconnect_gbps * 1e9,
-            clock_ghz=accelerator.boost_clock_ghz or REFERENCE_CLOCK_GHZ,
+            clock_ghz=accelerator.boost_clock_ghz or UNKNOWN_CLOCK_GHZ,
         )
 
     @property
