@@ -22,18 +22,21 @@ last 30% of every run): p50 MAPE 0.30 (TTFT) / 0.22 (TPOT) for the log latency a
 rate) and the monotone constraints keep the trees from undoing them where the prior rises
 faster than the latency.
 
-Monotone constraints (+1) hold where physics demands them: every load feature (running,
-waiting, KV use, token rates) and the prior features in both targets, the prompt's input and
-uncached tokens for TTFT, input tokens for TPOT (longer context, slower attention), the
-expected output tokens in both (it keeps capacity at SLO non-increasing in request size), and
-the router's counters in both: more prompt tokens ahead means a later first token, and more
-requests in flight or prefill still to interleave means a larger or more often stretched decode
-iteration. Since
-the prior is itself non-decreasing in those inputs, so is every predicted quantile. One router
-feature is constrained the other way (−1): how long the oldest request ahead without a first
-token has waited (``backlog_oldest_wait_s``) — the longer, the more of the prefill ahead is
-done; on the held-out tail it took the TTFT p50 MAPE from 0.165 to 0.157 (unconstrained 0.154).
-A caller that does not know it passes 0, which gives the latest predictions.
+**Monotone constraints are off by default.** Capacity at SLO is the one caller that relies on
+predictions never falling as load or request size grows, and it now makes that guarantee
+itself along the path it sweeps (:mod:`models.capacity`: the running maximum of the p95 over
+rising load, and no table cell above the cells of smaller requests); the route path and the
+admission gate read the roofline tables, not these boosters. On a validation slice carved from
+the training part of ``placement bench predictor-floor``'s telemetry (each run's first 70% of
+the training part fits, the rest scores), the constraints cost TTFT p50 MAPE 0.165 against
+0.151 without them (0.152 with only the three TTFT prior features free: the constrained
+trees cannot undo the prior where it rises faster than the latency), and TPOT 0.148 against
+0.144. :attr:`QuantileConfig.monotone` names the targets that keep them: +1 where latency must
+not fall as a feature rises — every load feature (running, waiting, KV use, token rates), the
+prior features, the prompt's input and uncached tokens for TTFT, input tokens for TPOT, the
+expected output tokens in both, the router's counters in both — and −1 for how long the oldest
+request ahead without a first token has waited (``backlog_oldest_wait_s``: the longer, the more
+of the prefill ahead is done). A caller that does not know it passes 0.
 
 Settings (:class:`QuantileConfig`) were checked on a validation slice carved from the training
 part of `placement bench predictors`' telemetry (each run's first 60/70/80% fits, the rest of the
@@ -114,6 +117,10 @@ class QuantileConfig:
     num_leaves: int = 31
     min_data_in_leaf: int = 20
     lambda_l2: float = 1.0
+    # targets whose boosters keep the per-feature monotone constraints (see the module doc);
+    # none by default: capacity at SLO, the one caller that relies on monotonicity, takes a
+    # monotone envelope along the load path it sweeps (models.capacity)
+    monotone: tuple[Target, ...] = ()
     # how LightGBM keeps the monotone constraints (each method guarantees them): "advanced"
     # bounds a leaf only by the leaves its split can reach, "intermediate" by more of them
     # (the validation slice preferred "advanced" for TTFT; the held-out tail did not: see below)
@@ -209,8 +216,16 @@ def _params(config: QuantileConfig, target: Target, alpha: float) -> dict[str, A
         "objective": pinball_objective(alpha),
         "metric": "quantile",
         "alpha": alpha,
-        **booster_params(config, monotone_constraints(target)),
+        **booster_params(config, constraints_of(config, target)),
     }
+
+
+def constraints_of(config: QuantileConfig, target: Target) -> list[int]:
+    """The constraints ``target``'s boosters train with: :func:`monotone_constraints` if
+    ``config.monotone`` lists it, else none (all 0)."""
+    if target in config.monotone:
+        return monotone_constraints(target)
+    return [0] * len(FEATURES)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,6 +11,7 @@ import pytest
 
 from bench.predict_speed import simulated_frame
 from models.predictor import LatencyPredictor
+from models.quantile import TARGETS, QuantileConfig
 from placement.domain.fleet import load_fleet
 from placement.paths import repo_root
 
@@ -38,3 +39,9 @@ def split(telemetry: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 @pytest.fixture(scope="session")
 def predictor(split: tuple[pd.DataFrame, pd.DataFrame]) -> LatencyPredictor:
     return LatencyPredictor().fit(split[0])
+
+
+@pytest.fixture(scope="session")
+def monotone_predictor(split: tuple[pd.DataFrame, pd.DataFrame]) -> LatencyPredictor:
+    """Fitted with the per-feature monotone constraints on both targets (not the default)."""
+    return LatencyPredictor(QuantileConfig(monotone=TARGETS)).fit(split[0])
