@@ -403,7 +403,9 @@ def _advance(
     their envelope there (in place). Each steady state starts from the zero-load ``E``, so it
     is the same whichever rates were visited before."""
     sub = MixArrays(
-        mean_input=mix.mean_input[rows], cached_share=mix.cached_share[rows], output=mix.output[rows]
+        mean_input=mix.mean_input[rows],
+        cached_share=mix.cached_share[rows],
+        output=mix.output[rows],
     )
     state = steady_state(latency, kind, sub, rate)
     ttft, tpot = envelope.reach(rows, state.predicted)
