@@ -36,6 +36,7 @@ from models.quantile import (
     QuantileModel,
     Target,
     fit_target,
+    model_name,
     prior_of,
     time_split,
 )
@@ -75,10 +76,6 @@ class LatencyModel(Protocol):
         """The same for rows already validated (no table in or out: the capacity solver's
         inner loop)."""
         ...
-
-
-def _model_name(target: Target, alpha: float) -> str:
-    return f"{target}_p{round(alpha * 100)}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +122,7 @@ class RooflineBaseline:
             ok = _valid(observed)
             ratio = observed[ok] / prior_of(features, target)[ok]
             for alpha in QUANTILES:
-                factors[_model_name(target, alpha)] = float(np.quantile(ratio, alpha))
+                factors[model_name(target, alpha)] = float(np.quantile(ratio, alpha))
         return cls(**factors)
 
 
@@ -245,7 +242,7 @@ class LatencyPredictor:
                 features, observed, split, target=target, config=self.config, weight=weight
             )
             for alpha, model in fitted.items():
-                models[_model_name(target, alpha)] = model
+                models[model_name(target, alpha)] = model
         self.models = models
         self.throughput = fit_throughput_model(
             features, time_split(order, self.config.tail_share), self.config

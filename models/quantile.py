@@ -117,10 +117,12 @@ class QuantileConfig:
     num_leaves: int = 31
     min_data_in_leaf: int = 20
     lambda_l2: float = 1.0
-    # targets whose boosters keep the per-feature monotone constraints (see the module doc);
-    # none by default: capacity at SLO, the one caller that relies on monotonicity, takes a
-    # monotone envelope along the load path it sweeps (models.capacity)
-    monotone: tuple[Target, ...] = ()
+    # models (model_name: "ttft_p95", …) whose boosters keep the per-feature monotone
+    # constraints (see the module doc): not for the guarantee — capacity at SLO, the one caller
+    # that relies on monotonicity, takes an envelope along the load path it sweeps
+    # (models.capacity) — but because the constrained upper quantile covers every load and
+    # prompt bucket more evenly on the validation slice
+    monotone: tuple[str, ...] = ("ttft_p95", "tpot_p95")
     # how LightGBM keeps the monotone constraints (each method guarantees them): "advanced"
     # bounds a leaf only by the leaves its split can reach, "intermediate" by more of them
     # (the validation slice preferred "advanced" for TTFT; the held-out tail did not: see below)
@@ -135,6 +137,11 @@ class QuantileConfig:
     # candidate targets (log ratio to the prior, log latency): with more than one, each latency
     # keeps the one whose p50 has the lower mean APE on the calibration rows (see the module doc)
     modes: tuple[TargetMode, ...] = (LOG_RATIO, LOG_LATENCY)
+    # the upper quantile's form per target (a target not named takes its p50's)
+    upper_modes: tuple[tuple[Target, TargetMode], ...] = (
+        ("ttft", LOG_LATENCY),
+        ("tpot", LOG_RATIO),
+    )
     seed: int = 0
     num_threads: int = 1  # training: one thread, so that fits are bit-for-bit reproducible
     predict_threads: int = 2  # prediction is per row, identical for any thread count
@@ -218,14 +225,19 @@ def _params(config: QuantileConfig, target: Target, alpha: float) -> dict[str, A
         "objective": pinball_objective(alpha),
         "metric": "quantile",
         "alpha": alpha,
-        **booster_params(config, constraints_of(config, target)),
+        **booster_params(config, constraints_of(config, target, alpha)),
     }
 
 
-def constraints_of(config: QuantileConfig, target: Target) -> list[int]:
-    """The constraints ``target``'s boosters train with: :func:`monotone_constraints` if
-    ``config.monotone`` lists it, else none (all 0)."""
-    if target in config.monotone:
+def model_name(target: Target, alpha: float) -> str:
+    """A quantile model's name: ``ttft_p50``, ``tpot_p95``, …"""
+    return f"{target}_p{round(alpha * 100)}"
+
+
+def constraints_of(config: QuantileConfig, target: Target, alpha: float) -> list[int]:
+    """The constraints the booster of ``target`` at quantile ``alpha`` trains with:
+    :func:`monotone_constraints` if ``config.monotone`` names it, else none (all 0)."""
+    if model_name(target, alpha) in config.monotone:
         return monotone_constraints(target)
     return [0] * len(FEATURES)
 
@@ -410,9 +422,10 @@ def fit_target(
     config: QuantileConfig,
     weight: FloatArray | None = None,
 ) -> dict[float, QuantileModel]:
-    """Every quantile of ``target`` (:data:`QUANTILES`), all in one of ``config.modes``: the one
+    """Every quantile of ``target`` (:data:`QUANTILES`). The p50 in the one of ``config.modes``
     whose p50 has the lower mean absolute percentage error on ``split.calibrate`` (rows no
-    booster trained or stopped on)."""
+    booster trained or stopped on); the others in ``config.upper_modes``' form for ``target``
+    (the p50's if it names none)."""
     rows = split.calibrate
     observed = latency[rows]
     best: tuple[float, QuantileModel] | None = None
@@ -433,6 +446,7 @@ def fit_target(
     if best is None:
         raise InputError("no target mode to fit", field="modes", expected="log_ratio, log_latency")
     chosen = best[1]
+    upper = dict(config.upper_modes).get(target, chosen.mode)
     models = {0.5: chosen}
     for alpha in QUANTILES:
         if alpha != 0.5:
@@ -444,6 +458,6 @@ def fit_target(
                 alpha=alpha,
                 config=config,
                 weight=weight,
-                mode=chosen.mode,
+                mode=upper,
             )
     return models

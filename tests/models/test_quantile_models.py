@@ -162,12 +162,16 @@ def test_pinball_gradients_point_towards_the_quantile_with_irls_weights() -> Non
     assert (-wgrad / whess).tolist() == pytest.approx([-1.0, 1.0, 0.2])
 
 
-def test_constraints_apply_only_to_the_targets_the_config_names() -> None:
-    both, none = QuantileConfig(monotone=("ttft", "tpot")), QuantileConfig()
-    assert constraints_of(both, "ttft") == monotone_constraints("ttft")
-    assert constraints_of(both, "tpot") == monotone_constraints("tpot")
-    assert constraints_of(none, "ttft") == [0] * len(FEATURES)
-    assert constraints_of(QuantileConfig(monotone=("tpot",)), "ttft") == [0] * len(FEATURES)
+def test_constraints_apply_only_to_the_models_the_config_names() -> None:
+    default = QuantileConfig()
+    assert constraints_of(default, "ttft", 0.95) == monotone_constraints("ttft")
+    assert constraints_of(default, "tpot", 0.95) == monotone_constraints("tpot")
+    assert constraints_of(default, "ttft", 0.5) == [0] * len(FEATURES)
+    assert constraints_of(default, "tpot", 0.5) == [0] * len(FEATURES)
+    assert constraints_of(QuantileConfig(monotone=("tpot_p50",)), "tpot", 0.5) == (
+        monotone_constraints("tpot")
+    )
+    assert constraints_of(QuantileConfig(monotone=()), "ttft", 0.95) == [0] * len(FEATURES)
 
 
 def test_booster_params_carry_the_constraint_method() -> None:
