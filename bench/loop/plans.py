@@ -59,6 +59,8 @@ class Planning:
     time_limit_s: float = 10.0
     warm_kv_share: float = WARM_KV_SHARE  # of each replica's KV memory, for warm prefixes
     records: list[SolveRecord] = field(default_factory=list)
+    keep_plans: bool = False  # keep every solved plan in ``plans`` (by version)
+    plans: dict[int, Plan] = field(default_factory=dict)
 
     def solve(
         self,
@@ -111,6 +113,8 @@ class Planning:
             )
             plan = with_residency(plan, residency)
         predicted = summarise_plan(plan)
+        if self.keep_plans and plan.version is not None:
+            self.plans[plan.version] = plan
         self.records.append(
             SolveRecord(
                 at_s=at_s,

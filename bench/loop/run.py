@@ -233,8 +233,10 @@ def ours_with_policy(
     on: Workload | None = None,
     headroom: float | None = None,
     faults: tuple[Fault, ...] = (),
+    keep_plans: bool = False,
 ) -> tuple[SimResult, Workload, Planning, PlacementPolicy]:
-    """:func:`ours`, and the policy that routed (what its gate decided)."""
+    """:func:`ours`, and the policy that routed (what its gate decided); ``keep_plans``: the
+    planning keeps every plan it solved (``Planning.plans``)."""
     source = on if on is not None else ctx.report
     rate = rate_multiplier(load, source, ctx.nominal_rps)
     target = source.scaled(rate)
@@ -248,6 +250,7 @@ def ours_with_policy(
         rule=planning_rule(v),
         options=SolveOptions(weights=Weights(churn=0.0)) if not v.churn else SolveOptions(),
         warm_kv_share=ctx.warm_kv_share,
+        keep_plans=keep_plans,
     )
     policy = make_policy(OURS, _policy_ctx(ctx, v, headroom or ctx.headroom))
     assert isinstance(policy, PlacementPolicy)
@@ -258,6 +261,26 @@ def ours_with_policy(
         # every load re-solves after the same number of requests
         routing = Replanning(policy, planning, period_s=ctx.case.period_s / rate, plan=first)
     return _simulate(ctx, routing, target, faults), target, planning, policy
+
+
+def ours_fixed_plan(
+    ctx: CaseContext,
+    load: float,
+    plan: Plan,
+    planning: Planning,
+    v: Variant = FULL,
+    *,
+    on: Workload | None = None,
+) -> tuple[SimResult, Workload]:
+    """The full service routing ``on`` (the report part by default) at ``load`` with ``plan``
+    installed throughout: no periodic re-solve (``planning`` re-solves only if a replica goes
+    down or comes back, as in :func:`ours_with_policy`)."""
+    source = on if on is not None else ctx.report
+    target = ctx.at_load(source, load)
+    policy = make_policy(OURS, _policy_ctx(ctx, v, ctx.headroom))
+    assert isinstance(policy, PlacementPolicy)
+    routing = Replanning(policy, planning, period_s=None, plan=plan)
+    return _simulate(ctx, routing, target), target
 
 
 def shadow_gate(ctx: CaseContext, load: float) -> dict[str, Any]:

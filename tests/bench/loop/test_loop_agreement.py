@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from bench.loop.agreement import plan_agreement, replica_breakdown
+from bench.loop.agreement import at_planned_load, plan_agreement, replica_breakdown
 from bench.loop.plans import SolveRecord
 from placement.domain.requests import DEFAULT_CLASSES, Request
 
@@ -70,3 +72,27 @@ def test_the_replica_breakdown_says_where_traffic_went_and_which_term_missed() -
     assert rows[1]["tpot_missed"] == 0.0
     assert rows[0]["rps"] == pytest.approx(60 / 59)
     assert rows[1]["prompt_tokens"] == 1000.0 and rows[1]["output_tokens"] == 10.0
+
+
+def test_each_plan_at_its_planned_load_is_judged_on_its_own_window_with_only_it_installed() -> None:
+    slo = DEFAULT_CLASSES["interactive"].ttft_slo_s
+    # the first plan is judged on the head (all of it); the second, solved at 100 s over a
+    # 50-s window, on [50, 100) of the run with only the second plan installed
+    head = [_served(i, float(i), slo / 2) for i in range(50)]
+    head += [_served(50 + i, float(i), slo * 3) for i in range(50)]
+    report = [_served(i, float(i), slo * 3) for i in range(50)]  # [0, 50): all missed
+    report += [_served(50 + i, 50 + i * 0.5, slo / 2) for i in range(100)]  # [50, 100): met
+    report += [_served(150 + i, 100 + i, slo * 3) for i in range(60)]  # after: missed
+    calls: list[tuple[float, bool]] = []
+
+    def simulate(rec: SolveRecord, on_head: bool) -> tuple[list[Request], dict[str, Any]]:
+        calls.append((rec.at_s, on_head))
+        return (head if on_head else report), dict(DEFAULT_CLASSES)
+
+    records = [_record(0.0, 0.6), _record(60.0, None), _record(100.0, 0.9)]
+    first, second = at_planned_load(records, 50.0, simulate)
+    assert calls == [(0.0, True), (100.0, False)]  # the plan that kept none is not simulated
+    assert first["simulated_admitted"] == pytest.approx(0.5) and first["requests"] == 100
+    assert first["gap_points"] == pytest.approx(10.0) and first["disagrees"]
+    assert second["simulated_admitted"] == 1.0 and second["requests"] == 100
+    assert second["gap_points"] == pytest.approx(-10.0) and second["disagrees"]

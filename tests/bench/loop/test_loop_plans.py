@@ -3,6 +3,7 @@ why in a log line and records the status."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
@@ -194,3 +195,13 @@ def test_a_solve_records_the_plans_predicted_attainment_and_shed() -> None:
     (record,) = planning.records
     assert record.predicted_attainment is not None and 0.9 < record.predicted_attainment <= 1
     assert record.shed_share == pytest.approx(0.0)
+
+
+def test_plans_are_kept_by_version_only_when_asked() -> None:
+    planning = _planning()
+    assert planning.solve(_requests(), window_s=10.0) is not None
+    assert planning.plans == {}
+    keeping = dataclasses.replace(_planning(), keep_plans=True)
+    plan = keeping.solve(_requests(), window_s=10.0)
+    assert plan is not None and plan.version is not None
+    assert keeping.plans == {plan.version: plan}
