@@ -40,19 +40,18 @@ from sim.costmodel.measured import (
     frameworks,
     handful,
     measured_runs,
-    predictor,
     run_kv_tokens,
 )
 from sim.costmodel.operators import shard_shapes
 from sim.costmodel.profiled import FRAMEWORK_OVERHEAD_S, ProfiledCostModel
 from sim.costmodel.profiles import OperatorProfile, load_profile
+from sim.costmodel.replay import kernel_tp, predictor
 from sim.costmodel.roofline import FITTED_EFFICIENCY, RooflineCostModel
 from sim.costmodel.stack import StackCalibration, stack_sensitivities
 from sim.costmodel.transfer import (
     FAMILIES,
     Family,
     Observations,
-    Sol,
     TransferModel,
     fit_transfer,
     observations,
@@ -152,9 +151,7 @@ def _apes(model: TransferModel, family: Family, calls: Observations) -> FloatArr
 
 
 def _subset(calls: Observations, mask: FloatArray) -> Observations:
-    return Observations(
-        Sol(calls.sol.seconds[mask], calls.sol.second_axis[mask]), calls.latency[mask]
-    )
+    return Observations(calls.sol.select(mask), calls.latency[mask])
 
 
 def _fits(accelerator: Accelerator, model: ModelArchitecture, tp: int) -> bool:
@@ -283,7 +280,7 @@ def datasheet_handful(
                 base = RooflineCostModel(
                     held.accelerator,
                     get_model(run.model),
-                    run.tp,
+                    kernel_tp(run),
                     transfer=model,
                     reason="left out",
                 )

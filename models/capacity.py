@@ -7,10 +7,11 @@ tokens of which a share ``h`` is served from the prefix cache, ``O`` output toke
 - ``prompt_tokens_per_s = λ·I``, ``generation_tokens_per_s = λ·O``, ``prefix_cache_hit_rate = h``;
 - ``num_requests_running = λ·E`` (Little's law), ``E`` the predicted end-to-end time
   ``ttft_p50 + (O − 1)·tpot_p50`` at that very load, found by fixed-point iteration from the
-  zero-load ``E`` (or, during the search, from the steady state of the last feasible lower
-  rate, which lies below). Predictions never fall as load rises, so the iterates rise
-  monotonically to the least fixed point (at most :data:`FIXED_POINT_ITERATIONS` steps; each
-  row stops once it moves less than :data:`FIXED_POINT_TOLERANCE`);
+  zero-load ``E``. An iterate never falls below the one before (a running maximum, so the
+  iteration settles even where the predictions fall as load rises), and every rate starts
+  from the same zero-load ``E``, so its steady state does not depend on what was solved before
+  (at most :data:`FIXED_POINT_ITERATIONS` steps; each row stops once it rises less than
+  :data:`FIXED_POINT_TOLERANCE`);
 - ``num_requests_waiting = 0``: a vLLM replica admits every request while it has sequence
   slots and KV memory, so in steady state nothing waits below saturation;
 - ``kv_cache_usage_perc = (running·(I·(1 − h) + O/2) + I·h) / KV capacity`` (each running
@@ -18,15 +19,22 @@ tokens of which a share ``h`` is served from the prefix cache, ``O`` output toke
 
 The replica is **saturated** when ``λ·E`` exceeds the sequences it can hold,
 ``S = min(max_num_seqs, (KV capacity − I·h) / (I·(1 − h) + O/2))``: no steady state exists.
-λ is **feasible** when the replica is not saturated and the predicted p95 TTFT and TPOT at the
-steady state are within the SLO. Feasibility only shrinks as λ grows, so the capacity is found
-by bisection on ``[0, S / E(0)]`` (:data:`BISECTION_STEPS` halvings, all cells at once); a looser
-SLO never yields less capacity. With no predictor the uncalibrated :class:`RooflineBaseline`
-stands in.
+**The load envelope.** The learned predictor is not constrained to be monotone in its
+inputs (the constraints cost a tenth of the TTFT error: :mod:`models.quantile`), so the search
+makes its own guarantee along the one path it sweeps. λ is **feasible** when the replica is not
+saturated and the running maximum of the predicted p95 TTFT and TPOT over every rate reached on
+the way up (:class:`LoadEnvelope`) is within the SLO: feasibility only shrinks as λ grows,
+whatever the predictor does, and a dip of the predictions past a rate that breaks the SLO never
+counts. The rates ``k·S/E(0)/``:data:`SCAN_STEPS` are visited in order until the first
+infeasible one, then :data:`REFINE_STEPS` halvings of that step find the crossing (all cells
+at once). A looser SLO never yields less capacity (the same path, stopped later). With no
+predictor the uncalibrated :class:`RooflineBaseline` stands in.
 
 **The table** holds capacities on geometric axes of mean input and output tokens and a tuple
-of SLO levels. A lookup rounds the token counts *up* to the next grid point (capacity falls as
-requests grow, so this never overstates it); beyond the last grid point the capacity there is
+of SLO levels; a cell holds the least capacity of the cells of no larger requests (the
+envelope along request size: capacity never rises as requests grow, however the predictions
+move with prompt and output length). A lookup rounds the token counts *up* to the next grid
+point (so this never overstates it); beyond the last grid point the capacity there is
 scaled down in proportion (``× last / x`` per axis). The index is computed arithmetically from
 the axis' start and ratio: O(1).
 """
@@ -51,7 +59,8 @@ from placement.errors import InputError
 
 FIXED_POINT_ITERATIONS = 60
 FIXED_POINT_TOLERANCE = 1e-4  # relative change of E that counts as converged
-BISECTION_STEPS = 24
+SCAN_STEPS = 16  # rates top·k/16 along the load path, in order
+REFINE_STEPS = 12  # halvings of the step where the envelope first leaves the SLO
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +198,7 @@ def _steady_state_columns(
         "output_tokens": np.broadcast_to(mix.output, (n,)).astype(np.float64),
         "backlog_requests": np.rint(running),
         "backlog_prefill_tokens": np.rint(in_prefill * mix.uncached),
-        # unknown (0): the predictions fall as it grows, so 0 is the cautious value
+        # no request ahead has waited: the steady state is as fresh as it gets
         "backlog_oldest_wait_s": np.zeros(n),
     }
 
@@ -271,19 +280,14 @@ def steady_state(
     kind: ReplicaKind,
     mix: MixArrays,
     rate: FloatArray,
-    *,
-    start_e2e: FloatArray | None = None,
 ) -> SteadyState:
-    """Fixed point of ``E = e2e(load(rate, E))`` per element (see the module docstring).
-
-    The iteration starts from ``start_e2e`` — which must not exceed the fixed point, e.g. the
-    steady state of a lower rate — or from the zero-load ``E``.
-    """
+    """Fixed point of ``E = e2e(load(rate, E))`` per element, iterated from the zero-load ``E``
+    (see the module docstring)."""
     slots = sequence_slots(kind, mix)
     zero = np.zeros_like(rate)
     idle = model.predict_rows(steady_state_inputs(kind, mix, zero, zero))
     ttft = idle["ttft_p50"].astype(np.float64, copy=True)
-    e2e = _e2e(idle, mix) if start_e2e is None else start_e2e.copy()
+    e2e = _e2e(idle, mix)
     active = rate > 0
     for _ in range(FIXED_POINT_ITERATIONS):
         active &= rate * e2e <= slots
@@ -296,9 +300,15 @@ def steady_state(
             output=mix.output[rows],
         )
         step = model.predict_rows(steady_state_inputs(kind, sub, rate[rows], e2e[rows], ttft[rows]))
-        ttft[rows] = np.maximum(step["ttft_p50"], ttft[rows])
+        new_ttft = step["ttft_p50"]
         new = _e2e(step, sub)
-        moved = np.abs(new - e2e[rows]) > FIXED_POINT_TOLERANCE * e2e[rows]
+        # the iterates are running maxima: settled once neither the new E nor the new TTFT
+        # (which sets the backlog of prompts) is above its iterate
+        tolerance = FIXED_POINT_TOLERANCE
+        moved = (new - e2e[rows] > tolerance * e2e[rows]) | (
+            new_ttft - ttft[rows] > tolerance * ttft[rows]
+        )
+        ttft[rows] = np.maximum(new_ttft, ttft[rows])
         e2e[rows] = np.maximum(new, e2e[rows])
         active[rows[~moved]] = False
     predicted = model.predict_rows(steady_state_inputs(kind, mix, rate, e2e, ttft))
@@ -312,16 +322,6 @@ def steady_state(
     )
 
 
-def _feasible(
-    state: SteadyState, ttft_slo: FloatArray, tpot_slo: FloatArray
-) -> npt.NDArray[np.bool_]:
-    p = state.predicted
-    ok: npt.NDArray[np.bool_] = (
-        ~state.saturated & (p["ttft_p95"] <= ttft_slo) & (p["tpot_p95"] <= tpot_slo)
-    )
-    return ok
-
-
 def solve_capacity(
     model: LatencyModel | None,
     kind: ReplicaKind,
@@ -329,24 +329,92 @@ def solve_capacity(
     ttft_slo_s: FloatArray,
     tpot_slo_s: FloatArray,
 ) -> FloatArray:
-    """Capacity at SLO (req/s) of every (mix, SLO) element, solved together by bisection."""
+    """Capacity at SLO (req/s) of every (mix, SLO) element, solved together: the first crossing
+    of the p95 envelope along rising load (see the module docstring)."""
     _check_mix(mix)
     latency: LatencyModel = model if model is not None else RooflineBaseline()
     n = len(mix.mean_input)
-    zero = np.zeros(n)
-    at_zero = steady_state(latency, kind, mix, zero)
-    feasible_at_zero = _feasible(at_zero, ttft_slo_s, tpot_slo_s)
+    at_zero = steady_state(latency, kind, mix, np.zeros(n))
+    envelope = LoadEnvelope.start(at_zero.predicted)
+    feasible_at_zero = envelope.within(ttft_slo_s, tpot_slo_s) & ~at_zero.saturated
+    top = sequence_slots(kind, mix) / at_zero.e2e_s  # saturated there: an upper bound
     lo = np.zeros(n)
-    hi = sequence_slots(kind, mix) / at_zero.e2e_s
-    e2e_lo = at_zero.e2e_s  # the steady state of a lower rate starts the next fixed point
-    for _ in range(BISECTION_STEPS):
-        mid = (lo + hi) / 2.0
-        state = steady_state(latency, kind, mix, mid, start_e2e=e2e_lo)
-        ok = _feasible(state, ttft_slo_s, tpot_slo_s)
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
-        e2e_lo = np.where(ok, state.e2e_s, e2e_lo)
+    hi = top.copy()
+    scanning = feasible_at_zero.copy()
+    for step in range(1, SCAN_STEPS + 1):
+        rows = np.flatnonzero(scanning)
+        if len(rows) == 0:
+            break
+        rate = top[rows] * (step / SCAN_STEPS)
+        ok = _advance(latency, kind, mix, rows, rate, envelope, ttft_slo_s, tpot_slo_s)
+        lo[rows[ok]] = rate[ok]
+        hi[rows[~ok]] = rate[~ok]
+        scanning[rows[~ok]] = False
+    rows = np.flatnonzero(feasible_at_zero)
+    for _ in range(REFINE_STEPS):
+        mid = (lo[rows] + hi[rows]) / 2.0
+        ok = _advance(latency, kind, mix, rows, mid, envelope, ttft_slo_s, tpot_slo_s)
+        lo[rows[ok]] = mid[ok]
+        hi[rows[~ok]] = mid[~ok]
     return np.where(feasible_at_zero, lo, 0.0)
+
+
+@dataclass(slots=True)
+class LoadEnvelope:
+    """The running maximum of the predicted p95 TTFT and TPOT over the rates reached so far
+    along each element's load path (every rate below the current feasible one, in order)."""
+
+    ttft_p95: FloatArray
+    tpot_p95: FloatArray
+
+    @classmethod
+    def start(cls, predicted: LatencyArrays) -> LoadEnvelope:
+        return cls(
+            predicted["ttft_p95"].astype(np.float64, copy=True),
+            predicted["tpot_p95"].astype(np.float64, copy=True),
+        )
+
+    def within(self, ttft_slo_s: FloatArray, tpot_slo_s: FloatArray) -> npt.NDArray[np.bool_]:
+        ok: npt.NDArray[np.bool_] = (self.ttft_p95 <= ttft_slo_s) & (self.tpot_p95 <= tpot_slo_s)
+        return ok
+
+    def reach(
+        self, rows: npt.NDArray[np.int64], predicted: LatencyArrays
+    ) -> tuple[FloatArray, FloatArray]:
+        """The envelope of ``rows`` if the path went on to a rate with ``predicted``."""
+        return (
+            np.maximum(self.ttft_p95[rows], predicted["ttft_p95"]),
+            np.maximum(self.tpot_p95[rows], predicted["tpot_p95"]),
+        )
+
+
+def _advance(
+    latency: LatencyModel,
+    kind: ReplicaKind,
+    mix: MixArrays,
+    rows: npt.NDArray[np.int64],
+    rate: FloatArray,
+    envelope: LoadEnvelope,
+    ttft_slo_s: FloatArray,
+    tpot_slo_s: FloatArray,
+) -> npt.NDArray[np.bool_]:
+    """Whether each element of ``rows`` stays feasible at ``rate`` (above its last feasible
+    rate): not saturated and the envelope extended to it within the SLO. Feasible elements move
+    their envelope there (in place). Each steady state starts from the zero-load ``E``, so it
+    is the same whichever rates were visited before."""
+    sub = MixArrays(
+        mean_input=mix.mean_input[rows],
+        cached_share=mix.cached_share[rows],
+        output=mix.output[rows],
+    )
+    state = steady_state(latency, kind, sub, rate)
+    ttft, tpot = envelope.reach(rows, state.predicted)
+    ok: npt.NDArray[np.bool_] = (
+        ~state.saturated & (ttft <= ttft_slo_s[rows]) & (tpot <= tpot_slo_s[rows])
+    )
+    moved = rows[ok]
+    envelope.ttft_p95[moved], envelope.tpot_p95[moved] = ttft[ok], tpot[ok]
+    return ok
 
 
 def replica_kind(accelerator: str, model: str, tp: int) -> ReplicaKind:
@@ -362,7 +430,8 @@ def capacity_at_slo(
     kind: ReplicaKind, mix: WorkloadMix, slo: Slo, model: LatencyModel | None = None
 ) -> float:
     """Highest arrival rate (req/s) at which ``kind`` holds ``slo`` for ``mix`` (the direct
-    solve; :class:`CapacityTable` tabulates the same)."""
+    solve of one mix; a :class:`CapacityTable` cell is the least of these over the cells of no
+    larger requests)."""
     arrays = MixArrays(
         mean_input=np.asarray([mix.mean_input_tokens], dtype=np.float64),
         cached_share=np.asarray([mix.cached_share], dtype=np.float64),
@@ -469,7 +538,8 @@ def build_capacity_table(
     output_axis: GeometricAxis = DEFAULT_OUTPUT_AXIS,
     slos: tuple[Slo, ...] = DEFAULT_SLOS,
 ) -> CapacityTable:
-    """Solve every grid cell at once (``model=None``: the roofline baseline)."""
+    """Solve every grid cell at once (``model=None``: the roofline baseline); each cell then
+    holds the least capacity of the cells of no larger requests."""
     if not slos:
         raise InputError("no SLO levels", field="slos", expected="at least one Slo")
     ii, jj, kk = np.meshgrid(
@@ -486,7 +556,9 @@ def build_capacity_table(
     )
     ttft = np.asarray([s.ttft_p95_s for s in slos])[flat[2]]
     tpot = np.asarray([s.tpot_p95_s for s in slos])[flat[2]]
-    rates = solve_capacity(model, kind, mix, ttft, tpot).reshape(ii.shape)
+    solved = solve_capacity(model, kind, mix, ttft, tpot).reshape(ii.shape)
+    # the envelope along request size: no cell above a cell of smaller requests
+    rates = np.minimum.accumulate(np.minimum.accumulate(solved, axis=0), axis=1)
     return CapacityTable(
         kind=kind,
         cached_share=cached_share,

@@ -270,7 +270,7 @@ class RowInputs:
     prior: PriorInputs
     generation_tokens_per_s: FloatArray
     backlog_requests: FloatArray
-    # 0 when unknown: the latest predictions, as the models fall (never rise) with it
+    # 0 when unknown (no wait: what a constrained model predicts latest for)
     backlog_oldest_wait_s: FloatArray
 
 

@@ -29,12 +29,14 @@ from models.features import (
     features_of,
 )
 from models.quantile import (
+    LOG_LATENCY,
     QUANTILES,
     TARGETS,
     QuantileConfig,
     QuantileModel,
     Target,
-    fit_quantile_model,
+    fit_target,
+    model_name,
     prior_of,
     time_split,
 )
@@ -74,10 +76,6 @@ class LatencyModel(Protocol):
         """The same for rows already validated (no table in or out: the capacity solver's
         inner loop)."""
         ...
-
-
-def _model_name(target: Target, alpha: float) -> str:
-    return f"{target}_p{round(alpha * 100)}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,7 +122,7 @@ class RooflineBaseline:
             ok = _valid(observed)
             ratio = observed[ok] / prior_of(features, target)[ok]
             for alpha in QUANTILES:
-                factors[_model_name(target, alpha)] = float(np.quantile(ratio, alpha))
+                factors[model_name(target, alpha)] = float(np.quantile(ratio, alpha))
         return cls(**factors)
 
 
@@ -240,16 +238,11 @@ class LatencyPredictor:
                 weight[usable] = _measurement_weight(len(split.train), len(usable))
                 split = dataclasses.replace(split, train=np.concatenate([split.train, usable]))
             rows[target] = int(ok.sum())
-            for alpha in QUANTILES:
-                models[_model_name(target, alpha)] = fit_quantile_model(
-                    features,
-                    observed,
-                    split,
-                    target=target,
-                    alpha=alpha,
-                    config=self.config,
-                    weight=weight,
-                )
+            fitted = fit_target(
+                features, observed, split, target=target, config=self.config, weight=weight
+            )
+            for alpha, model in fitted.items():
+                models[model_name(target, alpha)] = model
         self.models = models
         self.throughput = fit_throughput_model(
             features, time_split(order, self.config.tail_share), self.config
@@ -316,6 +309,7 @@ class LatencyPredictor:
                 "file": file,
                 "target": model.target,
                 "alpha": model.alpha,
+                "mode": model.mode,
                 "base": model.base,
                 "offset": model.offset,
                 "prompt_offsets": list(model.prompt_offsets),
@@ -350,7 +344,8 @@ class LatencyPredictor:
                     _read_text(root / entry["file"]),
                     target=entry["target"],
                     alpha=float(entry["alpha"]),
-                    mode=config.mode,
+                    # before the mode was chosen per target, the config named one
+                    mode=entry.get("mode", manifest["config"].get("mode", LOG_LATENCY)),
                     base=float(entry["base"]),
                     offset=float(entry["offset"]),
                     prompt_offsets=tuple(float(x) for x in entry.get("prompt_offsets", [])),

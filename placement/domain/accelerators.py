@@ -35,6 +35,7 @@ class Measurements:
     columns: MeasurementColumns
     hardware: str
     framework: str | None = None
+    hbm_gb: float | None = None  # memory per GPU of the measured GPUs, when not the kind's
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +56,8 @@ class Accelerator:
     # intra-node interconnect bandwidth per GPU, GB/s (for the all-reduce roofline)
     interconnect_gbps: float = 450.0
     dense_fp8_tflops: float | None = None
+    # maximum boost clock, GHz: kernels' launch floors and ramps are counts of its cycles
+    boost_clock_ghz: float | None = None
     measurements: tuple[Measurements, ...] = ()
 
 
@@ -75,6 +78,7 @@ def accelerator_from_entry(located: Located[AcceleratorEntry]) -> Accelerator:
         hbm_gb=e.hbm_gb,
         hbm_tbps=e.hbm_tbps,
         interconnect_gbps=e.interconnect_gbps,
+        boost_clock_ghz=e.boost_clock_ghz,
         cost_per_hour=e.cost_per_hour,
         profile=resolve_profile(e.profile, source),
         measurements=tuple(
@@ -83,6 +87,7 @@ def accelerator_from_entry(located: Located[AcceleratorEntry]) -> Accelerator:
                 columns=m.columns,
                 hardware=m.hardware,
                 framework=m.framework,
+                hbm_gb=m.hbm_gb,
             )
             for m in e.measurements
         ),

@@ -47,6 +47,9 @@ class MeasurementEntry(_Entry):
     columns: MeasurementColumns
     hardware: str = Field(min_length=1)
     framework: str | None = None
+    # memory per GPU of the GPUs the rows were measured on, when not the kind's (e.g. the 40 GB
+    # variant of an 80 GB kind): the KV cache the measured replicas held
+    hbm_gb: float | None = Field(default=None, gt=0)
 
 
 class AcceleratorEntry(_Entry):
@@ -57,6 +60,7 @@ class AcceleratorEntry(_Entry):
     hbm_gb: float = Field(gt=0)
     hbm_tbps: float = Field(gt=0)
     interconnect_gbps: float = Field(default=450.0, gt=0)
+    boost_clock_ghz: float | None = Field(default=None, gt=0, le=10)
     cost_per_hour: float = Field(ge=0)
     profile: str | None = None
     measurements: tuple[MeasurementEntry, ...] = ()

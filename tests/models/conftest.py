@@ -11,6 +11,7 @@ import pytest
 
 from bench.predict_speed import simulated_frame
 from models.predictor import LatencyPredictor
+from models.quantile import QUANTILES, TARGETS, QuantileConfig, model_name
 from placement.domain.fleet import load_fleet
 from placement.paths import repo_root
 
@@ -38,3 +39,11 @@ def split(telemetry: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 @pytest.fixture(scope="session")
 def predictor(split: tuple[pd.DataFrame, pd.DataFrame]) -> LatencyPredictor:
     return LatencyPredictor().fit(split[0])
+
+
+@pytest.fixture(scope="session")
+def monotone_predictor(split: tuple[pd.DataFrame, pd.DataFrame]) -> LatencyPredictor:
+    """Fitted with the per-feature monotone constraints on every model (by default only the
+    p95s keep them)."""
+    every = tuple(model_name(t, a) for t in TARGETS for a in QUANTILES)
+    return LatencyPredictor(QuantileConfig(monotone=every)).fit(split[0])

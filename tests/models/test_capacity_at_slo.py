@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from models.capacity import (
@@ -16,7 +19,8 @@ from models.capacity import (
     steady_state,
     steady_state_rows,
 )
-from models.predictor import LatencyPredictor, RooflineBaseline
+from models.features import RowInputs, parse_rows
+from models.predictor import LatencyArrays, LatencyPredictor, RooflineBaseline
 from placement.errors import InputError, UnknownAccelerator
 
 H100 = replica_kind("H100-SXM", "llama-3-8b", 1)
@@ -51,6 +55,75 @@ def test_longer_requests_never_get_more_capacity(
     table: CapacityTable = request.getfixturevalue(which)
     assert np.all(np.diff(table.rates, axis=0) <= 0)
     assert np.all(np.diff(table.rates, axis=1) <= 0)
+
+
+@dataclass(frozen=True)
+class RateModel:
+    """A latency model that is not monotone in load or request size, for the envelope tests:
+    p95 TTFT ``ttft_s(λ, I)`` of the request rate ``λ`` and mean prompt ``I`` (p50 TTFT 0.1 s,
+    TPOT 10 ms at every quantile)."""
+
+    band: tuple[float, float] = (0.0, 0.0)  # λ (req/s) where p95 TTFT jumps to 10 s
+    per_rate_ktokens_s: float = 0.0  # p95 TTFT adds λ · this / (I / 1000) s
+
+    def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame(self.predict_rows(parse_rows(frame)), index=frame.index)
+
+    def predict_rows(self, rows: RowInputs) -> LatencyArrays:
+        prompt = rows.prior.input_tokens
+        rate = rows.prior.prompt_tokens_per_s / prompt
+        lo, hi = self.band
+        ttft_p95 = np.where((rate >= lo) & (rate < hi), 10.0, 0.1)
+        ttft_p95 = ttft_p95 + rate * self.per_rate_ktokens_s / (prompt / 1000.0)
+        n = len(prompt)
+        return {
+            "ttft_p50": np.full(n, 0.1),
+            "ttft_p95": ttft_p95,
+            "tpot_p50": np.full(n, 0.01),
+            "tpot_p95": np.full(n, 0.01),
+        }
+
+
+def test_capacity_is_the_first_crossing_of_the_load_envelope() -> None:
+    # p95 TTFT breaks a 2 s SLO only in a band of rates well below saturation: bisection on
+    # the predictions alone lands past the band; the envelope stops at its lower edge
+    mix = WorkloadMix(mean_input_tokens=1024, output_tokens=64)
+    arrays = MixArrays(
+        mean_input=np.array([1024.0]), cached_share=np.array([0.0]), output=np.array([64.0])
+    )
+    top = float(sequence_slots(H100, arrays)[0]) / (0.1 + 63 * 0.01)
+    band = (0.15 * top, 0.3 * top)
+    rate = capacity_at_slo(H100, mix, Slo(2.0, 0.1), RateModel(band=band))
+    assert band[0] * (1 - 1e-3) <= rate <= band[0]
+    # past the band the predictions are within the SLO again, and still do not count
+    state = steady_state(RateModel(band=band), H100, arrays, np.array([0.5 * top]))
+    assert not state.saturated[0] and state.predicted["ttft_p95"][0] <= 2.0
+    assert capacity_at_slo(H100, mix, Slo(2.0, 0.1), RateModel()) > 0.9 * top
+
+
+def test_table_cells_never_exceed_the_cells_of_smaller_requests() -> None:
+    # p95 TTFT falls as prompts grow: solved alone, capacity would rise with the prompt
+    model = RateModel(per_rate_ktokens_s=1.0)
+    table = build_capacity_table(
+        H100, model, input_axis=SMALL_INPUT, output_axis=SMALL_OUTPUT, slos=(Slo(2.0, 0.1),)
+    )
+    direct = np.array(
+        [
+            [
+                capacity_at_slo(
+                    H100,
+                    WorkloadMix(mean_input_tokens=i, output_tokens=o),
+                    Slo(2.0, 0.1),
+                    model,
+                )
+                for o in SMALL_OUTPUT.values
+            ]
+            for i in SMALL_INPUT.values
+        ]
+    )
+    assert direct[2, 0] > 2 * direct[0, 0]  # the solves do rise with the prompt
+    np.testing.assert_array_equal(table.rates[..., 0], np.full_like(direct, direct[0, 0]))
+    assert np.all(np.diff(table.rates, axis=0) <= 0)
 
 
 def test_table_lookup_equals_the_direct_solve_at_grid_points(

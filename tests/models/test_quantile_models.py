@@ -13,6 +13,7 @@ from models.quantile import (
     QuantileConfig,
     booster_params,
     conformal_offset,
+    constraints_of,
     monotone_constraints,
     pinball_objective,
     prompt_offsets,
@@ -47,44 +48,44 @@ def test_constraints_cover_load_prior_and_prompt_features() -> None:
 @pytest.mark.parametrize("column", sorted(LOAD_SWEEPS))
 @pytest.mark.parametrize("accelerator", ["H100-SXM", "L40S"])
 def test_predicted_latency_never_falls_as_load_rises(
-    predictor: LatencyPredictor, column: str, accelerator: str
+    monotone_predictor: LatencyPredictor, column: str, accelerator: str
 ) -> None:
     values = LOAD_SWEEPS[column]
     rows = request_rows(len(values), accelerator=accelerator)
     rows[column] = values
-    predicted = predictor.predict(rows)
+    predicted = monotone_predictor.predict(rows)
     for name in predicted.columns:
         assert np.all(np.diff(predicted[name].to_numpy()) >= 0), name
 
 
 @pytest.mark.parametrize("backlog", [0, 20_000])
 def test_latency_never_rises_as_the_oldest_request_ahead_waits_longer(
-    predictor: LatencyPredictor, backlog: int
+    monotone_predictor: LatencyPredictor, backlog: int
 ) -> None:
     waits = np.linspace(0.0, 30.0, 61)
     rows = request_rows(len(waits), backlog_prefill_tokens=backlog)
     rows["backlog_oldest_wait_s"] = waits
-    predicted = predictor.predict(rows)
+    predicted = monotone_predictor.predict(rows)
     for name in predicted.columns:
         assert np.all(np.diff(predicted[name].to_numpy()) <= 0), name
 
 
-def test_ttft_never_falls_as_the_prompt_grows(predictor: LatencyPredictor) -> None:
+def test_ttft_never_falls_as_the_prompt_grows(monotone_predictor: LatencyPredictor) -> None:
     uncached = np.arange(1, 8000, 40)
     rows = request_rows(len(uncached), input_tokens=8000)
     rows["uncached_tokens"] = uncached
-    predicted = predictor.predict(rows)
+    predicted = monotone_predictor.predict(rows)
     assert np.all(np.diff(predicted["ttft_p50"].to_numpy()) >= 0)
     assert np.all(np.diff(predicted["ttft_p95"].to_numpy()) >= 0)
 
 
 def test_ttft_never_falls_as_the_routers_prefill_backlog_grows(
-    predictor: LatencyPredictor,
+    monotone_predictor: LatencyPredictor,
 ) -> None:
     backlog = np.arange(0, 400_000, 1_000)
     rows = request_rows(len(backlog), backlog_requests=16)
     rows["backlog_prefill_tokens"] = backlog
-    predicted = predictor.predict(rows)
+    predicted = monotone_predictor.predict(rows)
     for name in ("ttft_p50", "ttft_p95"):
         ttft = predicted[name].to_numpy()
         assert np.all(np.diff(ttft) >= 0), name
@@ -161,6 +162,18 @@ def test_pinball_gradients_point_towards_the_quantile_with_irls_weights() -> Non
     assert (-wgrad / whess).tolist() == pytest.approx([-1.0, 1.0, 0.2])
 
 
+def test_constraints_apply_only_to_the_models_the_config_names() -> None:
+    default = QuantileConfig()
+    assert constraints_of(default, "ttft", 0.95) == monotone_constraints("ttft")
+    assert constraints_of(default, "tpot", 0.95) == monotone_constraints("tpot")
+    assert constraints_of(default, "ttft", 0.5) == [0] * len(FEATURES)
+    assert constraints_of(default, "tpot", 0.5) == [0] * len(FEATURES)
+    assert constraints_of(QuantileConfig(monotone=("tpot_p50",)), "tpot", 0.5) == (
+        monotone_constraints("tpot")
+    )
+    assert constraints_of(QuantileConfig(monotone=()), "ttft", 0.95) == [0] * len(FEATURES)
+
+
 def test_booster_params_carry_the_constraint_method() -> None:
     params = booster_params(QuantileConfig(monotone_method="advanced"), [1, 0])
     assert params["monotone_constraints_method"] == "advanced"
@@ -192,16 +205,16 @@ def test_prompt_offsets_are_conformal_per_bucket_and_never_fall_with_prompt_size
 
 
 def test_ttft_p95_never_falls_as_the_prompt_crosses_the_calibration_buckets(
-    predictor: LatencyPredictor,
+    monotone_predictor: LatencyPredictor,
 ) -> None:
     tokens = np.arange(1000, 60_000, 500)
     rows = request_rows(len(tokens))
     rows["input_tokens"] = tokens
     rows["uncached_tokens"] = tokens
-    predicted = predictor.predict(rows)
+    predicted = monotone_predictor.predict(rows)
     assert np.all(np.diff(predicted["ttft_p95"].to_numpy()) >= 0)
-    model = predictor.models["ttft_p95"]
+    model = monotone_predictor.models["ttft_p95"]
     assert len(model.prompt_offsets) == len(PROMPT_EDGES) + 1
     assert list(model.prompt_offsets) == sorted(model.prompt_offsets)
-    assert predictor.models["tpot_p95"].prompt_offsets == ()
-    assert predictor.models["ttft_p50"].prompt_offsets == ()
+    assert monotone_predictor.models["tpot_p95"].prompt_offsets == ()
+    assert monotone_predictor.models["ttft_p50"].prompt_offsets == ()
