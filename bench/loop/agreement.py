@@ -173,11 +173,11 @@ def replica_breakdown(
 def main(argv: Sequence[str]) -> None:
     """``python -m bench.loop.agreement WORKLOAD FLEET LOAD [--learn] [--no-gate]
     [--replicas] [--planned] [--engine-capacity]``: our loop (the full service, the route
-    profile and gate at their defaults, not tuned; ``--no-gate``: without the admission gate) on the report part of the
-    workload, and the agreement table of its plans (``--replicas``: and each plan's
-    per-replica table; ``--planned``: and each plan at the load it planned for,
-    :func:`at_planned_load`; ``--engine-capacity``: the plans' capacity at SLO from the
-    engine's iteration times, :mod:`placement.solver.engine_capacity`)."""
+    profile and gate at their defaults, not tuned; ``--no-gate``: without the admission
+    gate) on the report part of the workload, and the agreement table of its plans
+    (``--replicas``: and each plan's per-replica table; ``--planned``: and each plan at the
+    load it planned for, :func:`at_planned_load`; ``--engine-capacity``: the plans' capacity
+    at SLO from the engine's iteration times, :mod:`placement.solver.engine_capacity`)."""
     from bench.loop.cases import build_cases
     from bench.loop.run import (
         FULL,
