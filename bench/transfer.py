@@ -40,12 +40,12 @@ from sim.costmodel.measured import (
     frameworks,
     handful,
     measured_runs,
-    predictor,
     run_kv_tokens,
 )
 from sim.costmodel.operators import shard_shapes
 from sim.costmodel.profiled import FRAMEWORK_OVERHEAD_S, ProfiledCostModel
 from sim.costmodel.profiles import OperatorProfile, load_profile
+from sim.costmodel.replay import kernel_tp, predictor
 from sim.costmodel.roofline import FITTED_EFFICIENCY, RooflineCostModel
 from sim.costmodel.stack import StackCalibration, stack_sensitivities
 from sim.costmodel.transfer import (
@@ -283,7 +283,7 @@ def datasheet_handful(
                 base = RooflineCostModel(
                     held.accelerator,
                     get_model(run.model),
-                    run.tp,
+                    kernel_tp(run),
                     transfer=model,
                     reason="left out",
                 )

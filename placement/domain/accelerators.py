@@ -35,6 +35,7 @@ class Measurements:
     columns: MeasurementColumns
     hardware: str
     framework: str | None = None
+    hbm_gb: float | None = None  # memory per GPU of the measured GPUs, when not the kind's
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +84,7 @@ def accelerator_from_entry(located: Located[AcceleratorEntry]) -> Accelerator:
                 columns=m.columns,
                 hardware=m.hardware,
                 framework=m.framework,
+                hbm_gb=m.hbm_gb,
             )
             for m in e.measurements
         ),

@@ -47,6 +47,9 @@ class MeasurementEntry(_Entry):
     columns: MeasurementColumns
     hardware: str = Field(min_length=1)
     framework: str | None = None
+    # memory per GPU of the GPUs the rows were measured on, when not the kind's (e.g. the 40 GB
+    # variant of an 80 GB kind): the KV cache the measured replicas held
+    hbm_gb: float | None = Field(default=None, gt=0)
 
 
 class AcceleratorEntry(_Entry):

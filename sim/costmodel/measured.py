@@ -8,10 +8,11 @@ token_time``) and the hardware value of the accelerator's rows. :func:`measured_
 with a TP that does not split the model or leaves no KV cache, are skipped) into one
 :class:`Run` per measured quantity:
 
-- LLM-Inference-Bench: ``e2e``, the latency of a batch with input = output = ``L`` tokens:
-  the prefill of every prompt (packed whole into iterations of at most
-  ``DEFAULT_MAX_BATCHED_TOKENS`` tokens) then ``L − 1`` decode iterations of the whole batch —
-  in waves when the batch's KV does not fit the replica's cache (:func:`kv_waves`);
+- LLM-Inference-Bench: ``e2e``, the latency of a batch with input = output = ``L`` tokens, as
+  the engine ran it (:mod:`sim.costmodel.replay`: a continuous-batching engine's batch in KV
+  waves, or llama-bench's one sequence); a measurement entry's ``hbm_gb`` is the memory of the
+  GPUs its rows were measured on when it differs from the kind's (LLM-Inference-Bench's A100
+  rows are A100-SXM4-40GB);
 - Splitwise: ``prefill`` (one iteration of ``batch`` prompts; the runs that differ only in the
   output length are repeats and are pooled; prefills measured below the datasheet compute bound
   cannot be full prefills and are dropped) and ``decode`` (the mean iteration over the output).
@@ -36,9 +37,9 @@ are ``data/catalogue/calibrations.yaml`` (written by ``placement bench cost-mode
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache, partial
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -48,18 +49,19 @@ import yaml
 
 from placement.domain.accelerators import Accelerator, Measurements
 from placement.domain.catalogue_files import SHARED_PREFIX, shipped_folder
-from placement.domain.fleet import (
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_MAX_BATCHED_TOKENS,
-    kv_capacity_tokens,
-)
 from placement.domain.llm import ModelArchitecture, get_model
 from placement.errors import InputError, PlacementError
 from placement.paths import shared_file
-from sim.costmodel.base import IterationCostModel
 from sim.costmodel.kernels import kernel_cost_model
 from sim.costmodel.profiled import ProfiledCostModel
 from sim.costmodel.profiles import find_profile
+from sim.costmodel.replay import (
+    Run,
+    is_llama_bench,
+    kernel_tp,
+    measured_kv_tokens,
+    predictor,
+)
 from sim.costmodel.roofline import RooflineCostModel
 from sim.costmodel.stack import (
     DEFAULT_FREE,
@@ -110,22 +112,6 @@ SPLITWISE_COLUMNS = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Run:
-    """One measured quantity on one accelerator (seconds)."""
-
-    source: str  # "llm_inference_bench" or "splitwise"
-    hardware: str  # catalogue kind
-    framework: str
-    model: str
-    tp: int
-    phase: str  # "e2e", "prefill" or "decode"
-    batch: int
-    prompt: int  # input tokens per sequence
-    tokens: int  # output tokens per sequence
-    measured_s: float
-
-
 def measurement_path(file: str) -> Path:
     """The file a measurement entry names (``shared:<path>`` under the shared data folder)."""
     if file.startswith(SHARED_PREFIX):
@@ -157,11 +143,11 @@ def _model(name: str) -> ModelArchitecture | None:
         return None
 
 
-def _servable(accelerator: Accelerator, model: ModelArchitecture, tp: int) -> bool:
+def _servable(model: ModelArchitecture, tp: int, hbm_gb: float) -> bool:
+    """Whether ``tp`` GPUs of ``hbm_gb`` each split the model and keep room for its KV."""
     if tp < 1 or model.heads % tp:
         return False
-    kv = kv_capacity_tokens(accelerator, model, tp, DEFAULT_GPU_MEMORY_UTILIZATION)
-    return kv >= MIN_KV_TOKENS
+    return measured_kv_tokens(model, tp, hbm_gb) >= MIN_KV_TOKENS
 
 
 def _bench_runs(accelerator: Accelerator, m: Measurements) -> list[Run]:
@@ -171,10 +157,11 @@ def _bench_runs(accelerator: Accelerator, m: Measurements) -> list[Run]:
         rows = rows[rows["Framework"] == m.framework]
     keys = ["Framework", "Model", "Num of Hardware", "Input Output Length", "Batch Size"]
     grouped = rows.groupby(keys)["Latency"].median().reset_index()
+    hbm_gb = m.hbm_gb or accelerator.hbm_gb
     runs: list[Run] = []
     for framework, name, tp, length, batch, latency in grouped.itertuples(index=False):
         model = _model(str(name))
-        if model is None or not _servable(accelerator, model, int(tp)) or latency <= 0:
+        if model is None or not _servable(model, int(tp), hbm_gb) or latency <= 0:
             continue
         runs.append(
             Run(
@@ -188,6 +175,7 @@ def _bench_runs(accelerator: Accelerator, m: Measurements) -> list[Run]:
                 prompt=int(length),
                 tokens=int(length),
                 measured_s=float(latency),
+                hbm_gb=hbm_gb,
             )
         )
     return runs
@@ -208,7 +196,7 @@ def _splitwise_runs(accelerator: Accelerator, m: Measurements) -> list[Run]:
     decode = rows.groupby([*prefill_keys, "token_size"])["token_time"].median().reset_index()
     for name, tp, batch, prompt, tokens, token_ms in decode.itertuples(index=False):
         model = _model(str(name))
-        if model is None or not _servable(accelerator, model, int(tp)):
+        if model is None or not _servable(model, int(tp), accelerator.hbm_gb):
             continue
         runs.append(
             Run(
@@ -227,7 +215,7 @@ def _splitwise_runs(accelerator: Accelerator, m: Measurements) -> list[Run]:
     prefill = rows.groupby(prefill_keys)["prompt_time"].median().reset_index()
     for name, tp, batch, prompt, prompt_ms in prefill.itertuples(index=False):
         model = _model(str(name))
-        if model is None or not _servable(accelerator, model, int(tp)):
+        if model is None or not _servable(model, int(tp), accelerator.hbm_gb):
             continue
         bound = _compute_bound_s(accelerator, model, int(tp), int(batch) * int(prompt))
         if prompt_ms / 1e3 < bound:
@@ -268,70 +256,14 @@ def has_profile(accelerator: Accelerator) -> bool:
 # Predictions
 
 
-def prefill_s(cm: IterationCostModel, batch: int, prompt: int) -> float:
-    """One prefill iteration of ``batch`` prompts of ``prompt`` tokens (no cached context)."""
-    return cm.iteration_s([(prompt, 0)] * batch, 0, 0)
-
-
-def mean_decode_s(cm: IterationCostModel, batch: int, context: int, steps: int) -> float:
-    """Mean decode iteration of ``batch`` sequences over ``steps`` steps from ``context``."""
-    d0, d1 = cm.decode_attention_coeffs(batch)
-    mean_context = batch * (context + (steps - 1) / 2.0)
-    return cm.overhead_s + cm.linear_s(batch) + d0 + d1 * mean_context
-
-
-def e2e_s(cm: IterationCostModel, batch: int, length: int, kv_tokens: int | None = None) -> float:
-    """A batch with input = output = ``length`` tokens: packed prefills, then the decodes.
-
-    With ``kv_tokens`` (the replica's KV cache), a batch whose KV does not fit runs in *waves*
-    (:func:`kv_waves`) rather than all at once."""
-    return sum(
-        count * _one_wave_s(cm, size, length) for size, count in kv_waves(batch, length, kv_tokens)
+def run_kv_tokens(accelerator: Accelerator, run: Run) -> int | None:
+    """Tokens of KV cache the replica a run was measured on held (None: the run's sequence
+    fits whatever the cache, as llama-bench sizes its context to the one sequence)."""
+    if is_llama_bench(run):
+        return None
+    return measured_kv_tokens(
+        get_model(run.model), run.tp, run.hbm_gb or accelerator.hbm_gb, run.framework
     )
-
-
-def kv_waves(batch: int, length: int, kv_tokens: int | None) -> list[tuple[int, int]]:
-    """``(sequences, times)`` of the waves a batch of ``length``-in, ``length``-out sequences
-    runs in when at most ``kv_tokens`` tokens of KV fit (``None``: all at once).
-
-    A continuous-batching engine keeps its cache full: a sequence holds ``length`` tokens when
-    admitted and ``2·length`` when it ends, ``1.5·length`` on average, so about
-    ``kv_tokens / 1.5·length`` sequences run together and the rest wait for them."""
-    if kv_tokens is None:
-        return [(batch, 1)]
-    together = max(1, min(batch, kv_tokens // (length + length // 2)))
-    full, rest = divmod(batch, together)
-    return [(together, full), *([(rest, 1)] if rest else [])]
-
-
-def _one_wave_s(cm: IterationCostModel, batch: int, length: int) -> float:
-    per_iteration = max(1, DEFAULT_MAX_BATCHED_TOKENS // length)
-    total, left = 0.0, batch
-    while left > 0:
-        now = min(per_iteration, left)
-        total += prefill_s(cm, now, length)
-        left -= now
-    steps = length - 1
-    if steps > 0:
-        total += steps * mean_decode_s(cm, batch, length + 1, steps)
-    return total
-
-
-def run_kv_tokens(accelerator: Accelerator, run: Run) -> int:
-    """Tokens of KV cache the replica a run was measured on holds (the fleet's default)."""
-    return kv_capacity_tokens(
-        accelerator, get_model(run.model), run.tp, DEFAULT_GPU_MEMORY_UTILIZATION
-    )
-
-
-def predictor(run: Run, kv_tokens: int | None = None) -> Callable[[IterationCostModel], float]:
-    """The function of a cost model that predicts ``run`` (``kv_tokens``: the replica's KV
-    cache, which limits how many sequences of an end-to-end batch run together)."""
-    if run.phase == "e2e":
-        return partial(e2e_s, batch=run.batch, length=run.prompt, kv_tokens=kv_tokens)
-    if run.phase == "prefill":
-        return partial(prefill_s, batch=run.batch, prompt=run.prompt)
-    return partial(mean_decode_s, batch=run.batch, context=run.prompt, steps=run.tokens)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -445,7 +377,7 @@ class Case:
 
 
 def case_of(accelerator: Accelerator, run: Run) -> Case:
-    base = kernel_model(accelerator, get_model(run.model), run.tp)
+    base = kernel_model(accelerator, get_model(run.model), kernel_tp(run))
     base_s, terms = stack_sensitivities(base, predictor(run, run_kv_tokens(accelerator, run)))
     return Case(run=run, base_s=base_s, terms=terms)
 

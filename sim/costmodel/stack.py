@@ -173,6 +173,8 @@ class CalibratedCostModel:
         self._floor_s = base.linear_s(1)
         calls = ALL_REDUCES_PER_LAYER * base.model.layers * (base.tp - 1)
         self.all_reduce_latency_s = calls * stack.all_reduce_hop_latency_s
+        # a hand-over from one GPU to the next (an engine splitting the layers among its GPUs)
+        self.hop_latency_s = stack.all_reduce_hop_latency_s
         ring = 2.0 * (base.tp - 1) / base.tp
         self._all_reduce_token_s = (
             ALL_REDUCES_PER_LAYER

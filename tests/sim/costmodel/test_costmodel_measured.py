@@ -22,11 +22,11 @@ from sim.costmodel.measured import (
     calibration_for,
     calibration_runs,
     default_view_rows,
-    e2e_s,
     held_out_runs,
-    kv_waves,
     measured_runs,
+    run_kv_tokens,
 )
+from sim.costmodel.replay import e2e_s, kv_waves
 from sim.costmodel.sources import replica_source
 from sim.costmodel.stack import StackCalibration
 
@@ -146,3 +146,43 @@ def test_an_end_to_end_batch_larger_than_the_kv_cache_costs_its_waves() -> None:
     assert halves == pytest.approx(2 * e2e_s(cm, 32, length))
     # the same tokens and context, but twice the decode iterations: one overhead more per step
     assert halves - whole == pytest.approx((length - 1) * cm.overhead_s, rel=0.05)
+
+
+@pytest.mark.usefixtures("restore_catalogue")
+def test_runs_measured_on_a_smaller_variant_hold_its_kv(tmp_path: Path) -> None:
+    # the rows of ACME-1 were measured on a 24 GB variant of the 96 GB kind
+    (tmp_path / "accelerators.yaml").write_text(
+        ACME.replace("hardware: Acme One}", "hardware: Acme One, hbm_gb: 24}")
+    )
+    add_profile_folders([tmp_path])
+    _write_runs(tmp_path, StackCalibration(host_overhead_s=4e-3))
+    acme = get_accelerator("ACME-1")
+    runs = measured_runs(acme)
+    assert runs and {r.hbm_gb for r in runs} == {24.0}
+    l3 = get_model("llama-3-8b")
+    expected = int((24e9 * 0.9 - l3.weight_bytes()) // l3.kv_bytes_per_token())
+    assert {run_kv_tokens(acme, r) for r in runs} == {expected}
+
+
+@needs_data
+def test_llm_inference_benchs_a100_rows_run_on_40_gb_and_llama_cpp_rows_are_one_sequence() -> None:
+    a100, h100 = get_accelerator("A100-80G"), get_accelerator("H100-SXM")
+    assert {r.hbm_gb for r in measured_runs(a100) if r.source == "llm_inference_bench"} == {40.0}
+    held, _ = held_out_runs([a100, h100], ["TensorRT-LLM", "llama.cpp"])
+
+    def median(hardware: str, framework: str, model: str) -> float:
+        apes = [
+            h.ape
+            for h in held
+            if (h.run.hardware, h.run.framework, h.run.model) == (hardware, framework, model)
+        ]
+        assert apes
+        return float(np.median(apes))
+
+    # 70B at TP4 on 4 × 40 GB holds ~18k tokens of KV: batches of 16+ run in waves (was 0.55
+    # when replayed on 80 GB GPUs, all at once)
+    assert median("A100-80G", "TensorRT-LLM", "llama-2-70b") <= 0.10
+    # llama-bench's -b is tokens per prompt call, not sequences (was 0.43–0.69 on H100)
+    for model in ("llama-2-7b", "llama-3-8b", "mistral-7b"):
+        assert median("H100-SXM", "llama.cpp", model) <= 0.10
+        assert median("A100-80G", "llama.cpp", model) <= 0.10

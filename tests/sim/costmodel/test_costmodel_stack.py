@@ -236,3 +236,14 @@ def test_fit_recovers_every_parameter_whatever_its_units():
     neutral, slopes = zip(*(stack_sensitivities(b, p) for b, p in _workload()), strict=True)
     fitted = fit_stack_calibration(_measured(truth), neutral, slopes, free=tuple(truth.as_dict()))
     _close(fitted, truth, rel=1e-3)
+
+
+def test_a_calibrated_model_hands_over_between_gpus_at_the_stacks_hop_latency() -> None:
+    from placement.domain.accelerators import get_accelerator
+    from placement.domain.llm import get_model
+    from sim.costmodel.roofline import RooflineCostModel
+    from sim.costmodel.stack import CalibratedCostModel, StackCalibration
+
+    base = RooflineCostModel(get_accelerator("H100-SXM"), get_model("llama-3-8b"), 1)
+    stack = StackCalibration(all_reduce_hop_latency_s=7e-6)
+    assert CalibratedCostModel(base, stack).hop_latency_s == 7e-6
