@@ -52,7 +52,6 @@ from sim.costmodel.transfer import (
     FAMILIES,
     Family,
     Observations,
-    Sol,
     TransferModel,
     fit_transfer,
     observations,
@@ -152,9 +151,7 @@ def _apes(model: TransferModel, family: Family, calls: Observations) -> FloatArr
 
 
 def _subset(calls: Observations, mask: FloatArray) -> Observations:
-    return Observations(
-        Sol(calls.sol.seconds[mask], calls.sol.second_axis[mask]), calls.latency[mask]
-    )
+    return Observations(calls.sol.select(mask), calls.latency[mask])
 
 
 def _fits(accelerator: Accelerator, model: ModelArchitecture, tp: int) -> bool:

@@ -56,6 +56,8 @@ class Accelerator:
     # intra-node interconnect bandwidth per GPU, GB/s (for the all-reduce roofline)
     interconnect_gbps: float = 450.0
     dense_fp8_tflops: float | None = None
+    # maximum boost clock, GHz: kernels' launch floors and ramps are counts of its cycles
+    boost_clock_ghz: float | None = None
     measurements: tuple[Measurements, ...] = ()
 
 
@@ -76,6 +78,7 @@ def accelerator_from_entry(located: Located[AcceleratorEntry]) -> Accelerator:
         hbm_gb=e.hbm_gb,
         hbm_tbps=e.hbm_tbps,
         interconnect_gbps=e.interconnect_gbps,
+        boost_clock_ghz=e.boost_clock_ghz,
         cost_per_hour=e.cost_per_hour,
         profile=resolve_profile(e.profile, source),
         measurements=tuple(

@@ -29,6 +29,7 @@ def to_accelerator(spec: AcceleratorSpec) -> Accelerator:
         hbm_tbps=spec.hbm_tbps,
         cost_per_hour=spec.cost_per_hour,
         interconnect_gbps=spec.interconnect_gbps,
+        boost_clock_ghz=spec.boost_clock_ghz,
         profile=None,
     )
 

@@ -161,6 +161,7 @@ class AcceleratorSpec(_Strict):
     hbm_tbps: float = Field(gt=0, le=1e4)
     cost_per_hour: float = Field(ge=0)
     interconnect_gbps: float = Field(default=450.0, gt=0)
+    boost_clock_ghz: float | None = Field(default=None, gt=0, le=10)
 
 
 class CapacityQuestion(_Strict):

@@ -7,7 +7,7 @@ by a *utilization*. As AIConfigurator does on one system, utilization is looked 
 log space rather than latency itself; here it is learned across accelerators so that it
 transfers to one with no tables:
 
-    log(latency / SOL) = U_family(log10 SOL, second axis)
+    log(latency / SOL) = U_family(log10 SOL in clock cycles, second axis)
 
 ``U`` is a bilinear surface on a fixed knot grid, one per operator family:
 
@@ -21,8 +21,13 @@ family                      second axis
 ``moe``                     log10 of compute time / memory time of the fused experts
 ==========================  ====================================================================
 
-The first axis, SOL in seconds, carries the launch-bound floor (tiny calls reach a few percent
-of SOL), the ramp (partial occupancy, tail effects) and the large-call plateau; the second
+The first axis, SOL, carries the launch-bound floor (tiny calls reach a few percent of SOL),
+the ramp (partial occupancy, tail effects) and the large-call plateau. For the kernels that run
+on the accelerator's cores (every family but communication) it counts the SOL in cycles of the
+datasheet's boost clock (shown as seconds at :data:`REFERENCE_CLOCK_GHZ`): a kernel's launch
+floor and its ramp are a number of cycles, so an A100 at 1.41 GHz reaches the plateau later in
+seconds than an L40S at 2.52 GHz. An all-reduce's floor is the links' and the protocol's, so
+communication keeps seconds. The second
 axis separates compute-bound from memory-bound shapes (and, for decode, the per-sequence
 work). A surface is fitted by iteratively reweighted least squares (Huber on log-ratios, each
 accelerator weighted equally) with a second-difference smoothness penalty, on the tables of
@@ -76,6 +81,13 @@ SECOND_KNOTS: dict[Family, tuple[float, ...]] = {
     "communication": (1.0, 2.0, 3.0),
     "moe": tuple(float(x) for x in np.arange(-4.0, 3.01, 1.0)),
 }
+# The first axis of the compute families is the SOL in boost-clock cycles, written as seconds at
+# this clock. An accelerator whose datasheet gives no clock is taken to run at the median of the
+# profiled GPUs' (A100 1.41, H100 1.98, B200 1.98, L40S 2.52 GHz).
+REFERENCE_CLOCK_GHZ = 1.5
+UNKNOWN_CLOCK_GHZ = 1.98
+CLOCKED: frozenset[Family] = frozenset({"gemm", "context_attention", "generation_attention", "moe"})
+SOL_CLOCK = f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOCK_GHZ} GHz"
 SMOOTHNESS = 1.0  # weight of the second-difference penalty, per knot
 HUBER_LOG = 0.1  # residuals beyond ~10 % count linearly
 IRLS_STEPS = 6
@@ -95,11 +107,13 @@ ALL_REDUCE_BYTES = tuple(float(2**i) for i in range(7, 30))
 
 @dataclass(frozen=True, slots=True)
 class Peaks:
-    """Datasheet peaks of one accelerator: FLOP/s, HBM bytes/s, interconnect bytes/s per GPU."""
+    """Datasheet peaks of one accelerator: FLOP/s, HBM bytes/s, interconnect bytes/s per GPU,
+    and its boost clock (GHz)."""
 
     flops_per_s: float
     hbm_bytes_per_s: float
     link_bytes_per_s: float
+    clock_ghz: float = REFERENCE_CLOCK_GHZ
 
     @classmethod
     def of(cls, accelerator: Accelerator) -> Peaks:
@@ -107,26 +121,48 @@ class Peaks:
             flops_per_s=accelerator.dense_bf16_tflops * 1e12,
             hbm_bytes_per_s=accelerator.hbm_tbps * 1e12,
             link_bytes_per_s=accelerator.interconnect_gbps * 1e9,
+            clock_ghz=accelerator.boost_clock_ghz or UNKNOWN_CLOCK_GHZ,
         )
+
+    @property
+    def clock_ratio(self) -> float:
+        return self.clock_ghz / REFERENCE_CLOCK_GHZ
 
 
 @dataclass(frozen=True, slots=True)
 class Sol:
-    """Speed of light of a batch of operator calls (s) and the surface's second axis."""
+    """Speed of light of a batch of operator calls (s), the surface's second axis, and the
+    accelerator's clock over :data:`REFERENCE_CLOCK_GHZ` (SOL in cycles = ``seconds ·
+    clock_ratio`` at the reference clock)."""
 
     seconds: FloatArray
     second_axis: FloatArray
+    clock_ratio: float | FloatArray = 1.0
+
+    def select(self, rows: npt.NDArray[Any]) -> Sol:
+        return Sol(self.seconds[rows], self.second_axis[rows], self._ratios()[rows])
+
+    def _ratios(self) -> FloatArray:
+        return np.broadcast_to(np.asarray(self.clock_ratio, np.float64), self.seconds.shape)
+
+    @staticmethod
+    def concatenate(parts: Sequence[Sol]) -> Sol:
+        return Sol(
+            np.concatenate([s.seconds for s in parts]),
+            np.concatenate([s.second_axis for s in parts]),
+            np.concatenate([s._ratios() for s in parts]),
+        )
 
 
-def _balanced(compute: FloatArray, memory: FloatArray) -> Sol:
-    return Sol(np.maximum(compute, memory), np.log10(compute / memory))
+def _balanced(compute: FloatArray, memory: FloatArray, peaks: Peaks) -> Sol:
+    return Sol(np.maximum(compute, memory), np.log10(compute / memory), peaks.clock_ratio)
 
 
 def gemm_sol(peaks: Peaks, m: FloatArray, n: FloatArray, k: FloatArray) -> Sol:
     """``[m, k] @ [k, n]`` in BF16: 2mnk FLOPs; reads both operands, writes the result."""
     compute = 2.0 * m * n * k / peaks.flops_per_s
     memory = DTYPE_BYTES * (m * k + k * n + m * n) / peaks.hbm_bytes_per_s
-    return _balanced(compute, memory)
+    return _balanced(compute, memory, peaks)
 
 
 def moe_sol(peaks: Peaks, moe: MoeShape, tokens: FloatArray) -> Sol:
@@ -137,7 +173,7 @@ def moe_sol(peaks: Peaks, moe: MoeShape, tokens: FloatArray) -> Sol:
     compute = 2.0 * tokens * moe.topk * 3.0 * moe.hidden * inter / peaks.flops_per_s
     weights = touched * 3.0 * moe.hidden * inter
     memory = DTYPE_BYTES * (weights + 2.0 * tokens * moe.topk * moe.hidden) / peaks.hbm_bytes_per_s
-    return _balanced(compute, memory)
+    return _balanced(compute, memory, peaks)
 
 
 def context_attention_sol(peaks: Peaks, batch: FloatArray, isl: FloatArray, head: HeadKey) -> Sol:
@@ -153,7 +189,7 @@ def context_attention_sol(peaks: Peaks, batch: FloatArray, isl: FloatArray, head
         * (2.0 * heads + 2.0 * kv_heads)
         / peaks.hbm_bytes_per_s
     )
-    return _balanced(compute, memory)
+    return _balanced(compute, memory, peaks)
 
 
 def generation_attention_sol(
@@ -169,7 +205,7 @@ def generation_attention_sol(
         / peaks.hbm_bytes_per_s
     )
     compute = 4.0 * batch * heads * head_dim * context / peaks.flops_per_s
-    return Sol(np.maximum(compute, memory), np.log10(batch))
+    return Sol(np.maximum(compute, memory), np.log10(batch), peaks.clock_ratio)
 
 
 def all_reduce_sol(peaks: Peaks, gpus: FloatArray, message_bytes: FloatArray) -> Sol:
@@ -194,7 +230,8 @@ def _basis(family: Family, sol: Sol) -> tuple[npt.NDArray[np.int64], FloatArray]
     """Bilinear weights of each row on the (SOL, second axis) knot grid: the four knots'
     flat indices and weights, ``[rows, 4]`` each."""
     xk, yk = np.asarray(SOL_KNOTS), np.asarray(SECOND_KNOTS[family])
-    ix, wx = _hat(np.log10(np.maximum(sol.seconds, 1e-30)), xk)
+    cycles = sol.seconds * sol.clock_ratio if family in CLOCKED else sol.seconds
+    ix, wx = _hat(np.log10(np.maximum(cycles, 1e-30)), xk)
     iy, wy = _hat(sol.second_axis, yk)
     ny = len(yk)
     index = np.stack([ix * ny + iy, ix * ny + iy + 1, (ix + 1) * ny + iy, (ix + 1) * ny + iy + 1])
@@ -265,9 +302,7 @@ class Observations:
         if n <= limit:
             return self
         rows = np.sort(np.random.default_rng(seed).choice(n, limit, replace=False))
-        return Observations(
-            Sol(self.sol.seconds[rows], self.sol.second_axis[rows]), self.latency[rows]
-        )
+        return Observations(self.sol.select(rows), self.latency[rows])
 
 
 def fit_surface(family: Family, per_accelerator: Sequence[Observations]) -> Surface:
@@ -276,10 +311,7 @@ def fit_surface(family: Family, per_accelerator: Sequence[Observations]) -> Surf
     parts = [o.sample(ROWS_PER_FIT) for o in per_accelerator if len(o.latency)]
     if not parts:
         raise InputError(f"no measured {family} calls to fit on", field=family)
-    sol = Sol(
-        np.concatenate([o.sol.seconds for o in parts]),
-        np.concatenate([o.sol.second_axis for o in parts]),
-    )
+    sol = Sol.concatenate([o.sol for o in parts])
     y = np.concatenate([np.log(o.latency / o.sol.seconds) for o in parts])
     w = np.concatenate([np.full(len(o.latency), 1.0 / len(o.latency)) for o in parts])
     w *= len(w) / w.sum()
@@ -313,6 +345,7 @@ class TransferModel:
         return {
             "fitted_on": list(self.fitted_on),
             "sol_knots_log10_s": list(SOL_KNOTS),
+            "sol_clock": SOL_CLOCK,
             "surfaces": {
                 f: {
                     "second_knots": list(SECOND_KNOTS[f]),
@@ -330,6 +363,12 @@ class TransferModel:
             surfaces: dict[Family, Surface] = {}
             if list(raw["sol_knots_log10_s"]) != list(SOL_KNOTS):
                 raise InputError("knots differ from this version's", source=source)
+            if raw.get("sol_clock") != SOL_CLOCK:
+                raise InputError(
+                    f"SOL axis is not this version's ({SOL_CLOCK}): refit it",
+                    source=source,
+                    field="sol_clock",
+                )
             for family in FAMILIES:
                 s = raw["surfaces"][family]
                 if list(s["second_knots"]) != list(SECOND_KNOTS[family]):
@@ -420,11 +459,7 @@ def observations(accelerator: Accelerator, profile: OperatorProfile) -> dict[Fam
                 ys.append(np.asarray(c.ys))
         if sols:
             out[family] = Observations(  # type: ignore[index]
-                Sol(
-                    np.concatenate([s.seconds for s in sols]),
-                    np.concatenate([s.second_axis for s in sols]),
-                ),
-                np.concatenate(ys),
+                Sol.concatenate(sols), np.concatenate(ys)
             )
     comm = [
         (float(g), x, y)
@@ -440,11 +475,7 @@ def observations(accelerator: Accelerator, profile: OperatorProfile) -> dict[Fam
     ]
     if moe:
         out["moe"] = Observations(
-            Sol(
-                np.concatenate([sol.seconds for sol, _ in moe]),
-                np.concatenate([sol.second_axis for sol, _ in moe]),
-            ),
-            np.concatenate([y for _, y in moe]),
+            Sol.concatenate([sol for sol, _ in moe]), np.concatenate([y for _, y in moe])
         )
     return out
 

@@ -10,6 +10,7 @@ import pytest
 
 from placement.domain.accelerators import get_accelerator
 from placement.domain.llm import get_model
+from placement.errors import InputError
 from sim.costmodel.profiled import ProfiledCostModel
 from sim.costmodel.profiles import load_profile, profiles_root
 from sim.costmodel.roofline import RooflineCostModel
@@ -47,6 +48,25 @@ def test_a_surface_learned_on_two_gpus_predicts_a_third_with_the_same_behaviour(
     assert surface.median_ape < 0.05 and surface.rows > 0
 
 
+def _floor_in_cycles(peaks: Peaks, clock_ghz: float) -> Observations:
+    """Calls whose latency is a launch floor of 6,000 cycles of ``clock_ghz`` plus SOL at 70 %
+    (``peaks`` may or may not know the clock)."""
+    calls = _gemm_calls(peaks, 0.7, 0.0)
+    return Observations(calls.sol, calls.latency + 6000 / (clock_ghz * 1e9))
+
+
+def test_a_launch_floor_in_cycles_transfers_to_a_gpu_of_another_clock():
+    datasheets = ((3e14, 2e12, 1.4), (1e15, 3.3e12, 1.8), (4e14, 0.9e12, 2.5))  # last: L40S-like
+    clocked = [_floor_in_cycles(Peaks(f, w, 4e11, c), c) for f, w, c in datasheets]
+    surface = fit_surface("gemm", clocked[:2])
+    ape = np.abs(surface.latency(clocked[2].sol) / clocked[2].latency - 1.0)
+    # the same calls with the SOL axis in seconds (no clock on the datasheets) do not transfer
+    unclocked = [_floor_in_cycles(Peaks(f, w, 4e11), c) for f, w, c in datasheets]
+    in_seconds = fit_surface("gemm", unclocked[:2])
+    ape_s = np.abs(in_seconds.latency(unclocked[2].sol) / unclocked[2].latency - 1.0)
+    assert np.quantile(ape, 0.75) < 0.03 and np.quantile(ape_s, 0.75) > 0.1
+
+
 def test_the_shipped_surfaces_load_and_round_trip(tmp_path: Path):
     shipped = default_transfer()
     assert set(shipped.surfaces) == set(FAMILIES)
@@ -55,9 +75,12 @@ def test_the_shipped_surfaces_load_and_round_trip(tmp_path: Path):
     save_transfer(shipped, path, command="test")
     import yaml
 
-    again = TransferModel.from_dict(yaml.safe_load(path.read_text()))
+    raw = yaml.safe_load(path.read_text())
+    again = TransferModel.from_dict(raw)
     for family in FAMILIES:
         assert np.allclose(again.surfaces[family].values, shipped.surfaces[family].values)
+    with pytest.raises(InputError, match="sol_clock"):  # surfaces fitted on SOL in seconds
+        TransferModel.from_dict({k: v for k, v in raw.items() if k != "sol_clock"})
 
 
 @needs_profiles
