@@ -177,12 +177,17 @@ def _steady_state_columns(
     """The load and request columns of the steady state (the replica kind's aside).
 
     The router's backlog follows from Little's law too: ``λ·E`` requests in flight, of which
-    ``λ·TTFT`` still wait for their first token, each with its uncached prompt to prefill.
+    ``λ·TTFT`` still wait for their first token, each with its uncached prompt to prefill; they
+    arrived ``1/λ`` apart over the last TTFT, so the oldest has waited ``TTFT − 1/λ`` (0 when
+    fewer than one waits).
     """
     roof = kind_roofline(kind)
     n = len(rate)
     running = rate * e2e
-    in_prefill = rate * (ttft if ttft is not None else np.zeros(n))
+    ttft_s = ttft if ttft is not None else np.zeros(n)
+    in_prefill = rate * ttft_s
+    with np.errstate(divide="ignore"):
+        oldest_wait = np.where(in_prefill >= 1.0, ttft_s - 1.0 / rate, 0.0)
     kv = (running * mix.kv_per_sequence + mix.mean_input * mix.cached_share) / (
         roof.kv_capacity_tokens
     )
@@ -198,8 +203,7 @@ def _steady_state_columns(
         "output_tokens": np.broadcast_to(mix.output, (n,)).astype(np.float64),
         "backlog_requests": np.rint(running),
         "backlog_prefill_tokens": np.rint(in_prefill * mix.uncached),
-        # no request ahead has waited: the steady state is as fresh as it gets
-        "backlog_oldest_wait_s": np.zeros(n),
+        "backlog_oldest_wait_s": np.maximum(oldest_wait, 0.0),
     }
 
 

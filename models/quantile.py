@@ -12,28 +12,33 @@ that 400–800 unit-Hessian trees did, which is what keeps a 10k-row batch under
 Boosting starts from the training target's α-quantile; early stopping watches LightGBM's own
 ``quantile`` metric.
 
-The target is the log of the ratio to the roofline prior (:data:`LOG_RATIO`, the default) or
-the log latency (:data:`LOG_LATENCY`), the prior's log among the features either way; the
-prediction is ``prior · exp(f)`` or ``exp(f)``. Quantiles survive the monotone ``log`` and
-the positive factor, so either way the booster's α-quantile is the latency's. Under the
-monotone constraints (below) the log latency was the better target (held-out p50 MAPE 0.30 /
-0.22 for TTFT / TPOT against 0.39 / 0.91 for the ratio, an earlier telemetry): the
-constrained trees could not undo the prior's errors where it rises faster than the latency.
-Without them the ratio wins: on the validation slice below, TTFT 0.151 → 0.148 and TPOT
-0.144 → 0.133 (the trees start from the prior's shape instead of learning it).
+The target is the log of the ratio to the roofline prior (:data:`LOG_RATIO`) or the log
+latency (:data:`LOG_LATENCY`), the prior's log among the features either way; the prediction
+is ``prior · exp(f)`` or ``exp(f)``. Quantiles survive the monotone ``log`` and the positive
+factor, so either way the booster's α-quantile is the latency's. **The p50** of each latency is
+fitted in both forms without monotone constraints and keeps the one with the lower mean APE on
+the calibration rows (:func:`fit_target`); **the p95** is the log latency under the monotone
+constraints (below), as before.
 
-**Monotone constraints are off by default.** Capacity at SLO is the one caller that relies on
-predictions never falling as load or request size grows, and it now makes that guarantee
-itself along the path it sweeps (:mod:`models.capacity`: the running maximum of the p95 over
-rising load, and no table cell above the cells of smaller requests); the route path and the
-admission gate read the roofline tables, not these boosters. On a validation slice carved from
-the training part of ``placement bench predictor-floor``'s telemetry (each run's first 70% of
-the training part fits, the rest scores), the constraints cost TTFT p50 MAPE 0.165 against
-0.151 without them (0.152 with only the three TTFT prior features free: the constrained
-trees cannot undo the prior where it rises faster than the latency), and TPOT 0.148 against
-0.144. :attr:`QuantileConfig.monotone` names the targets that keep them: +1 where latency must
-not fall as a feature rises — every load feature (running, waiting, KV use, token rates), the
-prior features, the prompt's input and uncached tokens for TTFT, input tokens for TPOT, the
+Why. Capacity at SLO is the one caller that relies on predictions never falling as load or
+request size grows, and it now makes that guarantee itself along the path it sweeps
+(:mod:`models.capacity`: the running maximum of the p95 over rising load, and no table cell
+above the cells of smaller requests); the route path and the admission gate read the roofline
+tables, not these boosters. On a validation slice carved from the training part of
+``placement bench predictor-floor``'s telemetry (each run's first 70% of the training part
+fits, the rest scores) the constraints cost the p50: TTFT MAPE 0.165 against 0.151 without
+them (0.152 with only the three TTFT prior features free: constrained trees cannot undo the
+prior where it rises faster than the latency), TPOT 0.148 against 0.144; unconstrained, the
+ratio beats the log latency (TTFT 0.151 → 0.148, TPOT 0.144 → 0.133; at the 60% and 80% cuts
+too), where under the constraints it had lost badly (0.39 / 0.91 against 0.30 / 0.22 on an
+earlier telemetry). On the full training part the calibration rows pick the ratio for TTFT and
+the log latency for TPOT. The p95 keeps the constraints and the log latency: unconstrained it
+covered the low loads at 0.98 and the highest at 0.90 (validation), and its form moves
+capacity at SLO, whose binding term it usually is.
+
+:attr:`QuantileConfig.monotone` names the models that keep the constraints: +1 where latency
+must not fall as a feature rises — every load feature (running, waiting, KV use, token rates),
+the prior features, the prompt's input and uncached tokens for TTFT, input tokens for TPOT, the
 expected output tokens in both, the router's counters in both — and −1 for how long the oldest
 request ahead without a first token has waited (``backlog_oldest_wait_s``: the longer, the more
 of the prefill ahead is done). A caller that does not know it passes 0.
@@ -118,10 +123,9 @@ class QuantileConfig:
     min_data_in_leaf: int = 20
     lambda_l2: float = 1.0
     # models (model_name: "ttft_p95", …) whose boosters keep the per-feature monotone
-    # constraints (see the module doc): not for the guarantee — capacity at SLO, the one caller
+    # constraints (see the module doc): not for a guarantee — capacity at SLO, the one caller
     # that relies on monotonicity, takes an envelope along the load path it sweeps
-    # (models.capacity) — but because the constrained upper quantile covers every load and
-    # prompt bucket more evenly on the validation slice
+    # (models.capacity) — but for the upper quantiles' coverage across loads
     monotone: tuple[str, ...] = ("ttft_p95", "tpot_p95")
     # how LightGBM keeps the monotone constraints (each method guarantees them): "advanced"
     # bounds a leaf only by the leaves its split can reach, "intermediate" by more of them
@@ -134,14 +138,11 @@ class QuantileConfig:
     calibrate: bool = True
     # targets whose upper quantile also gets a shift per prompt-length bucket (see the module doc)
     prompt_calibration: tuple[Target, ...] = ("ttft",)
-    # candidate targets (log ratio to the prior, log latency): with more than one, each latency
-    # keeps the one whose p50 has the lower mean APE on the calibration rows (see the module doc)
+    # the p50's candidate forms (log ratio to the prior, log latency): each latency's p50 keeps
+    # the one with the lower mean APE on the calibration rows (see the module doc)
     modes: tuple[TargetMode, ...] = (LOG_RATIO, LOG_LATENCY)
-    # the upper quantile's form per target (a target not named takes its p50's)
-    upper_modes: tuple[tuple[Target, TargetMode], ...] = (
-        ("ttft", LOG_LATENCY),
-        ("tpot", LOG_RATIO),
-    )
+    # the upper quantiles' form (None: their p50's); see the module doc
+    upper_mode: TargetMode | None = LOG_LATENCY
     seed: int = 0
     num_threads: int = 1  # training: one thread, so that fits are bit-for-bit reproducible
     predict_threads: int = 2  # prediction is per row, identical for any thread count
@@ -424,8 +425,7 @@ def fit_target(
 ) -> dict[float, QuantileModel]:
     """Every quantile of ``target`` (:data:`QUANTILES`). The p50 in the one of ``config.modes``
     whose p50 has the lower mean absolute percentage error on ``split.calibrate`` (rows no
-    booster trained or stopped on); the others in ``config.upper_modes``' form for ``target``
-    (the p50's if it names none)."""
+    booster trained or stopped on); the others in ``config.upper_mode`` (the p50's if None)."""
     rows = split.calibrate
     observed = latency[rows]
     best: tuple[float, QuantileModel] | None = None
@@ -446,7 +446,7 @@ def fit_target(
     if best is None:
         raise InputError("no target mode to fit", field="modes", expected="log_ratio, log_latency")
     chosen = best[1]
-    upper = dict(config.upper_modes).get(target, chosen.mode)
+    upper = config.upper_mode or chosen.mode
     models = {0.5: chosen}
     for alpha in QUANTILES:
         if alpha != 0.5:
