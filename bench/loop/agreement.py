@@ -170,14 +170,46 @@ def replica_breakdown(
     return rows
 
 
+def off_plan_share(
+    records: Sequence[SolveRecord],
+    requests: Sequence[Request],
+    planned_rps: Mapping[int, Sequence[float]],
+) -> list[tuple[int, float]]:
+    """Per installed plan (by version): the share of the traffic it admitted that the route
+    path sent elsewhere than the plan's split — half the L1 distance between the replicas'
+    shares of the admitted requests in the span it served and of its ``planned_rps`` (per
+    replica, in the simulator's replica order). 0: the route path followed the plan."""
+    admitted = [r for r in requests if not refused(r) and r.replica >= 0]
+    arrival = np.fromiter((r.arrival_s for r in admitted), np.float64, len(admitted))
+    replica = np.fromiter((r.replica for r in admitted), np.int64, len(admitted))
+    kept = [r for r in records if r.predicted_attainment is not None]
+    out = []
+    for i, rec in enumerate(kept):
+        if rec.version is None or rec.version not in planned_rps:
+            continue
+        lo = rec.at_s if i > 0 else -np.inf
+        hi = kept[i + 1].at_s if i + 1 < len(kept) else np.inf
+        span = (arrival >= lo) & (arrival < hi)
+        plan = np.asarray(planned_rps[rec.version], np.float64)
+        if span.sum() < MIN_REQUESTS or plan.sum() <= 0:
+            continue
+        routed = np.bincount(replica[span], minlength=len(plan)).astype(np.float64)
+        out.append(
+            (rec.version, 0.5 * float(np.abs(routed / routed.sum() - plan / plan.sum()).sum()))
+        )
+    return out
+
+
 def main(argv: Sequence[str]) -> None:
-    """``python -m bench.loop.agreement WORKLOAD FLEET LOAD [--learn] [--no-gate]
-    [--replicas] [--planned] [--engine-capacity]``: our loop (the full service, the route
+    """``python -m bench.loop.agreement WORKLOAD FLEET LOAD [--learn] [--no-gate] [--replicas]
+    [--planned] [--engine-capacity]``: our loop (the full service, the route
     profile and gate at their defaults, not tuned; ``--no-gate``: without the admission
     gate) on the report part of the workload, and the agreement table of its plans
     (``--replicas``: and each plan's per-replica table; ``--planned``: and each plan at the
     load it planned for, :func:`at_planned_load`; ``--engine-capacity``: the plans' capacity
-    at SLO from the engine's iteration times, :mod:`placement.solver.engine_capacity`)."""
+    at SLO from the engine's iteration times, :mod:`placement.solver.engine_capacity`; and,
+    per plan, the share of its traffic the route path sent away from its split,
+    :func:`off_plan_share`)."""
     from bench.loop.cases import build_cases
     from bench.loop.run import (
         FULL,
@@ -209,7 +241,7 @@ def main(argv: Sequence[str]) -> None:
         ctx.capacity = EngineCapacity(slos=class_slos(ctx.tune.classes))
     variant = NO_ADMISSION if "--no-gate" in argv else FULL
     planned = "--planned" in argv
-    result, target, planning, _ = ours_with_policy(ctx, load, variant, keep_plans=planned)
+    result, target, planning, _ = ours_with_policy(ctx, load, variant, keep_plans=True)
     print("plan at_s  predicted  plan-shed  simulated(admitted)  simulated(all)  refused  gap")
     for r in plan_agreement(planning.records, result.requests, target.classes):
         print(
@@ -218,6 +250,18 @@ def main(argv: Sequence[str]) -> None:
             f"{100 * r['simulated_all']:13.1f}%  {100 * r['refused_share']:6.1f}%  "
             f"{r['gap_points']:+5.1f}{' !' if r['disagrees'] else ''}"
         )
+    order = [r.id for r in case.fleet.replicas]
+    split = {
+        v: [next((r.planned_rps for r in p.replicas if r.id == i), 0.0) for i in order]
+        for v, p in planning.plans.items()
+    }
+    print(
+        "off-plan share (admitted traffic the route path sent elsewhere than the plan's split): "
+        + ", ".join(
+            f"plan {v} {100 * d:.0f}%"
+            for v, d in off_plan_share(planning.records, result.requests, split)
+        )
+    )
     if "--replicas" in argv:
         print("plan replica  req/s   met  ttft-missed  tpot-missed  prompt  output")
         for b in replica_breakdown(planning.records, result.requests, target.classes):

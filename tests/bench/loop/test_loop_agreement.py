@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from bench.loop.agreement import at_planned_load, plan_agreement, replica_breakdown
+from bench.loop.agreement import (
+    at_planned_load,
+    off_plan_share,
+    plan_agreement,
+    replica_breakdown,
+)
 from bench.loop.plans import SolveRecord
 from placement.domain.requests import DEFAULT_CLASSES, Request
 
@@ -96,3 +102,21 @@ def test_each_plan_at_its_planned_load_is_judged_on_its_own_window_with_only_it_
     assert first["gap_points"] == pytest.approx(10.0) and first["disagrees"]
     assert second["simulated_admitted"] == 1.0 and second["requests"] == 100
     assert second["gap_points"] == pytest.approx(-10.0) and second["disagrees"]
+
+
+def test_the_off_plan_share_is_the_traffic_routed_away_from_the_plans_split() -> None:
+    # plan 1 (from 0 s) splits 1:1 over replicas 0 and 1, the route path sends 3:1;
+    # plan 2 (from 100 s) sends all to replica 2, and so does the route path
+    reqs = [_served(i, i * 0.5, 0.1) for i in range(80)]
+    for i, r in enumerate(reqs):
+        r.replica = 0 if i % 4 else 1
+    reqs += [_served(80 + i, 100 + i, 0.1) for i in range(60)]
+    for r in reqs[80:]:
+        r.replica = 2
+    reqs.append(_served(200, 10.0, 0.0, error="refused: slo"))  # refused: not counted
+    records = [_record(0.0, 0.9), dataclasses.replace(_record(100.0, 0.9), version=2)]
+    split = {1: [5.0, 5.0, 0.0], 2: [0.0, 0.0, 3.0]}
+    assert off_plan_share(records, reqs, split) == [
+        (1, pytest.approx(0.25)),
+        (2, pytest.approx(0.0)),
+    ]
