@@ -172,11 +172,12 @@ def replica_breakdown(
 
 def main(argv: Sequence[str]) -> None:
     """``python -m bench.loop.agreement WORKLOAD FLEET LOAD [--learn] [--no-gate]
-    [--replicas] [--planned]``: our loop (the full service, the route profile and gate at their
-    defaults, not tuned; ``--no-gate``: without the admission gate) on the report part of the
-    workload, and the agreement table of its plans (``--replicas``: and each plan's
-    per-replica table; ``--planned``: and each plan at the load it planned for,
-    :func:`at_planned_load`)."""
+    [--replicas] [--planned] [--engine-capacity]``: our loop (the full service, the route
+    profile and gate at their defaults, not tuned; ``--no-gate``: without the admission
+    gate) on the report part of the workload, and the agreement table of its plans
+    (``--replicas``: and each plan's per-replica table; ``--planned``: and each plan at the
+    load it planned for, :func:`at_planned_load`; ``--engine-capacity``: the plans' capacity
+    at SLO from the engine's iteration times, :mod:`placement.solver.engine_capacity`)."""
     from bench.loop.cases import build_cases
     from bench.loop.run import (
         FULL,
@@ -201,6 +202,11 @@ def main(argv: Sequence[str]) -> None:
     )
     case = dataclasses.replace(case, settings=(Setting(1.0, 2.0, 1.0),))
     ctx = prepare(case, Path("out/agreement-store"), lambda _s: None)
+    if "--engine-capacity" in argv:
+        from placement.solver.capacity import class_slos
+        from placement.solver.engine_capacity import EngineCapacity
+
+        ctx.capacity = EngineCapacity(slos=class_slos(ctx.tune.classes))
     variant = NO_ADMISSION if "--no-gate" in argv else FULL
     planned = "--planned" in argv
     result, target, planning, _ = ours_with_policy(ctx, load, variant, keep_plans=planned)

@@ -146,6 +146,30 @@ def predict_speed(
     run_predict_speed(rows=rows, repeats=repeats, model_dir=model, out=out)
 
 
+@app.command("capacity")
+@user_errors
+def capacity(
+    fleet: Annotated[
+        Path, typer.Option(help="fleet YAML (one of each replica kind is measured)")
+    ] = Path("data/fleets/hetero.yaml"),
+    model: Annotated[
+        Path | None,
+        typer.Option(help="saved latency predictor directory, tabulated beside the roofline prior"),
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="JSON output")] = None,
+) -> None:
+    """Capacity at SLO as the plan reads it (the roofline prior's table; a latency model's
+    with --model) against what one simulated replica of each kind sustains."""
+    from bench.capacity_tables import run_capacity_bench
+    from models.predictor import LatencyPredictor
+    from placement.domain.fleet import load_fleet
+
+    loaded = LatencyPredictor.load(model) if model is not None else None
+    run_capacity_bench(
+        load_fleet(fleet), model=loaded, model_name=str(model) if model else "", out=out
+    )
+
+
 @app.command("route")
 @user_errors
 def route(
