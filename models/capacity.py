@@ -19,6 +19,9 @@ tokens of which a share ``h`` is served from the prefix cache, ``O`` output toke
 
 The replica is **saturated** when ``λ·E`` exceeds the sequences it can hold,
 ``S = min(max_num_seqs, (KV capacity − I·h) / (I·(1 − h) + O/2))``: no steady state exists.
+So is a rate whose ``E`` or TTFT still rises after the last iteration: the queue of prompts
+feeds its own TTFT (the backlog is ``λ·TTFT`` prompts) and has not settled.
+
 **The load envelope.** The learned predictor is not constrained to be monotone in its
 inputs (the constraints cost a tenth of the TTFT error: :mod:`models.quantile`), so the search
 makes its own guarantee along the one path it sweeps. λ is **feasible** when the replica is not
@@ -321,7 +324,8 @@ def steady_state(
         rate=rate,
         e2e_s=e2e,
         running=running,
-        saturated=running > slots,
+        # still rising after the last iteration: no steady state (the queue keeps growing)
+        saturated=(running > slots) | active,
         predicted=predicted,
     )
 

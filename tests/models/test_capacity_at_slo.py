@@ -101,6 +101,33 @@ def test_capacity_is_the_first_crossing_of_the_load_envelope() -> None:
     assert capacity_at_slo(H100, mix, Slo(2.0, 0.1), RateModel()) > 0.9 * top
 
 
+@dataclass(frozen=True)
+class QueueingModel:
+    """p50 TTFT ``gain`` s per running sequence, TPOT 10 ms: at ``gain · λ ≥ 1`` the steady
+    state's TTFT feeds itself and never settles."""
+
+    gain: float
+
+    def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame(self.predict_rows(parse_rows(frame)), index=frame.index)
+
+    def predict_rows(self, rows: RowInputs) -> LatencyArrays:
+        ttft = 0.1 + self.gain * rows.prior.running
+        tpot = np.full(len(ttft), 0.01)
+        return {"ttft_p50": ttft, "ttft_p95": ttft, "tpot_p50": tpot, "tpot_p95": tpot}
+
+
+def test_a_rate_whose_fixed_point_never_settles_counts_as_saturated() -> None:
+    mix = MixArrays(
+        mean_input=np.array([1024.0, 1024.0]),
+        cached_share=np.array([0.0, 0.0]),
+        output=np.array([64.0, 64.0]),
+    )
+    state = steady_state(QueueingModel(gain=1.0), H100, mix, np.array([0.5, 1.0]))
+    assert state.running[1] < sequence_slots(H100, mix)[1]  # not out of sequences…
+    assert state.saturated.tolist() == [False, True]  # …but still rising at the last step
+
+
 def test_table_cells_never_exceed_the_cells_of_smaller_requests() -> None:
     # p95 TTFT falls as prompts grow: solved alone, capacity would rise with the prompt
     model = RateModel(per_rate_ktokens_s=1.0)
