@@ -473,7 +473,13 @@ class CapacityTable:
         docstring: tokens round up; beyond the grid, scaled down in proportion)."""
         i = self.input_axis.index_at_or_above(mean_input_tokens)
         j = self.output_axis.index_at_or_above(output_tokens)
-        rate = float(self.rates[i, j, slo_index])
+        return self.beyond_grid(
+            float(self.rates[i, j, slo_index]), mean_input_tokens, output_tokens
+        )
+
+    def beyond_grid(self, rate: float, mean_input_tokens: float, output_tokens: float) -> float:
+        """``rate``, read at the grid's edge, scaled down in proportion for a mix beyond it
+        (``× last / x`` per axis)."""
         if mean_input_tokens > self.input_axis.last:
             rate *= self.input_axis.last / mean_input_tokens
         if output_tokens > self.output_axis.last:

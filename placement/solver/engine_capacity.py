@@ -174,11 +174,7 @@ class InterpolatedTable:
         else:
             w = np.asarray([(1 - a) * (1 - b), (1 - a) * b, a * (1 - b), a * b])
             rate = float(np.exp(w @ np.log(cells)))
-        if mean_input_tokens > t.input_axis.last:
-            rate *= t.input_axis.last / mean_input_tokens
-        if output_tokens > t.output_axis.last:
-            rate *= t.output_axis.last / output_tokens
-        return rate
+        return t.beyond_grid(rate, mean_input_tokens, output_tokens)
 
     def slo_index(self, slo: Slo) -> int:
         return self.table.slo_index(slo)

@@ -58,6 +58,7 @@ from placement.errors import InputError
 from placement.paths import shared_file
 from sim.costmodel.base import IterationCostModel
 from sim.costmodel.profiled import FRAMEWORK_OVERHEAD_S, ProfiledCostModel
+from sim.costmodel.replay import mean_decode_s, prefill_s
 from sim.costmodel.stack import (
     StackCalibration,
     fit_stack_calibration,
@@ -170,18 +171,6 @@ def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
 def _model_for(kind: str, model: str, tp: int) -> ProfiledCostModel:
     """The profiled model without framework overhead: each case adds its source's overhead."""
     return ProfiledCostModel(get_accelerator(kind), get_model(model), tp, framework_overhead_s=0.0)
-
-
-def prefill_s(cm: IterationCostModel, batch: int, prompt: int) -> float:
-    """One prefill iteration of ``batch`` prompts of ``prompt`` tokens (no cached context)."""
-    return cm.iteration_s([(prompt, 0)] * batch, 0, 0)
-
-
-def mean_decode_s(cm: IterationCostModel, batch: int, context: int, steps: int) -> float:
-    """Mean decode iteration of ``batch`` sequences over ``steps`` steps from ``context``."""
-    d0, d1 = cm.decode_attention_coeffs(batch)
-    mean_context = batch * (context + (steps - 1) / 2.0)
-    return cm.overhead_s + cm.linear_s(batch) + d0 + d1 * mean_context
 
 
 def _compute_bound_s(kind: str, model: str, tp: int, tokens: int) -> float:
