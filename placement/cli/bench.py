@@ -102,6 +102,13 @@ def cost_model(
             help="rewrite data/catalogue/{transfer,calibrations,fidelity}.yaml from this run"
         ),
     ] = False,
+    refit_serving_stacks: Annotated[
+        bool,
+        typer.Option(
+            help="with --update-catalogue: also refit the shared serving stacks (they set the "
+            "simulator's default A100/H100 timings; kept as shipped otherwise)"
+        ),
+    ] = False,
 ) -> None:
     """Accuracy of the engine cost model against Splitwise and LLM-Inference-Bench (the default
     view and earlier ones), leave-one-accelerator-out of the datasheet fallback, and where each
@@ -109,7 +116,12 @@ def cost_model(
     from bench.cost_model import run_cost_model_bench
 
     use_profiles(profiles)
-    run_cost_model_bench(out, quick=quick, update_catalogue=update_catalogue)
+    run_cost_model_bench(
+        out,
+        quick=quick,
+        update_catalogue=update_catalogue,
+        refit_serving_stacks=refit_serving_stacks,
+    )
 
 
 @app.command("predictors")

@@ -37,7 +37,7 @@ are ``data/catalogue/calibrations.yaml`` (written by ``placement bench cost-mode
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -526,10 +526,23 @@ def _shipped(path: Path) -> dict[str, dict[str, StackCalibration]]:
         raise InputError(f"cannot read calibrations ({exc})", source=str(path)) from None
 
 
-def save_calibrations(calibrations: Sequence[Calibration], path: Path, *, command: str) -> None:
+def save_calibrations(
+    calibrations: Sequence[Calibration],
+    path: Path,
+    *,
+    command: str,
+    keep: Collection[str] = (),
+) -> None:
+    """Write ``calibrations`` to ``path``; the entries of the accelerators in ``keep`` (e.g.
+    :data:`SHARED`) stay as ``path`` already has them, where it has them."""
     doc: dict[str, Any] = {"calibrations": {}}
     for c in calibrations:
         doc["calibrations"].setdefault(c.accelerator, {})[c.framework] = c.to_dict()
+    if keep and path.is_file():
+        old = (yaml.safe_load(path.read_text()) or {}).get("calibrations", {})
+        for key in keep:
+            if key in old:
+                doc["calibrations"][key] = old[key]
     header = (
         "# Serving-stack calibrations of the accelerators with end-to-end measurements\n"
         "# (sim/costmodel/measured.py): fitted on the calibration runs only.\n"

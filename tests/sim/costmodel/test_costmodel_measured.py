@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from catalogue_builders import restore_catalogue
 
 from placement.domain.accelerators import get_accelerator
@@ -18,6 +19,8 @@ from sim.costmodel.factory import cost_model_for
 from sim.costmodel.linear import LinearCostModel
 from sim.costmodel.measured import (
     HANDFUL,
+    SHARED,
+    Calibration,
     calibrate,
     calibration_for,
     calibration_runs,
@@ -25,6 +28,7 @@ from sim.costmodel.measured import (
     held_out_runs,
     measured_runs,
     run_kv_tokens,
+    save_calibrations,
 )
 from sim.costmodel.replay import e2e_s, kv_waves
 from sim.costmodel.sources import replica_source
@@ -186,3 +190,20 @@ def test_llm_inference_benchs_a100_rows_run_on_40_gb_and_llama_cpp_rows_are_one_
     for model in ("llama-2-7b", "llama-3-8b", "mistral-7b"):
         assert median("H100-SXM", "llama.cpp", model) <= 0.10
         assert median("A100-80G", "llama.cpp", model) <= 0.10
+
+
+def test_saving_calibrations_keeps_the_shipped_entries_it_is_told_to(tmp_path: Path) -> None:
+    path = tmp_path / "calibrations.yaml"
+
+    def calibration(key: str, host_s: float, n: int) -> Calibration:
+        stack = StackCalibration(host_overhead_s=host_s)
+        return Calibration(accelerator=key, framework="vLLM", stack=stack, n=n, fitted_on="runs")
+
+    save_calibrations([calibration(SHARED, 0.002, 260)], path, command="first")
+    new_shared, acme = calibration(SHARED, 0.009, 9), calibration("ACME-1", 0.001, 5)
+    save_calibrations([new_shared, acme], path, command="again", keep=(SHARED,))
+    doc = yaml.safe_load(path.read_text())["calibrations"]
+    assert doc["shared"]["vLLM"]["host_overhead_s"] == 0.002 and doc["shared"]["vLLM"]["n"] == 260
+    assert doc["ACME-1"]["vLLM"]["host_overhead_s"] == 0.001
+    save_calibrations([new_shared, acme], path, command="refit")
+    assert yaml.safe_load(path.read_text())["calibrations"]["shared"]["vLLM"]["n"] == 9
