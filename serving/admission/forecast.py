@@ -16,7 +16,10 @@ the request — while it waits, and while it decodes — is prefilled in the ver
 decodes in, up to the budget ``C − n`` tokens per iteration. Its TPOT is the decode step
 (``n`` sequences over their context) plus, per iteration, the prompt tokens sharing it at the
 calibrated marginal cost ``c`` of a prompt token. It lies between two bounds: the decode-only
-step and the *full-chunk* step (``C − n`` prompt tokens in every iteration). On a fast
+step and the *full-chunk* step (``C − n`` prompt tokens to compute in every iteration: a chunk
+holds no cached prefix, so it takes the kind's own prefill time per token, and carries
+``(C − n) / ratio`` of the prompt tokens as received, the calibration ratio discounting their
+cached share). On a fast
 accelerator the full-chunk step is under an interactive TPOT SLO (an H100 runs Llama-3-8B's
 2,048-token chunk in ~45 ms) and the request cannot miss it; on a slower one (A100, L40S:
 ~120–130 ms) it misses when prompt chunks fill more than a share ``f* = (L − step) / (full −
@@ -25,7 +28,11 @@ prompt tokens are prefilled while it decodes. Those are the tokens queued behind
 first token comes — the arrivals during its wait, ``λ·T`` at the replica's recent prompt rate
 ``λ`` (:mod:`serving.admission.prompt_rate`), or, when more, the prompt tokens queued ahead of
 it now (a replica that stays as loaded as it is has as much queued behind it by then) — plus
-the arrivals during half its decode (an arrival half-way through shares the second half).
+the arrivals during its decode: prefill is first come, first served, so an arrival at any time
+while it decodes is prefilled in its iterations. (Counting half of them — an arrival half-way
+shares only the second half, but all of its tokens — forecast a 3–5% chance of a TPOT miss for
+the interactive requests admitted to the A100s on the head of ``synthetic`` over the
+heterogeneous fleet at load 3, of which 87% missed.)
 That work comes in requests of mean size ``s``: a compound Poisson sum, whose variance for
 exponentially distributed sizes is ``2·mean·s``; the chance of a miss is its normal tail. A
 short decode spans few arrivals, so its TPOT is close to a coin toss; a long one averages.
@@ -120,7 +127,7 @@ class Forecast:
         decode iterations."""
         needed = share * self.gaps * self.budget_tokens
         behind = max(self.prompt_rate * self.ttft_s, self.queued_tokens)
-        mean = behind + self.prompt_rate * 0.5 * self.gaps * limit_s
+        mean = behind + self.prompt_rate * self.gaps * limit_s
         if mean <= 0.0:
             return 0.0
         size = self.prompt_rate / self.request_rate if self.request_rate > 0 else mean
@@ -196,24 +203,30 @@ def forecast(
         return Forecast(ttft_s=ttft, ttft_spread=spread, prior_ttft_s=prior, own_s=own, wait_s=wait)
     step = table.decode_step(running, others + input_tokens)
     budget = table.prompt_budget(running)
+    # seconds per prompt token as the replica receives them: the calibration ratio discounts
+    # the share of them its prefix cache holds (and corrects its prefill speed)
     per_token = table.prefill_s_per_token * ratio
+    # a chunk is ``budget`` tokens *to compute* — the cached prefix is never in it — so it takes
+    # the kind's own prefill time per token, and carries ``budget / ratio`` of the prompt
+    # tokens as received (their cached share rides along for free)
+    chunk = budget / ratio if ratio > 0.0 else budget
     gaps = output_tokens - 1
     # expected prompt tokens per decode iteration: those arriving while it waits, spread over
     # its decode, plus those arriving while it decodes (a share ρ = c·λ of the time)
     behind = prompt_rate * ttft / gaps
     load = per_token * prompt_rate
-    shared = budget  # prompt work arriving faster than it is prefilled fills every iteration
+    shared = chunk  # prompt work arriving faster than it is prefilled fills every iteration
     if load < 1.0:
-        shared = min(budget, (behind + prompt_rate * step) / (1.0 - load))
+        shared = min(chunk, (behind + prompt_rate * step) / (1.0 - load))
     return Forecast(
         ttft_s=ttft,
         ttft_spread=spread,
         prior_ttft_s=prior,
         tpot_s=step + per_token * shared,
         step_s=step,
-        full_step_s=step + per_token * budget,
+        full_step_s=step + per_token * chunk,
         gaps=gaps,
-        budget_tokens=budget,
+        budget_tokens=chunk,
         prompt_rate=prompt_rate,
         request_rate=request_rate,
         observed_tpot_s=state.tpot_s,

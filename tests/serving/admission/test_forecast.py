@@ -127,3 +127,44 @@ def test_observed_decodes_outweigh_the_model_as_they_accumulate() -> None:
     # a replica whose full-chunk step meets the SLO cannot miss it, whatever was observed
     fast = dataclasses.replace(_seen(_state("H100-SXM")), observed=_shares(1.0, 50.0))
     assert fast.tpot_miss(0.1, observed=True) == 0.0
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.0])
+def test_a_full_chunk_takes_the_kinds_prefill_time_whatever_the_cache_holds(ratio: float) -> None:
+    # a chunk is prompt work to compute (the cached prefix is never in it): the calibration
+    # ratio, which discounts the cached share of the prompts received, does not shorten it —
+    # it lets the chunk carry more of the prompt tokens as received
+    seen = forecast(
+        predicted_ttft_s=1.0,
+        state=_state(queued=60_000),
+        table=L40S,
+        ratio=ratio,
+        spread=0.05,
+        prompt_rate=4_000.0,
+        request_rate=4.0,
+        input_tokens=500,
+        output_tokens=50,
+    )
+    budget = L40S.prompt_budget(1.0)
+    assert seen.full_step_s - seen.step_s == pytest.approx(L40S.prefill_s_per_token * budget)
+    assert seen.budget_tokens == pytest.approx(budget / ratio)
+
+
+def test_the_prompts_arriving_through_its_whole_decode_share_its_iterations() -> None:
+    # FCFS prefill: prompt work arriving at any time while it decodes is prefilled in its
+    # iterations, not only half of it. Full chunks in half its iterations reach the limit
+    # (step 40 ms, full 160 ms, TPOT SLO 100 ms); 15k prompt tokens/s over 400 iterations at
+    # the limit bring 600k tokens against the 400k that fills half of them
+    seen = Forecast(
+        ttft_s=0.1,
+        ttft_spread=0.05,
+        step_s=0.04,
+        full_step_s=0.16,
+        gaps=400,
+        budget_tokens=2_000.0,
+        prompt_rate=15_000.0,
+        request_rate=15_000.0 / 3_500.0,
+    )
+    assert seen.tpot_miss(0.1) > 0.9
+    light = dataclasses.replace(seen, prompt_rate=7_500.0, request_rate=7_500.0 / 3_500.0)
+    assert light.tpot_miss(0.1) < 0.1
