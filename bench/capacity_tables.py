@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 
 from bench.policies import PolicyContext, make_policy
-from models.capacity import Slo, build_capacity_table, replica_kind
+from models.capacity import Slo
 from models.predictor import LatencyModel
 from placement.domain.fleet import Fleet, ReplicaSpec
 from placement.domain.requests import Request, RequestClass, Tenant
+from placement.plan.capacity_source import ROOFLINE_SOURCE
 from placement.report import print_table, write_json
-from placement.solver.capacity import CapacityLookup
+from placement.solver.capacity import CapacitySource, TableCapacity
 from placement.solver.engine_capacity import EngineCapacity
 from sim.costmodel.factory import cost_model_for_replica
 from sim.simulator import Simulator
@@ -153,9 +154,11 @@ def table_capacity(
     spec: ReplicaSpec, prompt: int, output: int, model: LatencyModel | None
 ) -> float:
     """The capacity table's lookup (``model`` None: the roofline prior) at SLO :data:`SLO`."""
-    table = build_capacity_table(
-        replica_kind(spec.accelerator.kind, spec.model.name, spec.tp), model, slos=(SLO,)
-    )
+    return _lookup(TableCapacity(model, ROOFLINE_SOURCE, slos=(SLO,)), spec, prompt, output)
+
+
+def _lookup(source: CapacitySource, spec: ReplicaSpec, prompt: int, output: int) -> float:
+    table = source.table(spec.accelerator.kind, spec.model.name, spec.tp)
     return table.lookup(prompt, output, table.slo_index(SLO))
 
 
@@ -181,18 +184,18 @@ def run_capacity_bench(
     out: Path | None = None,
     say: Any = print,
 ) -> dict[str, Any]:
+    # each source builds a kind's table once, on its first lookup
+    sources: dict[str, CapacitySource] = {
+        "roofline": TableCapacity(None, ROOFLINE_SOURCE, slos=(SLO,)),
+        "engine": EngineCapacity(slos=(SLO,)),
+    }
+    if model is not None:
+        sources["model"] = TableCapacity(model, model_name, slos=(SLO,))
     rows: list[dict[str, Any]] = []
-    engine = EngineCapacity(slos=(SLO,))
-
-    def engine_table(spec: ReplicaSpec) -> CapacityLookup:
-        return engine.table(spec.accelerator.kind, spec.model.name, spec.tp)
-
     for spec in kinds(fleet):
         for prompt, output in shapes:
             say(f"{spec.accelerator.kind} {spec.model.name} TP{spec.tp}: {prompt} x {output}")
             sim = simulated_capacity(spec, prompt, output)
-            roof = table_capacity(spec, prompt, output, None)
-            eng = engine_table(spec).lookup(prompt, output, 0)
             row: dict[str, Any] = {
                 "accelerator": spec.accelerator.kind,
                 "model": spec.model.name,
@@ -200,27 +203,21 @@ def run_capacity_bench(
                 "prompt": prompt,
                 "output": output,
                 "simulated_rps": sim,
-                "roofline_rps": roof,
-                "roofline_vs_simulated": roof / sim if sim > 0 else None,
-                "engine_rps": eng,
-                "engine_vs_simulated": eng / sim if sim > 0 else None,
             }
-            if model is not None:
-                learned = table_capacity(spec, prompt, output, model)
-                row["model_rps"] = learned
-                row["model_vs_simulated"] = learned / sim if sim > 0 else None
+            for name, source in sources.items():
+                rate = _lookup(source, spec, prompt, output)
+                row[f"{name}_rps"] = rate
+                row[f"{name}_vs_simulated"] = rate / sim if sim > 0 else None
             rows.append(row)
     summary: dict[str, Any] = {
         "slo": {"ttft_p95_s": SLO.ttft_p95_s, "tpot_p95_s": SLO.tpot_p95_s},
-        "roofline_vs_simulated_median": _median(rows, "roofline_vs_simulated"),
-        "engine_vs_simulated_median": _median(rows, "engine_vs_simulated"),
+        **{
+            f"{name}_vs_simulated_median": _median(rows, f"{name}_vs_simulated") for name in sources
+        },
         "model": model_name or None,
     }
-    if model is not None:
-        summary["model_vs_simulated_median"] = _median(rows, "model_vs_simulated")
-    columns = ["accelerator", "prompt", "output", "simulated_rps", "roofline_rps"]
-    columns += ["roofline_vs_simulated", "engine_rps", "engine_vs_simulated"]
-    columns += ["model_rps", "model_vs_simulated"] if model else []
+    columns = ["accelerator", "prompt", "output", "simulated_rps"]
+    columns += [f"{name}{column}" for name in sources for column in ("_rps", "_vs_simulated")]
     print_table(
         f"capacity at SLO (p95 TTFT {SLO.ttft_p95_s} s, TPOT {SLO.tpot_p95_s} s)", rows, columns
     )

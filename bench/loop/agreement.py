@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from bench.loop.plans import SolveRecord
 from placement.domain.requests import Request, RequestClass
-from sim.metrics import request_table
+from sim.metrics import RequestTable, request_table
 
 MIN_REQUESTS = 50  # a plan that served fewer is not compared
 DISAGREES_POINTS = 5.0
@@ -36,6 +37,25 @@ def refused(req: Request) -> bool:
     return bool(req.error) and not req.error.startswith("lost")
 
 
+def installed(records: Sequence[SolveRecord]) -> list[tuple[SolveRecord, float, float]]:
+    """Each plan that was installed (a record with a prediction) and the span it served: from
+    its solve (the first plan: from the start) to the next installed plan's."""
+    kept = [r for r in records if r.predicted_attainment is not None]
+    return [
+        (rec, rec.at_s if i > 0 else -np.inf, kept[i + 1].at_s if i + 1 < len(kept) else np.inf)
+        for i, rec in enumerate(kept)
+    ]
+
+
+def _outcomes(
+    requests: Sequence[Request], classes: Mapping[str, RequestClass]
+) -> tuple[RequestTable, npt.NDArray[np.bool_]]:
+    """The requests' table and which of them the gate admitted."""
+    table = request_table(list(requests), dict(classes))
+    admitted = ~np.fromiter((refused(r) for r in requests), np.bool_, len(requests))
+    return table, admitted
+
+
 def plan_agreement(
     records: Sequence[SolveRecord],
     requests: Sequence[Request],
@@ -43,15 +63,11 @@ def plan_agreement(
 ) -> list[dict[str, Any]]:
     """Per plan that was installed (a record with a prediction): its prediction, what the
     simulator measured over the span it served, and the gap in points."""
-    table = request_table(list(requests), dict(classes))
-    out_refused = np.fromiter((refused(r) for r in requests), np.bool_, len(requests))
-    kept = [r for r in records if r.predicted_attainment is not None]
+    table, admitted_all = _outcomes(requests, classes)
     rows = []
-    for i, rec in enumerate(kept):
-        lo = rec.at_s if i > 0 else -np.inf
-        hi = kept[i + 1].at_s if i + 1 < len(kept) else np.inf
+    for rec, lo, hi in installed(records):
         span = (table.arrival >= lo) & (table.arrival < hi)
-        admitted = span & ~out_refused
+        admitted = span & admitted_all
         if admitted.sum() < MIN_REQUESTS:
             continue
         assert rec.predicted_attainment is not None
@@ -82,10 +98,9 @@ def window_attainment(
 ) -> tuple[float, int] | None:
     """Attainment of the requests admitted among those that arrived in ``[lo, hi)``, and how
     many arrived (None if fewer than :data:`MIN_REQUESTS` were admitted)."""
-    table = request_table(list(requests), dict(classes))
-    out_refused = np.fromiter((refused(r) for r in requests), np.bool_, len(requests))
+    table, admitted_all = _outcomes(requests, classes)
     span = (table.arrival >= lo) & (table.arrival < hi)
-    admitted = span & ~out_refused
+    admitted = span & admitted_all
     if admitted.sum() < MIN_REQUESTS:
         return None
     return float(table.met[admitted].mean()), int(span.sum())
@@ -100,9 +115,8 @@ def at_planned_load(
     was solved on, with only that plan installed. ``simulate(record, on_head)`` runs it (the
     first plan, solved on the head, on the head; the others on the report part); the window of
     a re-solve at ``at_s`` is ``[at_s - window_s, at_s)``, the head's is all of it."""
-    kept = [r for r in records if r.predicted_attainment is not None]
     rows = []
-    for i, rec in enumerate(kept):
+    for i, (rec, _, _) in enumerate(installed(records)):
         assert rec.predicted_attainment is not None
         on_head = i == 0
         requests, classes = simulate(rec, on_head)
@@ -135,8 +149,7 @@ def replica_breakdown(
     the rate the route path sent there, the share that met its SLO, that missed its TTFT and
     its TPOT, and the mean prompt and output tokens — where the route path put the traffic
     against the plan's split, and which term missed."""
-    table = request_table(list(requests), dict(classes))
-    admitted = ~np.fromiter((refused(r) for r in requests), np.bool_, len(requests))
+    table, admitted = _outcomes(requests, classes)
     replica = np.fromiter((r.replica for r in requests), np.int64, len(requests))
     cls = [classes.get(str(c)) for c in table.request_class]
     ttft_slo = np.asarray([c.ttft_slo_s if c else np.inf for c in cls])
@@ -144,11 +157,8 @@ def replica_breakdown(
     with np.errstate(invalid="ignore"):
         ttft_miss = ~(table.ttft <= ttft_slo)
         tpot_miss = table.tpot > tpot_slo
-    kept = [r for r in records if r.predicted_attainment is not None]
     rows = []
-    for i, rec in enumerate(kept):
-        lo = rec.at_s if i > 0 else -np.inf
-        hi = kept[i + 1].at_s if i + 1 < len(kept) else np.inf
+    for rec, lo, hi in installed(records):
         span = (table.arrival >= lo) & (table.arrival < hi) & admitted
         if not span.any():
             continue
@@ -182,13 +192,10 @@ def off_plan_share(
     admitted = [r for r in requests if not refused(r) and r.replica >= 0]
     arrival = np.fromiter((r.arrival_s for r in admitted), np.float64, len(admitted))
     replica = np.fromiter((r.replica for r in admitted), np.int64, len(admitted))
-    kept = [r for r in records if r.predicted_attainment is not None]
     out = []
-    for i, rec in enumerate(kept):
+    for rec, lo, hi in installed(records):
         if rec.version is None or rec.version not in planned_rps:
             continue
-        lo = rec.at_s if i > 0 else -np.inf
-        hi = kept[i + 1].at_s if i + 1 < len(kept) else np.inf
         span = (arrival >= lo) & (arrival < hi)
         plan = np.asarray(planned_rps[rec.version], np.float64)
         if span.sum() < MIN_REQUESTS or plan.sum() <= 0:
