@@ -61,7 +61,7 @@ from placement.solver.instance import WARM_KV_SHARE
 from placement.solver.model import Weights
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
-from serving.admission.slo_gate import GPU_SECONDS, TOKENS, SloGate
+from serving.admission.slo_gate import DEFAULT_CREDIT_CUT, GPU_SECONDS, TOKENS, SloGate
 from serving.admission.vtc import TokenWeights
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
@@ -121,7 +121,7 @@ class Case:
     overload: float = 2.0  # × our own knee load (capacity at SLO)
     failure_load: float = 1.0
     seed: int = 0
-    credit_cut: float = 0.5  # the gate's cut for tenants furthest over their credit
+    credit_cut: float = DEFAULT_CREDIT_CUT  # the gate's lift for tenants owed credit
     settings: tuple[Setting, ...] = ()  # what to tune over on the head (empty: the full grid)
     learn: bool = True  # False: the roofline prior stands in for the trained predictors
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from placement.domain.requests import DEFAULT_CLASSES, Request, RequestClass
 from placement.plan import Plan
-from serving.admission.slo_gate import GPU_SECONDS, Judgement, SloGate
+from serving.admission.slo_gate import DEFAULT_CREDIT_CUT, GPU_SECONDS, Judgement, SloGate
 from serving.route import NoReplica, PlacementRoutePath, ReplicaState, RouteQuery, load_profile
 from sim.peers.context import PolicyContext
 from sim.router import ReplicaView
@@ -41,7 +41,7 @@ class GateSettings:
     """The ``placement`` policy's admission gate (:class:`serving.admission.slo_gate.SloGate`)."""
 
     headroom: float = 1.0
-    credit_cut: float = 0.5
+    credit_cut: float = DEFAULT_CREDIT_CUT
     shed_factor: float = 1.0
     # shadow: judge every request but admit them all, recording which the gate would have
     # refused (``PlacementPolicy.would_refuse``) — what the gate's precision is measured on

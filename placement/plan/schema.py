@@ -94,6 +94,9 @@ class ReplicaPlan(_Frozen):
     kv_budget_tokens: int = Field(ge=0)
     warm_prefix_tokens: int = Field(ge=0)  # KV the plan's warm prefixes take
     adapters: tuple[str, ...] = ()  # LoRA adapters the plan keeps resident in its slots
+    # the request classes it serves (a kind whose prompt chunk breaks a class's TPOT serves
+    # that class apart from looser ones); empty: every class
+    classes: tuple[str, ...] = ()
 
 
 class TenantPlan(_Frozen):
