@@ -155,7 +155,7 @@ def _policy(setting: Setting, seed: int, block_tokens: int, holding: FlowHolding
             band=band,
         )
     # gate[H][@R]: the SLO gate with headroom H (1) refusing at a chance of missing R (its
-    # defaults: 0.9, falling to 0.3 under overload)
+    # defaults: 0.9, falling to 0.5 under overload)
     spec, _, refuse_at = setting.admission.removeprefix("gate").partition("@")
     chance = float(refuse_at) if refuse_at else None
     gate = (

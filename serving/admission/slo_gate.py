@@ -30,14 +30,10 @@ TPOT refusals' precision on the head of ``mixed`` at load 1.0 fell 0.92 → 0.53
 **Overload.** A fleet past its capacity is held at the queue the gate allows, so whatever that
 queue's edge admits is a coin toss. While the share of SLO refusals (``pressure``, followed
 over the tightest TTFT SLO of the non-sheddable classes: a shorter burst is what queues are
-for) stays past :data:`PRESSURE_FLOOR`, the threshold falls to ``overload_refuse_at`` (0.3).
-Not one half: an admitted request that misses does not only waste what it holds, it lengthens
-the wait of every request queued behind it and, on a kind whose prompt chunk is slower than
-the TPOT SLO, slows the decodes it shares iterations with — the capacity its refusal frees
-serves more than one request's chance. On the heads of every shipped workload past its knee
-(one fixed route setting) 0.3 instead of 0.5, with no credit cut (below), gave 5–26% more
-goodput at 2–4× load and moved nothing below the knee (where the threshold is ``refuse_at``);
-the worst case was mixed over h100x8 at load 1.5, −0.8% (bench/RESULTS.md, issue 14). There the TPOT
+for) stays past :data:`PRESSURE_FLOOR`, the threshold falls to ``overload_refuse_at`` (0.5):
+refuse what is more likely to miss than to meet — the capacity a refusal frees goes to a
+request more likely to meet. Lower values hold the queues lower still (more goodput past
+capacity, more refusals of requests that would have met at moderate load). There the TPOT
 chance blends in the replica's observed decodes of the request's length: a replica where most
 short decodes miss is one where an admitted one most likely wastes what it holds, and the
 model alone (a Poisson stream of prompts) misses the bursts that cause it. On ``tiers`` (tail,
@@ -49,20 +45,14 @@ reasoning-vs-code mix by under 1% at loads 0.5–3 (bench/RESULTS.md).
 to (:mod:`serving.admission.cost`) of the prompt (its cached prefix discounted) and of the
 output it asks for at dispatch, settled for the output generated at completion, into the
 Virtual Token Counters. Under that pressure
-tenants owed credit may keep part of the way back to ``refuse_at`` (``credit_cut`` × how far
-down the active tenants' counters they stand): the doubtful requests refused are then those of
-the tenants furthest over their share. Off by default (``credit_cut`` 0): where a sheddable
-class's long requests lead the counters (``batch`` on ``synthetic``), every interactive tenant
-stands owed, the cut lifts nearly every interactive threshold back toward ``refuse_at`` and
-the overload threshold holds no queue (head of ``synthetic`` over the heterogeneous fleet
-with the plan's class split, loads 3 / 4: 47.7 / 49.3 req/s; with the cut at 0.5,
-41.9 / 40.8; with the overload threshold at 0.5 instead, 42.3 / 42.6). Without pressure
-nobody is refused for credit: there is room for all. With a finite ``credit_slack``, under
-pressure a tenant whose counter leads the lowest active one by more than the slack is refused
-outright (rule :data:`CREDIT`), even what would meet; off by default: on the head of the
-reasoning-vs-code mix at 2× overload it raised Jain's index 0.82 → 0.91 but cost 13% of the
-goodput (the capacity the reasoning tenant yields is not what the code tenant lacks: its short
-decodes miss their TPOT on the slower replicas).
+tenants owed credit keep part of the way back to ``refuse_at`` (``credit_cut`` × how far down
+the active tenants' counters they stand): the doubtful requests refused are those of the
+tenants furthest over their share. Without pressure nobody is refused for credit: there is
+room for all. With a finite ``credit_slack``, under pressure a tenant whose counter leads the
+lowest active one by more than the slack is refused outright (rule :data:`CREDIT`), even what
+would meet; off by default: on the head of the reasoning-vs-code mix at 2× overload it raised
+Jain's index 0.82 → 0.91 but cost 13% of the goodput (the capacity the reasoning tenant yields
+is not what the code tenant lacks: its short decodes miss their TPOT on the slower replicas).
 
 **Unreachable.** A request whose own prefill misses its TTFT SLO even with nothing queued ahead
 (a very long uncached prompt on the fastest replica it may use) is refused for a miss no retry
@@ -106,7 +96,7 @@ if TYPE_CHECKING:
     from serving.route.types import Decision, ReplicaState, RoutePath, RouteQuery
 
 DEFAULT_HEADROOM = 1.0
-DEFAULT_CREDIT_CUT = 0.0  # owed tenants' lift back toward refuse_at under pressure (see Fairness)
+DEFAULT_CREDIT_CUT = 0.5
 # a sheddable class is judged by its own SLO: refusing it earlier refuses requests that meet
 DEFAULT_SHED_FACTOR = 1.0
 DEFAULT_TPOT_HEADROOM = 1.0
@@ -120,9 +110,9 @@ MIN_RETRY_AFTER_S = 1
 # refuse a request at least this likely to miss its SLO: the share of refusals that would
 # have met is then at most 1 − 0.9 (the precision the gate is held to)
 DEFAULT_REFUSE_AT = 0.9
-# past capacity, refuse what is at least this likely to miss: an admitted miss also delays
-# the requests behind it, so the capacity a refusal frees serves more than its own chance
-DEFAULT_OVERLOAD_REFUSE_AT = 0.3
+# past capacity, refuse what is more likely to miss than to meet: the capacity a refusal
+# frees goes to a request more likely to meet
+DEFAULT_OVERLOAD_REFUSE_AT = 0.5
 # past capacity, a tenant whose counter leads the lowest active one by more than this yields
 # (GPU-seconds per unit of credit weight)
 DEFAULT_CREDIT_SLACK = math.inf
