@@ -421,7 +421,7 @@ class PlacementRoutePath:
             planned = set(entry.replicas)
             routed = [i for i in ranked if i in planned]
             if routed:
-                return routed
+                ranked = routed
         held = routing.plan.holders.get(adapter, frozenset()) if routing.plan else frozenset()
         states = routing.fleet.states
         seen = self._adapters_seen
