@@ -18,7 +18,8 @@ splits the pool in two:
   the unit's class SLO), heaviest first, each onto the main replica with the least utilisation
   whose pinned activity stays within its slots (the previous plan's holder first, so a re-solve
   loads nothing it need not); an adapter heavier than a replica's fair share gets one copy per
-  share. A pinned adapter's requests never wait for a slot and load nothing;
+  share. Adapters whose activities fit a replica's slots between them rarely meet there, so
+  their requests seldom wait for a slot and load little;
 * **swap** — the rest, routed over the last ``K`` replicas of the pool (the swap replicas),
   which pin nothing: their slots take turns, so the loads and waits of cold and bursty adapters
   stall these replicas only. ``K`` is the least number that keeps the swapped activity within
@@ -151,7 +152,9 @@ def _capacity(unit: _Unit, replica: ReplicaSpec, capacity: CapacitySource) -> fl
     return float(table.lookup(unit.mean_input, unit.mean_output, table.slo_index(unit.slo)))
 
 
-def _utilisation(units: list[_Unit], pool: list[ReplicaSpec], capacity: CapacitySource) -> list[float]:
+def _utilisation(
+    units: list[_Unit], pool: list[ReplicaSpec], capacity: CapacitySource
+) -> list[float]:
     """Each unit's utilisation of one replica (``λ / μ``, μ averaged over the pool); a unit no
     replica serves at its SLO counts at the pool's least capacity seen."""
     mu = [float(np.mean([_capacity(u, r, capacity) for r in pool])) for u in units]
@@ -194,7 +197,7 @@ def _place_pool(
             load[r.id] = load.get(r.id, 0.0) + util[i] / len(targets)
     headroom = {r.id: max(fair - load.get(r.id, 0.0), MIN_BASE_WEIGHT * fair) for r in pool}
     total = sum(headroom.values())
-    for i, u in enumerate(units):
+    for u in units:
         if not u.adapter:
             share[(u.tenant, u.model, u.adapter)] = {rid: h / total for rid, h in headroom.items()}
     return Residency(

@@ -54,6 +54,7 @@ FASTEST = "fallback:fastest"
 TPOT_ALPHA = 0.2  # weight of one completion in a replica's observed TPOT
 _INF = float("inf")
 _NO_ADAPTERS: dict[str, object] = {}
+_NOT_HELD: frozenset[int] = frozenset()
 PREFIX_SIGNAL = "router prefix index"  # pickers reading it get the prefix holders first
 
 
@@ -190,6 +191,14 @@ class PlacementRoutePath:
             turn = entry.turn
             entry.turn = turn + 1
             pos = bisect_right(entry.cumulative, (turn * GOLDEN_FRACTION) % 1.0)
+            if (
+                query.adapter
+                and n > 1
+                and replicas[pos] not in plan.holders.get(query.adapter, _NOT_HELD)
+            ):
+                # an adapter routed over replicas that do not keep it (it swaps there) starts
+                # where it is live (in flight or just sent): another would load it into a slot
+                pos = self._live_first(states, query.adapter, replicas, pos)
             first_cause = ""
             for _ in range(n):
                 r = replicas[pos]
@@ -439,6 +448,21 @@ class PlacementRoutePath:
             i for i in ranked if len(busy.get(states[i].id, _NO_ADAPTERS)) < states[i].max_loras
         ]
         return free or ranked
+
+    def _live_first(
+        self, states: Sequence[ReplicaState], adapter: str, replicas: tuple[int, ...], pos: int
+    ) -> int:
+        """The position in ``replicas``, from ``pos`` on (wrapping), of the first replica where
+        ``adapter`` is live; ``pos`` when it is live on none."""
+        n = len(replicas)
+        for k in range(n):
+            at = (pos + k) % n
+            rid = states[replicas[at]].id
+            if adapter in self._adapters_in_flight.get(
+                rid, _NO_ADAPTERS
+            ) or adapter in self._adapters_seen.get(rid, _NO_ADAPTERS):
+                return at
+        return pos
 
     # ---- outcome hooks ------------------------------------------------------------------
     def on_dispatch(self, decision: Decision, query: RouteQuery, now: float) -> None:
