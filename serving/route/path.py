@@ -348,6 +348,7 @@ class PlacementRoutePath:
         caps = routing.cap_in_flight
         preferred: tuple[int, ...] = ()
         cached: dict[int, int] = {}
+        planned_warm = False
         if entry is not None:
             preferred = entry.replicas + entry.secondary
             if entry.prefix_tokens:
@@ -355,19 +356,33 @@ class PlacementRoutePath:
                 # replica would draw the group's traffic to replicas whose KV budget the plan
                 # gave to other groups, and evict them
                 cached = dict.fromkeys(entry.warm, entry.prefix_tokens)
-        if self._prefixes is not None and query.block_hashes and PREFIX_SIGNAL in picker.signals:
-            matches = self._prefixes.match_all(query.block_hashes)
-            if matches:
-                block_tokens = self.profile.block_tokens
-                index_of = fleet.index_of
-                held: list[tuple[int, int]] = []
-                for rid, blocks in matches.items():
-                    i = index_of.get(rid)
-                    if i is not None:
-                        held.append((-blocks, i))
-                        cached[i] = max(cached.get(i, 0), blocks * block_tokens)
-                held.sort()
-                preferred = (*preferred, *(i for _, i in held))
+                planned_warm = bool(entry.warm)
+        # what the router has seen each replica take: the decision's cached tokens (its TTFT,
+        # the gate's forecast) count only these where the router keeps an index, so a planned
+        # replica that has not loaded the prefix yet (or evicted it) is judged by its cold
+        # prefill; the plan's word steers the ranking, not the forecast
+        seen: dict[int, int] | None = None
+        if self._prefixes is not None and query.block_hashes:
+            ranks_prefixes = PREFIX_SIGNAL in picker.signals
+            if ranks_prefixes or planned_warm:
+                seen = {}
+                matches = self._prefixes.match_all(query.block_hashes)
+                if matches:
+                    block_tokens = self.profile.block_tokens
+                    index_of = fleet.index_of
+                    held: list[tuple[int, int]] = []
+                    for rid, blocks in matches.items():
+                        i = index_of.get(rid)
+                        if i is not None:
+                            held.append((-blocks, i))
+                            seen[i] = blocks * block_tokens
+                    if ranks_prefixes:
+                        for i, tokens in seen.items():
+                            cached[i] = max(cached.get(i, 0), tokens)
+                        held.sort()
+                        preferred = (*preferred, *(i for _, i in held))
+        if seen is None or not planned_warm:
+            seen = cached
         checks = self._checks
 
         def admitted(i: int) -> bool:
@@ -415,7 +430,7 @@ class PlacementRoutePath:
         chosen = ranked[0]
         alternates = tuple([states[i].id for i in ranked[1 : 1 + self.profile.max_fallbacks]])
         return self._decision(
-            fleet, routing.plan, chosen, query, reason, cached.get(chosen, 0), alternates
+            fleet, routing.plan, chosen, query, reason, seen.get(chosen, 0), alternates
         )
 
     def _warm_first(
