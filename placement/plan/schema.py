@@ -74,8 +74,9 @@ class DefaultRoute(_Frozen):
 
 
 class AdapterRoute(_Frozen):
-    """Where a tenant's requests for a LoRA ``adapter`` on base ``model`` go: only replicas
-    the plan keeps the adapter resident on (:attr:`ReplicaPlan.adapters`)."""
+    """Where a tenant's requests for a LoRA ``adapter`` on base ``model`` go: the replicas
+    the plan keeps the adapter resident on (:attr:`ReplicaPlan.adapters`), or the swap
+    replicas, which keep none and where cold adapters take turns in the slots."""
 
     tenant: str
     model: str
@@ -93,9 +94,11 @@ class ReplicaPlan(_Frozen):
     planned_rps: float = Field(ge=0)
     kv_budget_tokens: int = Field(ge=0)
     warm_prefix_tokens: int = Field(ge=0)  # KV the plan's warm prefixes take
-    adapters: tuple[str, ...] = ()  # LoRA adapters the plan keeps resident in its slots
-    # the request classes it serves (a kind whose prompt chunk breaks a class's TPOT serves
-    # that class apart from looser ones); empty: every class
+    # LoRA adapters the plan keeps resident in its slots (their activities fit the slots)
+    adapters: tuple[str, ...] = ()
+    # the request classes it serves (the fast kinds, whose prompt chunk holds every class's
+    # TPOT, kept for the classes the other kinds' chunk breaks: placement.solver.chunk_split);
+    # empty: every class
     classes: tuple[str, ...] = ()
 
 

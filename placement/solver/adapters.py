@@ -1,27 +1,37 @@
-"""LoRA adapter residency: which replicas of a base model's pool hold which adapters, and where
-each tenant's adapter traffic goes — a small mixed-integer program per solve.
+"""LoRA adapter residency: which replicas of a base model's pool keep which adapters, and
+where each tenant's adapter traffic goes.
 
-Units ``u`` are (tenant, base model, adapter) with their rate ``λ_u`` over the window
-(adapter ``""``: the base model itself, which needs no slot); replicas ``r`` are the healthy
-replicas serving the unit's base model with ``S_r`` LoRA slots (``max_loras``).
+Units ``u`` are (tenant, base model, adapter) with their rate ``λ_u`` over the window (adapter
+``""``: the base model itself, which needs no slot); replicas ``r`` are the healthy replicas
+serving the unit's base model with ``S_r`` LoRA slots (``max_loras``).
 
-* ``x[u, r] ∈ [0, 1]`` — share of ``u``'s traffic sent to ``r``;
-* ``a[u, r] ∈ {0, 1}`` — adapter units only: ``u``'s adapter is kept resident on ``r``;
-* ``z_m ∈ [0, UTILISATION_CAP]`` — the busiest replica's utilisation in pool ``m``.
+A slot is taken not by an adapter's rate but by its *activity*: vLLM evicts only an adapter no
+running request uses, so an adapter with a request in flight most of the time holds its slot
+all of that time, and a replica asked for more active adapters than it has slots makes their
+requests wait (and stalls the engine at every load). The forecast is therefore each adapter's
+activity ``b_u``: the share of the window's :data:`ACTIVITY_BIN_S`-second sub-windows in
+which it had an arrival (a bursty adapter, idle between bursts, counts less than a steady one
+of the same mean rate). When the pool's slots cannot hold every adapter's activity, the plan
+splits the pool in two:
 
-Constraints: ``Σ_r x ≤ 1``; ``x ≤ a`` (traffic only where the adapter is resident);
-``Σ_u a[u, r] ≤ S_r`` (slots); ``Σ_u λ_u x[u, r] / μ[u, r] ≤ z_m`` (utilisation at SLO, ``μ``
-the replica's capacity at the unit's class SLO for the unit's mean prompt and output).
-Objective (maximised, per unit of total demand): served traffic weighted by class priority,
-minus :data:`BALANCE_WEIGHT` × ``Σ_m z_m`` (spread the load: a hot adapter gets several
-replicas), minus :data:`LOAD_WEIGHT` per residency the previous plan did not have (a load
-stalls the replica) and :data:`RESIDENCY_WEIGHT` per residency (no idle slots claimed).
-Solved with HiGHS through MathOpt; any status without a solution falls back to a greedy
-residency (units by rate, each on the replicas with the most spare capacity and a free slot).
+* **pinned** — adapters taken by utilisation (``λ_u / μ_u``, ``μ`` the replica's capacity at
+  the unit's class SLO), heaviest first, each onto the main replica with the least utilisation
+  whose pinned activity stays within its slots (the previous plan's holder first, so a re-solve
+  loads nothing it need not); an adapter heavier than a replica's fair share gets one copy per
+  share. Adapters whose activities fit a replica's slots between them rarely meet there, so
+  their requests seldom wait for a slot and load little;
+* **swap** — the rest, routed over the last ``K`` replicas of the pool (the swap replicas),
+  which pin nothing: their slots take turns, so the loads and waits of cold and bursty adapters
+  stall these replicas only. ``K`` is the least number that keeps the swapped activity within
+  :data:`SWAP_OVERSUBSCRIPTION` × their slots.
+
+Base-model traffic needs no slot: it is routed to the replicas by their utilisation headroom
+(the route path balances it live). Nothing is shed here (the admission gate sheds).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -32,14 +42,14 @@ from placement.domain.fleet import Fleet, ReplicaSpec
 from placement.domain.requests import Request, RequestClass
 from placement.plan.schema import AdapterRoute, DefaultRoute, Plan, Route
 from placement.solver.capacity import CapacitySource
-from placement.solver.lp import LinearProgram, RowBuilder, solve
 
-UTILISATION_CAP = 1.0
-BALANCE_WEIGHT = 0.05
-LOAD_WEIGHT = 0.01
-RESIDENCY_WEIGHT = 1e-4
-MIN_SHARE = 1e-3
-TIME_LIMIT_S = 2.0
+#: Sub-window of the activity forecast, seconds (about an 8B request's time in the engine).
+ACTIVITY_BIN_S = 1.0
+#: Swapped activity per swap slot the plan accepts before it adds a swap replica.
+SWAP_OVERSUBSCRIPTION = 3.0
+#: A base-model route's weight on a replica with no utilisation headroom left.
+MIN_BASE_WEIGHT = 0.05
+PLANNED = "planned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +58,7 @@ class _Unit:
     model: str
     adapter: str
     rate: float
-    weight: float
+    activity: float
     mean_input: float
     mean_output: float
     slo: Slo
@@ -56,37 +66,45 @@ class _Unit:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Residency:
-    """The program's answer: ``share[(tenant, model, adapter)][replica id]`` and the adapters
-    resident per replica id."""
+    """The plan's answer: ``share[(tenant, model, adapter)][replica id]``, the adapters pinned
+    per replica id (a swap replica pins none), and the swap replicas."""
 
     share: dict[tuple[str, str, str], dict[str, float]]
     adapters: dict[str, tuple[str, ...]]
     rate: dict[tuple[str, str, str], float]
     status: str
+    swap: tuple[str, ...] = ()
+
+
+def adapter_activity(
+    arrivals: Sequence[float], *, start_s: float, window_s: float, bin_s: float = ACTIVITY_BIN_S
+) -> float:
+    """Share of the ``bin_s``-second sub-windows of [start, start + window) with an arrival."""
+    bins = max(math.ceil(window_s / bin_s), 1)
+    hit = {min(int((t - start_s) / bin_s), bins - 1) for t in arrivals if t >= start_s}
+    return len(hit) / bins
 
 
 def _units(
     requests: Sequence[Request], classes: Mapping[str, RequestClass], window_s: float
 ) -> list[_Unit]:
-    groups: dict[tuple[str, str, str, str], list[Request]] = {}
+    groups: dict[tuple[str, str, str], list[Request]] = {}
     for r in requests:
-        groups.setdefault((r.tenant, r.model, r.adapter, r.request_class), []).append(r)
-    merged: dict[tuple[str, str, str], list[tuple[str, list[Request]]]] = {}
-    for (tenant, model, adapter, cls), reqs in groups.items():
-        merged.setdefault((tenant, model, adapter), []).append((cls, reqs))
+        groups.setdefault((r.tenant, r.model, r.adapter), []).append(r)
+    start = min((r.arrival_s for r in requests), default=0.0)
     units: list[_Unit] = []
-    for (tenant, model, adapter), parts in sorted(merged.items()):
-        # a unit's SLO is its strictest class's, its weight its traffic's mean priority weight
-        reqs = [r for _, rs in parts for r in rs]
-        strict = min((classes[c] for c, _ in parts), key=lambda c: c.ttft_slo_s)
-        weight = sum(2.0 ** -classes[c].priority * len(rs) for c, rs in parts) / len(reqs)
+    for (tenant, model, adapter), reqs in sorted(groups.items()):
+        # a unit's SLO is its strictest class's
+        strict = min((classes[r.request_class] for r in reqs), key=lambda c: c.ttft_slo_s)
         units.append(
             _Unit(
                 tenant,
                 model,
                 adapter,
                 len(reqs) / window_s,
-                weight,
+                adapter_activity([r.arrival_s for r in reqs], start_s=start, window_s=window_s)
+                if adapter
+                else 0.0,
                 float(np.mean([r.input_tokens for r in reqs])),
                 float(np.mean([r.output_tokens for r in reqs])),
                 Slo(strict.ttft_slo_s, strict.tpot_slo_s),
@@ -104,37 +122,29 @@ def place_adapters(
     window_s: float,
     unhealthy: Collection[str] = (),
     previous: Mapping[str, Collection[str]] | None = None,
-    time_limit_s: float = TIME_LIMIT_S,
 ) -> Residency:
     """Adapter residency and routes for the traffic of pools whose replicas have LoRA slots.
 
     Only base models some replica serves with ``max_loras > 0`` take part; ``previous`` maps a
-    replica id to the adapters it held under the last plan (their residency costs no load)."""
-    lora_models = {r.model.name for r in fleet.replicas if r.max_loras > 0}
+    replica id to the adapters it held under the last plan (kept where they still fit)."""
+    lora_models = sorted({r.model.name for r in fleet.replicas if r.max_loras > 0})
     window = max(window_s, 1e-9)
-    units = _units([r for r in requests if r.model in lora_models], classes, window)
-    replicas = [r for r in fleet.replicas if r.model.name in lora_models and r.id not in unhealthy]
-    if not units or not replicas:
-        return Residency(share={}, adapters={}, rate={}, status="empty")
-    pairs = [(u, k) for u, unit in enumerate(units) for k, r in enumerate(replicas)]
-    pairs = [(u, k) for u, k in pairs if replicas[k].model.name == units[u].model]
-    mu = np.array([_capacity(units[u], replicas[k], capacity) for u, k in pairs])
-    keep = mu > 0
-    pairs = [p for p, ok in zip(pairs, keep, strict=True) if ok]
-    mu = mu[keep]
-    models = sorted({units[u].model for u, _ in pairs})
-    prev = previous or {}
-    lp = _program(units, replicas, pairs, mu, models, prev)
-    result = solve(lp, backend="mathopt-highs", time_limit_s=time_limit_s)
-    n = len(pairs)
-    status: str = result.status
-    if result.x.size:
-        x = result.x[:n]
-        resident = _resident_from(result.x, units, pairs)
-    else:
-        x, resident = _greedy(units, replicas, pairs, mu)
-        status = f"greedy ({result.status})"
-    return _residency(units, replicas, pairs, x, resident, status)
+    share: dict[tuple[str, str, str], dict[str, float]] = {}
+    adapters: dict[str, tuple[str, ...]] = {}
+    rate: dict[tuple[str, str, str], float] = {}
+    swap: list[str] = []
+    for model in lora_models:
+        units = _units([r for r in requests if r.model == model], classes, window)
+        pool = [r for r in fleet.replicas if r.model.name == model and r.id not in unhealthy]
+        if not units or not pool:
+            continue
+        placed = _place_pool(units, pool, capacity, previous or {})
+        share.update(placed.share)
+        adapters.update(placed.adapters)
+        rate.update(placed.rate)
+        swap += placed.swap
+    status = PLANNED if share else "empty"
+    return Residency(share=share, adapters=adapters, rate=rate, status=status, swap=tuple(swap))
 
 
 def _capacity(unit: _Unit, replica: ReplicaSpec, capacity: CapacitySource) -> float:
@@ -142,135 +152,100 @@ def _capacity(unit: _Unit, replica: ReplicaSpec, capacity: CapacitySource) -> fl
     return float(table.lookup(unit.mean_input, unit.mean_output, table.slo_index(unit.slo)))
 
 
-def _program(
+def _utilisation(
+    units: list[_Unit], pool: list[ReplicaSpec], capacity: CapacitySource
+) -> list[float]:
+    """Each unit's utilisation of one replica (``λ / μ``, μ averaged over the pool); a unit no
+    replica serves at its SLO counts at the pool's least capacity seen."""
+    mu = [float(np.mean([_capacity(u, r, capacity) for r in pool])) for u in units]
+    floor = min((m for m in mu if m > 0), default=1.0)
+    return [u.rate / (m if m > 0 else floor) for u, m in zip(units, mu, strict=True)]
+
+
+def _place_pool(
     units: list[_Unit],
-    replicas: list[ReplicaSpec],
-    pairs: list[tuple[int, int]],
-    mu: np.ndarray,
-    models: list[str],
+    pool: list[ReplicaSpec],
+    capacity: CapacitySource,
     previous: Mapping[str, Collection[str]],
-) -> LinearProgram:
-    specs = replicas
-    n = len(pairs)
-    pu = np.array([u for u, _ in pairs], dtype=np.int64)
-    pk = np.array([k for _, k in pairs], dtype=np.int64)
-    adapter_pair = np.flatnonzero([units[u].adapter != "" for u in pu])
-    n_a = len(adapter_pair)
-    a0 = n  # a columns
-    z0 = n + n_a  # z columns, one per model
-    n_vars = z0 + len(models)
-    total = sum(u.rate for u in units)
-    rate = np.array([units[u].rate for u in pu])
-    obj = np.zeros(n_vars)
-    obj[:n] = rate * np.array([units[u].weight for u in pu]) / total
-    fresh = np.array(
-        [units[pu[p]].adapter not in previous.get(specs[pk[p]].id, ()) for p in adapter_pair],
-        dtype=bool,
-    )
-    obj[a0:z0] = -RESIDENCY_WEIGHT - LOAD_WEIGHT * fresh
-    obj[z0:] = -BALANCE_WEIGHT
-    lb = np.zeros(n_vars)
-    ub = np.ones(n_vars)
-    ub[z0:] = UTILISATION_CAP
-    integer = np.zeros(n_vars, dtype=bool)
-    integer[a0:z0] = True
-    rows = RowBuilder()
-    # Σ_r x ≤ 1 per unit
-    rows.add(pu, np.arange(n), np.ones(n), np.full(len(units), -np.inf), np.ones(len(units)))
-    # x − a ≤ 0 per adapter pair
-    local = np.arange(n_a)
-    rows.add(
-        np.concatenate([local, local]),
-        np.concatenate([adapter_pair, a0 + local]),
-        np.concatenate([np.ones(n_a), -np.ones(n_a)]),
-        np.full(n_a, -np.inf),
-        np.zeros(n_a),
-    )
-    # Σ a ≤ slots per replica
-    slots = np.array([s.max_loras for s in specs], dtype=np.float64)
-    rows.add(pk[adapter_pair], a0 + local, np.ones(n_a), np.full(len(specs), -np.inf), slots)
-    # Σ λ x / μ − z_m ≤ 0 per replica
-    model_of = {m: i for i, m in enumerate(models)}
-    replica_model = np.array([model_of.get(s.model.name, 0) for s in specs])
-    k_all = np.arange(len(specs))
-    rows.add(
-        np.concatenate([pk, k_all]),
-        np.concatenate([np.arange(n), z0 + replica_model]),
-        np.concatenate([rate / mu, -np.ones(len(specs))]),
-        np.full(len(specs), -np.inf),
-        np.zeros(len(specs)),
-    )
-    row_lb, row_ub, r_idx, c_idx, vals = rows.arrays()
-    return LinearProgram(
-        lb=lb,
-        ub=ub,
-        obj=obj,
-        integer=integer,
-        row_lb=row_lb,
-        row_ub=row_ub,
-        rows=r_idx,
-        cols=c_idx,
-        vals=vals,
-    )
-
-
-def _resident_from(
-    sol: np.ndarray, units: list[_Unit], pairs: list[tuple[int, int]]
-) -> set[tuple[int, int]]:
-    n = len(pairs)
-    adapter_pair = [p for p, (u, _) in enumerate(pairs) if units[u].adapter]
-    return {pairs[p] for j, p in enumerate(adapter_pair) if sol[n + j] > 0.5}
-
-
-def _greedy(
-    units: list[_Unit], replicas: list[ReplicaSpec], pairs: list[tuple[int, int]], mu: np.ndarray
-) -> tuple[np.ndarray, set[tuple[int, int]]]:
-    """Units by rate, each whole on the replica with the least utilisation and a free slot."""
-    specs = replicas
-    util = np.zeros(len(specs))
-    free = np.array([s.max_loras for s in specs])
-    x = np.zeros(len(pairs))
-    resident: set[tuple[int, int]] = set()
-    by_unit: dict[int, list[int]] = {}
-    for p, (u, _) in enumerate(pairs):
-        by_unit.setdefault(u, []).append(p)
-    for u in sorted(by_unit, key=lambda u: -units[u].rate):
-        options = [p for p in by_unit[u] if not units[u].adapter or free[pairs[p][1]] > 0]
-        if not options:
-            continue
-        p = min(options, key=lambda p: util[pairs[p][1]])
-        k = pairs[p][1]
-        x[p] = 1.0
-        util[k] += units[u].rate / mu[p]
-        if units[u].adapter:
-            free[k] -= 1
-            resident.add(pairs[p])
-    return x, resident
-
-
-def _residency(
-    units: list[_Unit],
-    replicas: list[ReplicaSpec],
-    pairs: list[tuple[int, int]],
-    x: np.ndarray,
-    resident: set[tuple[int, int]],
-    status: str,
 ) -> Residency:
-    specs = replicas
+    util = _utilisation(units, pool, capacity)
+    fair = sum(util) / len(pool)
+    lora = [i for i, u in enumerate(units) if u.adapter]
+    order = sorted(lora, key=lambda i: (-util[i], units[i].adapter, units[i].tenant))
+    for k in range(len(pool)):
+        main, spare = pool[: len(pool) - k], pool[len(pool) - k :]
+        pinned, load, left = _pin(units, util, order, main, fair, previous)
+        swapped = sum(units[i].activity for i in left)
+        slots = sum(r.max_loras for r in spare)
+        if not left or (slots and swapped <= SWAP_OVERSUBSCRIPTION * slots):
+            break
     share: dict[tuple[str, str, str], dict[str, float]] = {}
-    for p, (u, k) in enumerate(pairs):
-        unit = units[u]
-        if x[p] >= MIN_SHARE and (not unit.adapter or (u, k) in resident):
-            share.setdefault((unit.tenant, unit.model, unit.adapter), {})[specs[k].id] = float(x[p])
-    adapters: dict[str, list[str]] = {s.id: [] for s in specs}
-    for u, k in sorted(resident):
-        adapters[specs[k].id].append(units[u].adapter)
+    held: dict[str, list[str]] = {r.id: [] for r in pool}
+    for i, where in pinned.items():
+        u = units[i]
+        share[(u.tenant, u.model, u.adapter)] = {rid: 1.0 / len(where) for rid in where}
+        for rid in where:
+            held[rid].append(u.adapter)
+    # the swapped adapters over the swap replicas (with none left, over the whole pool)
+    targets = spare or main
+    for i in left:
+        u = units[i]
+        share[(u.tenant, u.model, u.adapter)] = {r.id: 1.0 / len(targets) for r in targets}
+        for r in targets:
+            # not kept there: it takes turns in the slots, and the route path follows where
+            # it is live (in flight, or just sent), so each stays on one swap replica a while
+            load[r.id] = load.get(r.id, 0.0) + util[i] / len(targets)
+    headroom = {r.id: max(fair - load.get(r.id, 0.0), MIN_BASE_WEIGHT * fair) for r in pool}
+    total = sum(headroom.values())
+    for u in units:
+        if not u.adapter:
+            share[(u.tenant, u.model, u.adapter)] = {rid: h / total for rid, h in headroom.items()}
     return Residency(
         share=share,
-        adapters={r: tuple(sorted(set(a))) for r, a in adapters.items()},
+        adapters={rid: tuple(sorted(set(a))) for rid, a in held.items()},
         rate={(u.tenant, u.model, u.adapter): u.rate for u in units},
-        status=status,
+        status=PLANNED,
+        swap=tuple(r.id for r in spare),
     )
+
+
+def _pin(
+    units: list[_Unit],
+    util: list[float],
+    order: list[int],
+    main: list[ReplicaSpec],
+    fair: float,
+    previous: Mapping[str, Collection[str]],
+) -> tuple[dict[int, list[str]], dict[str, float], list[int]]:
+    """Adapters pinned onto ``main`` within each replica's slots by activity: unit → replica
+    ids; each replica's utilisation; the units left to swap."""
+    active = {r.id: 0.0 for r in main}
+    load = {r.id: 0.0 for r in main}
+    slots = {r.id: r.max_loras for r in main}
+    pinned: dict[int, list[str]] = {}
+    left: list[int] = []
+    for i in order:
+        u = units[i]
+        copies = min(max(1, math.ceil(util[i] / fair - 1e-9)), len(main)) if fair > 0 else 1
+        where: list[str] = []
+        for _ in range(copies):
+            fits = [
+                rid
+                for rid in active
+                if rid not in where and active[rid] + u.activity <= slots[rid] + 1e-9
+            ]
+            if not fits:
+                break
+            rid = min(fits, key=lambda r: (u.adapter not in previous.get(r, ()), load[r], r))
+            where.append(rid)
+        if not where:
+            left.append(i)
+            continue
+        pinned[i] = where
+        for rid in where:
+            active[rid] += u.activity
+            load[rid] += util[i] / len(where)
+    return pinned, load, left
 
 
 def with_residency(plan: Plan, residency: Residency) -> Plan:

@@ -54,6 +54,7 @@ FASTEST = "fallback:fastest"
 TPOT_ALPHA = 0.2  # weight of one completion in a replica's observed TPOT
 _INF = float("inf")
 _NO_ADAPTERS: dict[str, object] = {}
+_NOT_HELD: frozenset[int] = frozenset()
 PREFIX_SIGNAL = "router prefix index"  # pickers reading it get the prefix holders first
 
 
@@ -190,6 +191,14 @@ class PlacementRoutePath:
             turn = entry.turn
             entry.turn = turn + 1
             pos = bisect_right(entry.cumulative, (turn * GOLDEN_FRACTION) % 1.0)
+            if (
+                query.adapter
+                and n > 1
+                and replicas[pos] not in plan.holders.get(query.adapter, _NOT_HELD)
+            ):
+                # an adapter routed over replicas that do not keep it (it swaps there) starts
+                # where it is live (in flight or just sent): another would load it into a slot
+                pos = self._live_first(states, query.adapter, replicas, pos)
             first_cause = ""
             kept = plan.classes
             for _ in range(n):
@@ -347,6 +356,7 @@ class PlacementRoutePath:
         caps = routing.cap_in_flight
         preferred: tuple[int, ...] = ()
         cached: dict[int, int] = {}
+        planned_warm = False
         if entry is not None:
             preferred = entry.replicas + entry.secondary
             if entry.prefix_tokens:
@@ -354,19 +364,33 @@ class PlacementRoutePath:
                 # replica would draw the group's traffic to replicas whose KV budget the plan
                 # gave to other groups, and evict them
                 cached = dict.fromkeys(entry.warm, entry.prefix_tokens)
-        if self._prefixes is not None and query.block_hashes and PREFIX_SIGNAL in picker.signals:
-            matches = self._prefixes.match_all(query.block_hashes)
-            if matches:
-                block_tokens = self.profile.block_tokens
-                index_of = fleet.index_of
-                held: list[tuple[int, int]] = []
-                for rid, blocks in matches.items():
-                    i = index_of.get(rid)
-                    if i is not None:
-                        held.append((-blocks, i))
-                        cached[i] = max(cached.get(i, 0), blocks * block_tokens)
-                held.sort()
-                preferred = (*preferred, *(i for _, i in held))
+                planned_warm = bool(entry.warm)
+        # what the router has seen each replica take: the decision's cached tokens (its TTFT,
+        # the gate's forecast) count only these where the router keeps an index, so a planned
+        # replica that has not loaded the prefix yet (or evicted it) is judged by its cold
+        # prefill; the plan's word steers the ranking, not the forecast
+        seen: dict[int, int] | None = None
+        if self._prefixes is not None and query.block_hashes:
+            ranks_prefixes = PREFIX_SIGNAL in picker.signals
+            if ranks_prefixes or planned_warm:
+                seen = {}
+                matches = self._prefixes.match_all(query.block_hashes)
+                if matches:
+                    block_tokens = self.profile.block_tokens
+                    index_of = fleet.index_of
+                    held: list[tuple[int, int]] = []
+                    for rid, blocks in matches.items():
+                        i = index_of.get(rid)
+                        if i is not None:
+                            held.append((-blocks, i))
+                            seen[i] = blocks * block_tokens
+                    if ranks_prefixes:
+                        for i, tokens in seen.items():
+                            cached[i] = max(cached.get(i, 0), tokens)
+                        held.sort()
+                        preferred = (*preferred, *(i for _, i in held))
+        if seen is None or not planned_warm:
+            seen = cached
         checks = self._checks
         # the replicas the plan keeps apart from the request's class (a prompt chunk there
         # breaks a tighter class's TPOT, placement.solver.chunk_split) are not candidates
@@ -425,7 +449,7 @@ class PlacementRoutePath:
         chosen = ranked[0]
         alternates = tuple([states[i].id for i in ranked[1 : 1 + self.profile.max_fallbacks]])
         return self._decision(
-            fleet, routing.plan, chosen, query, reason, cached.get(chosen, 0), alternates
+            fleet, routing.plan, chosen, query, reason, seen.get(chosen, 0), alternates
         )
 
     def _warm_first(
@@ -440,7 +464,7 @@ class PlacementRoutePath:
             planned = set(entry.replicas)
             routed = [i for i in ranked if i in planned]
             if routed:
-                return routed
+                ranked = routed
         held = routing.plan.holders.get(adapter, frozenset()) if routing.plan else frozenset()
         states = routing.fleet.states
         seen = self._adapters_seen
@@ -458,6 +482,21 @@ class PlacementRoutePath:
             i for i in ranked if len(busy.get(states[i].id, _NO_ADAPTERS)) < states[i].max_loras
         ]
         return free or ranked
+
+    def _live_first(
+        self, states: Sequence[ReplicaState], adapter: str, replicas: tuple[int, ...], pos: int
+    ) -> int:
+        """The position in ``replicas``, from ``pos`` on (wrapping), of the first replica where
+        ``adapter`` is live; ``pos`` when it is live on none."""
+        n = len(replicas)
+        for k in range(n):
+            at = (pos + k) % n
+            rid = states[replicas[at]].id
+            if adapter in self._adapters_in_flight.get(
+                rid, _NO_ADAPTERS
+            ) or adapter in self._adapters_seen.get(rid, _NO_ADAPTERS):
+                return at
+        return pos
 
     # ---- outcome hooks ------------------------------------------------------------------
     def on_dispatch(self, decision: Decision, query: RouteQuery, now: float) -> None:

@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 
-from route_builders import NOW, make_path, plan, query, route, states
+import pytest
+from route_builders import NOW, TEST_PROFILE, make_path, plan, query, route, states
 
 from placement.plan import AdapterRoute
 from serving.route import ReplicaState, RouteQuery
+
+SCORED_PROFILE = """
+name: scored-test
+block_tokens: 16
+plan_picker: scored
+filters: [health-filter]
+scorers:
+  - {name: queue-scorer, weight: 1.0}
+"""
 
 
 def _lora_states(n: int) -> list[ReplicaState]:
@@ -81,3 +91,25 @@ def test_a_new_adapter_avoids_replicas_whose_slots_are_all_in_use():
         path.on_dispatch(dataclasses.replace(path.decide(q, NOW), replica_id="r0"), q, NOW)
     fleet[1].in_flight = 10  # r1 far busier, but it has a free slot
     assert path.decide(_ask("z"), NOW).replica_id == "r1"
+
+
+@pytest.mark.parametrize("profile", [TEST_PROFILE, SCORED_PROFILE], ids=["weighted", "scored"])
+def test_an_adapter_planned_over_several_replicas_stays_where_it_is_live(profile: str):
+    # "rare" swaps over r2 and r3 (the plan pins it on neither): once sent to one, it stays
+    # there while that one is busier, rather than loading on the other too
+    fleet = _lora_states(4)
+    path = make_path(fleet, profile)
+    p = _with_residency(fleet, {"r1": ("hot",)})
+    swap = AdapterRoute(
+        tenant="acme", model="llama-3-8b", adapter="rare", rate_rps=1.0, route=route(["r2", "r3"])
+    )
+    others = tuple(a for a in p.adapter_routes if a.adapter != "rare")
+    path.install_plan(p.model_copy(update={"adapter_routes": (*others, swap)}))
+    q = _ask("rare")
+    first = path.decide(q, NOW)
+    assert first.replica_id in {"r2", "r3"}
+    path.on_dispatch(first, q, NOW)
+    fleet[fleet.index(path.replica(first.replica_id))].in_flight = 5  # busier than the other
+    for _ in range(5):
+        again = path.decide(_ask("rare"), NOW)
+        assert again.reason == "plan" and again.replica_id == first.replica_id

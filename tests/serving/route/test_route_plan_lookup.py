@@ -191,6 +191,39 @@ def test_scored_credits_the_prefix_only_where_the_plan_keeps_it_warm(
     assert path.decide(query(c), NOW).replica_id == "r3"
 
 
+def test_a_planned_warm_prefix_is_counted_cached_only_once_the_router_sent_it_there(
+    four: list[ReplicaState],
+) -> None:
+    c = chain(1, 2)
+    prefix = len(c) * 16
+    p = plan(four, groups=[group(c, route(["r0", "r2"], [0.9, 0.1]), warm=["r2"])])
+    path = make_path(four, SCORED_PROFILE)
+    path.install_plan(p)
+    q = query(c, tokens=4000)
+    # the plan steers the request to r2 (its prefix credited there in the ranking) …
+    first = path.decide(q, NOW)
+    assert (first.replica_id, first.reason) == ("r2", "plan")
+    # … but r2 has not loaded it yet: the decision (its TTFT, the gate's forecast) is cold
+    assert first.cached_tokens == 0
+    path.on_dispatch(first, q, NOW)
+    path.on_complete("r2", q, NOW, ok=True, output_tokens=1)
+    again = path.decide(q, NOW)
+    assert (again.replica_id, again.cached_tokens) == ("r2", prefix)
+    assert again.predicted_ttft_s < first.predicted_ttft_s
+
+
+def test_a_profile_without_a_prefix_index_keeps_the_plans_word_for_cached_tokens(
+    four: list[ReplicaState],
+) -> None:
+    c = chain(1, 2)
+    queue_only = SCORED_PROFILE.replace("  - {name: prefix-match-scorer, weight: 1.0}\n", "")
+    path = make_path(four, queue_only)
+    path.install_plan(plan(four, groups=[group(c, route(["r2"]), warm=["r2"])]))
+    four[0].in_flight = four[1].in_flight = four[3].in_flight = 5
+    d = path.decide(query(c), NOW)
+    assert (d.replica_id, d.cached_tokens) == ("r2", len(c) * 16)
+
+
 def test_warm_plan_picker_stays_on_the_warm_replicas(four: list[ReplicaState]) -> None:
     c = chain(1, 2)
     p = plan(four, groups=[group(c, route(["r0", "r1"]), warm=["r1"])])
