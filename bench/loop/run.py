@@ -42,6 +42,7 @@ from bench.loop.tuning import (
     TUNE_LOADS,
     WARM_KV_SHARES,
     Setting,
+    gate_variants,
     grid,
     plan_pickers,
     write_profile,
@@ -61,7 +62,13 @@ from placement.solver.instance import WARM_KV_SHARE
 from placement.solver.model import Weights
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
-from serving.admission.slo_gate import GPU_SECONDS, TOKENS, SloGate
+from serving.admission.slo_gate import (
+    DEFAULT_CREDIT_CUT,
+    DEFAULT_OVERLOAD_REFUSE_AT,
+    GPU_SECONDS,
+    TOKENS,
+    SloGate,
+)
 from serving.admission.vtc import TokenWeights
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
@@ -121,7 +128,6 @@ class Case:
     overload: float = 2.0  # × our own knee load (capacity at SLO)
     failure_load: float = 1.0
     seed: int = 0
-    credit_cut: float = 0.5  # the gate's cut for tenants furthest over their credit
     settings: tuple[Setting, ...] = ()  # what to tune over on the head (empty: the full grid)
     learn: bool = True  # False: the roofline prior stands in for the trained predictors
 
@@ -139,6 +145,9 @@ class CaseContext:
     headroom: float = 1.0
     profile: Path = BASE_PROFILE  # the route profile (tuned on the head by :func:`prepare`)
     warm_kv_share: float = WARM_KV_SHARE  # the plan's warm-prefix budget (tuned on the head)
+    # the gate past capacity (tuned on the head): its threshold and owed tenants' lift
+    overload_refuse_at: float = DEFAULT_OVERLOAD_REFUSE_AT
+    credit_cut: float = DEFAULT_CREDIT_CUT
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -192,7 +201,8 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
         slo_gate=(
             GateSettings(
                 headroom=headroom,
-                credit_cut=ctx.case.credit_cut if v.credits else 0.0,
+                credit_cut=ctx.credit_cut if v.credits else 0.0,
+                overload_refuse_at=ctx.overload_refuse_at,
                 shadow=v.shadow,
                 charge=v.charge,
             )
@@ -301,7 +311,12 @@ def peer(
         name, PolicyContext(seed=ctx.case.seed, block_tokens=target.block_tokens)
     )
     if gated:
-        gate = SloGate(target.classes, headroom=ctx.headroom)
+        gate = SloGate(
+            target.classes,
+            headroom=ctx.headroom,
+            overload_refuse_at=ctx.overload_refuse_at,
+            credit_cut=ctx.credit_cut,
+        )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)
     return _simulate(ctx, policy, target, faults), target
@@ -329,6 +344,8 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     def score(setting: Setting) -> float:
         ctx.profile = write_profile(setting, profiles)
         ctx.warm_kv_share = setting.warm_kv_share
+        ctx.overload_refuse_at = setting.overload_refuse_at
+        ctx.credit_cut = setting.credit_cut
         total = 0.0
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
@@ -344,15 +361,24 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         got = score(setting)
         if got > best[0]:
             best = (got, setting)
+    if not case.settings:
+        # then the gate past capacity, with the chosen route setting
+        for setting in gate_variants(best[1]):
+            got = score(setting)
+            if got > best[0]:
+                best = (got, setting)
     chosen = best[1]
     ctx.headroom = chosen.headroom
     ctx.warm_kv_share = chosen.warm_kv_share
+    ctx.overload_refuse_at = chosen.overload_refuse_at
+    ctx.credit_cut = chosen.credit_cut
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
         f"{chosen.headroom}, prefix-match weight {chosen.prefix_weight}, predicted-TTFT weight "
         f"{chosen.ttft_weight} ({ctx.profile.name}), warm-prefix KV share "
-        f"{chosen.warm_kv_share}, plan picker {chosen.plan_picker}"
+        f"{chosen.warm_kv_share}, plan picker {chosen.plan_picker}, gate past capacity: "
+        f"refuses at {chosen.overload_refuse_at}, credit cut {chosen.credit_cut}"
     )
     return ctx
 
@@ -506,6 +532,8 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_headroom": ctx.headroom,
         "route_profile": ctx.profile.name,
         "warm_kv_share": ctx.warm_kv_share,
+        "gate_overload_refuse_at": ctx.overload_refuse_at,
+        "gate_credit_cut": ctx.credit_cut,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
         "our_knee_load": knee(our_rows),

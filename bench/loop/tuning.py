@@ -9,6 +9,17 @@ refuses by the chance that a request misses its SLO (:mod:`serving.admission.slo
 learned per replica from its first tokens, so the limit is the SLO itself. A headroom picked
 for goodput on the head would refuse requests that meet (below 1) or admit misses (above).
 
+What the gate does *past capacity* is tuned, once the route setting is chosen
+(:func:`gate_variants`): its defaults (refuse at a 0.5 chance of a miss, tenants owed credit
+lifted halfway back to 0.9) or a strict gate (:data:`STRICT_OVERLOAD_REFUSE_AT`, no lift). An
+admitted request that misses there also delays those queued behind it and, on a kind whose
+prompt chunk is slower than the TPOT SLO, the decodes beside it; where the forecasts are
+calibrated the strict gate holds the queues and goodput does not fall past the knee (head of
+``synthetic`` over the heterogeneous fleet, loads 3 / 4: 39.1 / 40.3 → 48.4 / 47.2 req/s,
+and 5–26% more on every shipped workload's head at 2–4× load), but where they are pessimistic
+it refuses requests that would meet (``tiers`` at load 1: 21.8 → 17.0 req/s;
+bench/RESULTS.md, issue 14).
+
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
 inspected and reused (``placement bench routing`` and the service read the same YAML).
@@ -16,6 +27,7 @@ inspected and reused (``placement bench routing`` and the service read the same 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +37,7 @@ import yaml
 
 from placement.paths import repo_root
 from placement.solver.instance import WARM_KV_SHARE
+from serving.admission.slo_gate import DEFAULT_CREDIT_CUT, DEFAULT_OVERLOAD_REFUSE_AT
 
 BASE_PROFILE = repo_root() / "data" / "profiles" / "scored.yaml"
 PREFIX_WEIGHTS = (1.0, 4.0, 12.0)
@@ -40,6 +53,12 @@ BASE_PLAN_PICKER = "scored"
 PLAN_PICKER_CHOICES = (BASE_PLAN_PICKER, "planned")
 
 
+# the strict gate past capacity (:func:`gate_variants`): refuse at this chance of a miss, and
+# lift no tenant back toward the gate's threshold for being owed credit
+STRICT_OVERLOAD_REFUSE_AT = 0.3
+STRICT_CREDIT_CUT = 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     prefix_weight: float
@@ -47,6 +66,8 @@ class Setting:
     headroom: float
     warm_kv_share: float = WARM_KV_SHARE
     plan_picker: str = BASE_PLAN_PICKER
+    overload_refuse_at: float = DEFAULT_OVERLOAD_REFUSE_AT
+    credit_cut: float = DEFAULT_CREDIT_CUT
 
 
 def grid(
@@ -59,6 +80,14 @@ def grid(
             PREFIX_WEIGHTS, TTFT_WEIGHTS, HEADROOMS, warm_kv_shares, plan_pickers
         )
     ]
+
+
+def gate_variants(chosen: Setting) -> list[Setting]:
+    """The gate settings past capacity tried with the chosen route setting: the strict one."""
+    strict = dataclasses.replace(
+        chosen, overload_refuse_at=STRICT_OVERLOAD_REFUSE_AT, credit_cut=STRICT_CREDIT_CUT
+    )
+    return [strict] if strict != chosen else []
 
 
 def plan_pickers(request_classes: Iterable[str], accelerators: Iterable[str]) -> tuple[str, ...]:

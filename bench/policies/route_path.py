@@ -28,7 +28,13 @@ from pathlib import Path
 
 from placement.domain.requests import DEFAULT_CLASSES, Request, RequestClass
 from placement.plan import Plan
-from serving.admission.slo_gate import GPU_SECONDS, Judgement, SloGate
+from serving.admission.slo_gate import (
+    DEFAULT_CREDIT_CUT,
+    DEFAULT_OVERLOAD_REFUSE_AT,
+    GPU_SECONDS,
+    Judgement,
+    SloGate,
+)
 from serving.route import NoReplica, PlacementRoutePath, ReplicaState, RouteQuery, load_profile
 from sim.peers.context import PolicyContext
 from sim.router import ReplicaView
@@ -41,7 +47,8 @@ class GateSettings:
     """The ``placement`` policy's admission gate (:class:`serving.admission.slo_gate.SloGate`)."""
 
     headroom: float = 1.0
-    credit_cut: float = 0.5
+    credit_cut: float = DEFAULT_CREDIT_CUT
+    overload_refuse_at: float = DEFAULT_OVERLOAD_REFUSE_AT
     shed_factor: float = 1.0
     # shadow: judge every request but admit them all, recording which the gate would have
     # refused (``PlacementPolicy.would_refuse``) — what the gate's precision is measured on
@@ -188,6 +195,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             cfg.classes,
             headroom=cfg.slo_gate.headroom,
             credit_cut=cfg.slo_gate.credit_cut,
+            overload_refuse_at=cfg.slo_gate.overload_refuse_at,
             shed_factor=cfg.slo_gate.shed_factor,
             charge=cfg.slo_gate.charge,
         )

@@ -96,6 +96,10 @@ class ReplicaPlan(_Frozen):
     warm_prefix_tokens: int = Field(ge=0)  # KV the plan's warm prefixes take
     # LoRA adapters the plan keeps resident in its slots (their activities fit the slots)
     adapters: tuple[str, ...] = ()
+    # the request classes it serves (the fast kinds, whose prompt chunk holds every class's
+    # TPOT, kept for the classes the other kinds' chunk breaks: placement.solver.chunk_split);
+    # empty: every class
+    classes: tuple[str, ...] = ()
 
 
 class TenantPlan(_Frozen):

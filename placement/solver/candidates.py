@@ -67,6 +67,8 @@ def select_candidates(
             for lo in range(0, len(d_all), step):
                 d = d_all[lo : lo + step]
                 cap = inst.capacity[d][:, inst.replica_kind[pool]]  # [d, pool]
+                if inst.replica_classes.size:
+                    cap = np.where(inst.replica_classes[pool][:, inst.unit_class[d]].T, cap, 0.0)
                 mean_cap = np.maximum(cap.mean(axis=1), 1e-12)
                 need = np.ceil(2.0 * inst.unit_rate[d] / mean_cap).astype(np.int64)
                 k = np.minimum(top_k + need, len(pool))
@@ -98,4 +100,7 @@ def select_candidates(
     code = np.unique(
         np.concatenate(units).astype(np.int64) * inst.n_replicas + np.concatenate(reps)
     )
-    return Candidates(code // inst.n_replicas, code % inst.n_replicas)
+    unit, replica = code // inst.n_replicas, code % inst.n_replicas
+    # a replica the plan keeps apart from a class (:mod:`placement.solver.chunk_split`)
+    keep = inst.serves(unit, replica)
+    return Candidates(unit[keep], replica[keep])

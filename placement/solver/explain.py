@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from placement.solver.candidates import select_candidates
+from placement.solver.chunk_split import split_classes
 from placement.solver.instance import Instance
 from placement.solver.lp import solve
 from placement.solver.model import build_pool_model
@@ -47,11 +48,12 @@ def _pool_deficits(inst: Instance, model: int, top_k: int) -> dict[int, float]:
 
 
 def with_extra_replicas(inst: Instance, kind: int, count: int) -> Instance:
-    """The instance with ``count`` more healthy replicas of ``kind`` (a what-if)."""
+    """The instance with ``count`` more healthy replicas of ``kind`` (a what-if; the classes
+    each replica serves split again over the larger pool)."""
     model = int(inst.replica_model[inst.replica_kind == kind][0])
     budget = float(inst.replica_kv_budget[inst.replica_kind == kind][0])
     group = inst.replica_group[int(np.flatnonzero(inst.replica_kind == kind)[0])]
-    return dataclasses.replace(
+    grown = dataclasses.replace(
         inst,
         replica_ids=inst.replica_ids + tuple(f"what-if-{i}" for i in range(count)),
         replica_kind=np.concatenate([inst.replica_kind, np.full(count, kind)]),
@@ -60,7 +62,11 @@ def with_extra_replicas(inst: Instance, kind: int, count: int) -> Instance:
         replica_kv_budget=np.concatenate([inst.replica_kv_budget, np.full(count, budget)]),
         replica_healthy=np.concatenate([inst.replica_healthy, np.ones(count, dtype=bool)]),
         replica_group=inst.replica_group + (group,) * count,
+        replica_classes=np.zeros((0, 0), dtype=np.bool_),
     )
+    if inst.replica_classes.size == 0:
+        return grown
+    return dataclasses.replace(grown, replica_classes=split_classes(grown))
 
 
 def _best_kind(inst: Instance, model: int, tenants: list[int]) -> tuple[int, float] | None:

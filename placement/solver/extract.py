@@ -53,6 +53,14 @@ def _route(weights: dict[int, float], inst: Instance, spare_order: list[int]) ->
     return Route(replicas=reps, weights=ws, secondary=secondary)
 
 
+def _classes_served(inst: Instance, r: int) -> tuple[str, ...]:
+    """The request classes replica ``r`` serves when the plan keeps it apart from some
+    (:mod:`placement.solver.chunk_split`); empty when it serves every class."""
+    if inst.replica_classes.size == 0 or inst.replica_classes[r].all():
+        return ()
+    return tuple(c for c, ok in zip(inst.classes, inst.replica_classes[r], strict=True) if ok)
+
+
 def _churn(inst: Instance, pools: tuple[PoolSolution, ...]) -> float:
     """Share of traffic (of units the previous plan routed) that the new plan moves."""
     moved = 0.0
@@ -174,6 +182,7 @@ def extract_plan(
                 planned_rps=float(planned[r]),
                 kv_budget_tokens=int(inst.replica_kv_budget[r]),
                 warm_prefix_tokens=int(warm_tokens[r]),
+                classes=_classes_served(inst, r),
             )
         )
 

@@ -95,6 +95,17 @@ class Instance:
     unit_prompt_scv: FloatArray = field(default_factory=lambda: np.zeros(0))
     unit_arrivals: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
     arrival_bin_s: float = 0.0
+    # serves[r, c]: whether replica r may serve class c (:mod:`placement.solver.chunk_split`:
+    # kinds whose prompt chunk breaks a class's TPOT serve it apart from looser classes);
+    # empty: every replica serves every class
+    replica_classes: BoolArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.bool_))
+
+    def serves(self, unit: IntArray, replica: IntArray) -> BoolArray:
+        """Per pair, whether ``replica`` may serve ``unit``'s class."""
+        if self.replica_classes.size == 0:
+            return np.ones(len(unit), dtype=np.bool_)
+        out: BoolArray = self.replica_classes[replica, self.unit_class[unit]]
+        return out
 
     @property
     def n_replicas(self) -> int:

@@ -34,6 +34,7 @@ from placement.errors import InfeasiblePlan, PlacementError
 from placement.plan.schema import Plan, SolverStatus
 from placement.solver.basis import basis_at
 from placement.solver.candidates import TOP_K, Candidates, select_candidates
+from placement.solver.chunk_split import with_class_split
 from placement.solver.explain import explain_credits, explain_slos, explain_unserved_models
 from placement.solver.greedy import greedy_shares
 from placement.solver.instance import BoolArray, FloatArray, Instance, IntArray
@@ -371,6 +372,8 @@ def solve_plan(
     :class:`InfeasiblePlan` (with the explanation) or :class:`SolverFailed`."""
     from placement.solver.extract import extract_plan
 
+    if instance.replica_classes.size == 0:
+        instance = with_class_split(instance)
     solution = solve_instance(
         instance, previous=previous, time_limit_s=time_limit_s, options=options
     )

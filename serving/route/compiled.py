@@ -86,6 +86,8 @@ class CompiledPlan:
     # LoRA: (tenant, adapter) → its entry; adapter → replicas the plan keeps it resident on
     adapters: dict[tuple[str, str], PlanEntry] = field(default_factory=dict)
     holders: dict[str, frozenset[int]] = field(default_factory=dict)
+    # replica index → the request classes the plan keeps it to (absent: every class)
+    classes: dict[int, frozenset[str]] = field(default_factory=dict)
 
 
 def _entry(
@@ -179,11 +181,14 @@ def compile_plan(
         for n, a in enumerate(plan.adapter_routes)
     }
     holders: dict[str, set[int]] = {}
+    classes: dict[int, frozenset[str]] = {}
     for rp in plan.replicas:
         i = fleet.index_of.get(rp.id)
         if i is not None:
             for name in rp.adapters:
                 holders.setdefault(name, set()).add(i)
+            if rp.classes:
+                classes[i] = frozenset(rp.classes)
     return CompiledPlan(
         version=plan.version,
         groups=groups,
@@ -192,4 +197,5 @@ def compile_plan(
         cap_in_flight=caps,
         adapters=adapters,
         holders={name: frozenset(s) for name, s in holders.items()},
+        classes=classes,
     )

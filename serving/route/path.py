@@ -200,12 +200,17 @@ class PlacementRoutePath:
                 # where it is live (in flight or just sent): another would load it into a slot
                 pos = self._live_first(states, query.adapter, replicas, pos)
             first_cause = ""
+            kept = plan.classes
             for _ in range(n):
                 r = replicas[pos]
                 state = states[r]
                 cap = caps[r]
                 refused = ""
+                if kept and r in kept and query.request_class not in kept[r]:
+                    refused = "over-cap"  # kept for other classes: as if full, spill
                 for admits, why in checks:
+                    if refused:
+                        break
                     if not admits(state, cap, now):
                         refused = why
                         break
@@ -226,7 +231,10 @@ class PlacementRoutePath:
                 pos = pos + 1 if pos + 1 < n else 0
             cause = first_cause
         if cause == "over-cap" and self._spill:
+            kept = plan.classes
             for pos, r in enumerate(entry.secondary):
+                if kept and r in kept and query.request_class not in kept[r]:
+                    continue
                 if self._admitted(states[r], caps[r], now):
                     return self._decision(
                         fleet,
@@ -384,14 +392,18 @@ class PlacementRoutePath:
         if seen is None or not planned_warm:
             seen = cached
         checks = self._checks
+        # the replicas the plan keeps apart from the request's class (a prompt chunk there
+        # breaks a tighter class's TPOT, placement.solver.chunk_split) are not candidates
+        kept = routing.plan.classes if routing.plan is not None else {}
+        cls = query.request_class
 
         def admitted(i: int) -> bool:
             state = states[i]
             cap = caps[i]
-            for admits, _ in checks:  # noqa: SIM110
+            for admits, _ in checks:
                 if not admits(state, cap, now):
                     return False
-            return True
+            return not kept or i not in kept or cls in kept[i]
 
         profile = self.profile
         ctx = FallbackContext(
@@ -419,12 +431,19 @@ class PlacementRoutePath:
                         return False
                 return True
 
-            ctx.eligible = up
-            ranked = picker.rank(ctx)
-            if accept is not None:
-                ranked = [i for i in ranked if accept(i)]
-            if query.adapter:
-                ranked = self._warm_first(routing, query.adapter, ranked, entry)
+            def up_for_class(i: int) -> bool:
+                return up(i) and (not kept or i not in kept or cls in kept[i])
+
+            # the class's own replicas first; when none is up, any healthy one
+            for eligible in (up_for_class, up) if kept else (up,):
+                ctx.eligible = eligible
+                ranked = picker.rank(ctx)
+                if accept is not None:
+                    ranked = [i for i in ranked if accept(i)]
+                if query.adapter:
+                    ranked = self._warm_first(routing, query.adapter, ranked, entry)
+                if ranked:
+                    break
             if not ranked:
                 raise NoReplica(f"no healthy replica serves model {query.model!r}")
         chosen = ranked[0]

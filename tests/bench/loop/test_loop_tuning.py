@@ -7,14 +7,18 @@ from bench.loop.tuning import (
     HEADROOMS,
     PLAN_PICKER_CHOICES,
     PREFIX_WEIGHTS,
+    STRICT_CREDIT_CUT,
+    STRICT_OVERLOAD_REFUSE_AT,
     TTFT_WEIGHTS,
     WARM_KV_SHARES,
     Setting,
+    gate_variants,
     grid,
     plan_pickers,
     write_profile,
 )
 from placement.solver.instance import WARM_KV_SHARE
+from serving.admission.slo_gate import DEFAULT_CREDIT_CUT, DEFAULT_OVERLOAD_REFUSE_AT
 from serving.route import load_profile
 
 
@@ -55,3 +59,34 @@ def test_the_plan_picker_is_tuned_only_for_several_classes_on_several_kinds(
     path = write_profile(Setting(1.0, 2.0, 1.0, plan_picker="planned"), tmp_path)
     profile = load_profile(path)
     assert profile.plan_picker == "planned" and path.stem.startswith("planned-")
+
+
+def test_the_strict_gate_is_tried_with_the_chosen_route_setting_only() -> None:
+    chosen = Setting(12.0, 2.0, 1.0, plan_picker="planned")
+    (strict,) = gate_variants(chosen)
+    assert (strict.prefix_weight, strict.ttft_weight, strict.plan_picker) == (12.0, 2.0, "planned")
+    assert strict.overload_refuse_at == STRICT_OVERLOAD_REFUSE_AT < DEFAULT_OVERLOAD_REFUSE_AT
+    assert strict.credit_cut == STRICT_CREDIT_CUT == 0.0 < DEFAULT_CREDIT_CUT
+    # the grid itself keeps the gate's defaults
+    assert {(s.overload_refuse_at, s.credit_cut) for s in grid()} == {
+        (DEFAULT_OVERLOAD_REFUSE_AT, DEFAULT_CREDIT_CUT)
+    }
+    assert gate_variants(strict) == []
+
+
+def test_a_policy_builds_its_gate_with_the_tuned_overload_settings() -> None:
+    from bench.policies import GateSettings, PlacementSettings, PolicyContext
+    from bench.policies.route_path import build
+
+    ctx = PolicyContext(
+        seed=0,
+        block_tokens=16,
+        settings={
+            "placement": PlacementSettings(
+                slo_gate=GateSettings(overload_refuse_at=0.3, credit_cut=0.0)
+            )
+        },
+    )
+    gate = build(ctx).gate
+    assert gate is not None
+    assert (gate.overload_refuse_at, gate.credit_cut) == (0.3, 0.0)
