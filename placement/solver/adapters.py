@@ -102,7 +102,12 @@ def _units(
                 model,
                 adapter,
                 len(reqs) / window_s,
-                adapter_activity([r.arrival_s for r in reqs], start_s=start, window_s=window_s)
+                adapter_activity(
+                    [r.arrival_s for r in reqs],
+                    start_s=start,
+                    window_s=window_s,
+                    bin_s=ACTIVITY_BIN_S,
+                )
                 if adapter
                 else 0.0,
                 float(np.mean([r.input_tokens for r in reqs])),

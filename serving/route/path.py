@@ -455,11 +455,14 @@ class PlacementRoutePath:
     def _warm_first(
         self, routing: _Routing, adapter: str, ranked: list[int], entry: PlanEntry | None
     ) -> list[int]:
-        """The ranked candidates, in rank order, of the first tier that has any: those the
-        plan routes ``adapter`` to (``entry``); those that hold it (requests for it in flight
-        there, the plan keeps it resident there, or the router sent it there among the
-        replica's last ``max_loras`` adapters); those with a free LoRA slot (fewer adapters
-        in flight than ``max_loras``: the adapter loads without waiting); all of them."""
+        """The ranked candidates, in rank order, of the first tier that has any, among those
+        the plan routes ``adapter`` to (``entry``) when any is a candidate: those that hold it
+        (requests for it in flight there, the plan keeps it resident there, or the router sent
+        it there among the replica's last ``max_loras`` adapters); those with a free LoRA slot
+        (fewer adapters in flight than ``max_loras``: the adapter loads without waiting); all
+        of them. A swapped adapter (routed over replicas that keep none) thus stays where it
+        is live, and never leaves its planned replicas for another's free slot: the plan pins
+        hot adapters there and keeps the cold ones off them."""
         if entry is not None:
             planned = set(entry.replicas)
             routed = [i for i in ranked if i in planned]
