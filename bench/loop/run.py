@@ -362,8 +362,10 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         if got > best[0]:
             best = (got, setting)
     if not case.settings:
-        # then the gate past capacity, with the chosen route setting
-        for setting in gate_variants(best[1]):
+        # then, on traffic of several classes over several kinds (where a miss admitted on a
+        # kind whose prompt chunk is slower than a class's TPOT also slows the decodes beside
+        # it), the gate past capacity, with the chosen route setting
+        for setting in gate_variants(best[1], pickers):
             got = score(setting)
             if got > best[0]:
                 best = (got, setting)

@@ -9,16 +9,18 @@ refuses by the chance that a request misses its SLO (:mod:`serving.admission.slo
 learned per replica from its first tokens, so the limit is the SLO itself. A headroom picked
 for goodput on the head would refuse requests that meet (below 1) or admit misses (above).
 
-What the gate does *past capacity* is tuned, once the route setting is chosen
-(:func:`gate_variants`): its defaults (refuse at a 0.5 chance of a miss, tenants owed credit
-lifted halfway back to 0.9) or a strict gate (:data:`STRICT_OVERLOAD_REFUSE_AT`, no lift). An
-admitted request that misses there also delays those queued behind it and, on a kind whose
-prompt chunk is slower than the TPOT SLO, the decodes beside it; where the forecasts are
-calibrated the strict gate holds the queues and goodput does not fall past the knee (head of
-``synthetic`` over the heterogeneous fleet, loads 3 / 4: 39.1 / 40.3 → 48.4 / 47.2 req/s,
-and 5–26% more on every shipped workload's head at 2–4× load), but where they are pessimistic
-it refuses requests that would meet (``tiers`` at load 1: 21.8 → 17.0 req/s;
-bench/RESULTS.md, issue 14).
+On traffic of several classes over several accelerator kinds (where :func:`plan_pickers`
+tunes the picker too), what the gate does *past capacity* is tuned as well, once the route
+setting is chosen (:func:`gate_variants`): its defaults (refuse at a 0.5 chance of a miss,
+tenants owed credit lifted halfway back to 0.9) or a strict gate
+(:data:`STRICT_OVERLOAD_REFUSE_AT`, no lift). An admitted request that misses there also
+delays those queued behind it and, on a kind whose prompt chunk is slower than a class's TPOT
+SLO, the decodes beside it; where the forecasts hold, the strict gate keeps goodput from
+falling past the knee (head of ``synthetic`` over the heterogeneous fleet, loads 3 / 4:
+41.2 / 38.1 → 48.9 / 48.0 req/s), but where they are pessimistic it refuses requests that would
+meet (``tiers`` at load 1: 21.8 → 17.0 req/s). Not tried on single-class traffic: on the tail
+of ``mixed`` over the heterogeneous fleet it gained at loads 1.5 and 3 and lost 2.3% at load 2,
+and the gate's refusal precision fell from 0.90 to 0.60 (bench/RESULTS.md, issue 14).
 
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
@@ -82,12 +84,13 @@ def grid(
     ]
 
 
-def gate_variants(chosen: Setting) -> list[Setting]:
-    """The gate settings past capacity tried with the chosen route setting: the strict one."""
+def gate_variants(chosen: Setting, pickers: tuple[str, ...]) -> list[Setting]:
+    """The gate settings past capacity tried with the chosen route setting: the strict one,
+    on traffic whose plan pickers are tuned (several classes over several kinds), else none."""
     strict = dataclasses.replace(
         chosen, overload_refuse_at=STRICT_OVERLOAD_REFUSE_AT, credit_cut=STRICT_CREDIT_CUT
     )
-    return [strict] if strict != chosen else []
+    return [strict] if len(pickers) > 1 and strict != chosen else []
 
 
 def plan_pickers(request_classes: Iterable[str], accelerators: Iterable[str]) -> tuple[str, ...]:

@@ -63,7 +63,9 @@ def test_the_plan_picker_is_tuned_only_for_several_classes_on_several_kinds(
 
 def test_the_strict_gate_is_tried_with_the_chosen_route_setting_only() -> None:
     chosen = Setting(12.0, 2.0, 1.0, plan_picker="planned")
-    (strict,) = gate_variants(chosen)
+    # only on several classes over several kinds (where the plan pickers are tuned)
+    assert gate_variants(chosen, (BASE_PLAN_PICKER,)) == []
+    (strict,) = gate_variants(chosen, PLAN_PICKER_CHOICES)
     assert (strict.prefix_weight, strict.ttft_weight, strict.plan_picker) == (12.0, 2.0, "planned")
     assert strict.overload_refuse_at == STRICT_OVERLOAD_REFUSE_AT < DEFAULT_OVERLOAD_REFUSE_AT
     assert strict.credit_cut == STRICT_CREDIT_CUT == 0.0 < DEFAULT_CREDIT_CUT
@@ -71,7 +73,7 @@ def test_the_strict_gate_is_tried_with_the_chosen_route_setting_only() -> None:
     assert {(s.overload_refuse_at, s.credit_cut) for s in grid()} == {
         (DEFAULT_OVERLOAD_REFUSE_AT, DEFAULT_CREDIT_CUT)
     }
-    assert gate_variants(strict) == []
+    assert gate_variants(strict, PLAN_PICKER_CHOICES) == []
 
 
 def test_a_policy_builds_its_gate_with_the_tuned_overload_settings() -> None:
