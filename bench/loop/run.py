@@ -45,6 +45,7 @@ from bench.loop.tuning import (
     gate_variants,
     grid,
     plan_pickers,
+    splits_classes,
     write_profile,
 )
 from bench.policies import (
@@ -362,8 +363,11 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         if got > best[0]:
             best = (got, setting)
     if not case.settings:
-        # then the gate past capacity, with the chosen route setting
-        for setting in gate_variants(best[1]):
+        # then, where the plan may split the classes over the kinds, the gate past capacity,
+        # with the chosen route setting
+        sent = {r.request_class for r in tune.requests}
+        split = splits_classes(case.fleet, [c for n, c in tune.classes.items() if n in sent])
+        for setting in gate_variants(best[1], split=split):
             got = score(setting)
             if got > best[0]:
                 best = (got, setting)
