@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.loop.learn import fresh_telemetry
+from bench.loop.learn import TRAINING_LOADS, fresh_telemetry
+from bench.loop.tuning import TUNE_LOADS
 
 
 def test_a_rerun_starts_from_an_empty_telemetry_store_and_keeps_the_rest(tmp_path: Path) -> None:
@@ -14,3 +15,11 @@ def test_a_rerun_starts_from_an_empty_telemetry_store_and_keeps_the_rest(tmp_pat
     again = fresh_telemetry(store)
     assert again == first and again.is_dir() and not any(again.iterdir())
     assert (store / "profiles").is_dir()  # only the telemetry is replaced
+
+
+def test_the_telemetry_holds_a_sustained_light_load_below_every_busy_one() -> None:
+    # capacity at SLO is read from idle up: the learning window must run the fleet well below
+    # the loads it serves busy (half the next one, at most), not only around them
+    loads = sorted(TRAINING_LOADS)
+    assert loads[0] <= 0.5 * loads[1]
+    assert loads[0] <= 0.5 * min(TUNE_LOADS)
