@@ -123,6 +123,15 @@ filters:
 """
 
 
+def scored_profile(*scorers: str) -> str:
+    """A profile whose plan picker is ``scored``, with these scorers at weight 1 (in order)."""
+    lines = "".join(f"  - {{name: {name}, weight: 1.0}}\n" for name in scorers)
+    return (
+        "name: scored-test\nblock_tokens: 16\nplan_picker: scored\n"
+        f"filters: [health-filter]\nscorers:\n{lines}"
+    )
+
+
 def make_path(
     replica_states: Sequence[ReplicaState], profile_text: str = TEST_PROFILE
 ) -> PlacementRoutePath:

@@ -6,19 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from route_builders import NOW, TEST_PROFILE, make_path, plan, query, route, states
+from route_builders import NOW, TEST_PROFILE, make_path, plan, query, route, scored_profile, states
 
 from placement.plan import AdapterRoute
 from serving.route import ReplicaState, RouteQuery
 
-SCORED_PROFILE = """
-name: scored-test
-block_tokens: 16
-plan_picker: scored
-filters: [health-filter]
-scorers:
-  - {name: queue-scorer, weight: 1.0}
-"""
+SCORED_PROFILE = scored_profile("queue-scorer")
 
 
 def _lora_states(n: int) -> list[ReplicaState]:

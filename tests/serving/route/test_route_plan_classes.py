@@ -5,20 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from route_builders import NOW, make_path, plan, query, states
+from route_builders import NOW, make_path, plan, query, scored_profile, states
 
 from placement.plan import Plan
 from serving.route import RouteQuery
 from serving.route.types import ReplicaState
 
-SCORED_PROFILE = """
-name: scored-test
-block_tokens: 16
-plan_picker: scored
-filters: [health-filter]
-scorers:
-  - {name: queue-scorer, weight: 1.0}
-"""
+SCORED_PROFILE = scored_profile("queue-scorer")
 
 
 def _plan(fleet: list[ReplicaState], classes: dict[str, tuple[str, ...]]) -> Plan:

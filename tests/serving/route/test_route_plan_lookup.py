@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 
 import pytest
-from route_builders import NOW, chain, group, make_path, plan, query, route, states
+from route_builders import NOW, chain, group, make_path, plan, query, route, scored_profile, states
 
 from placement.plan import DefaultRoute
 from serving.route import Decision, NoReplica, ReplicaState, UnservedModel
@@ -145,15 +145,7 @@ def test_replicas_the_fleet_lacks_are_dropped(four: list[ReplicaState]) -> None:
     assert {path.decide(query(c), NOW).replica_id for _ in range(20)} == {"r1"}
 
 
-SCORED_PROFILE = """
-name: scored-test
-block_tokens: 16
-plan_picker: scored
-filters: [health-filter]
-scorers:
-  - {name: prefix-match-scorer, weight: 1.0}
-  - {name: queue-scorer, weight: 1.0}
-"""
+SCORED_PROFILE = scored_profile("prefix-match-scorer", "queue-scorer")
 
 
 def test_scored_plan_picker_follows_load_within_the_plan(four: list[ReplicaState]) -> None:
