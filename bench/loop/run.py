@@ -44,8 +44,8 @@ from bench.loop.tuning import (
     Setting,
     gate_variants,
     grid,
+    keeps_every_load,
     plan_pickers,
-    splits_classes,
     write_profile,
 )
 from bench.policies import (
@@ -342,35 +342,35 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     # the warm-prefix budget matters only to traffic with shared prefixes
     shares = WARM_KV_SHARES if any(r.block_hashes for r in tune.requests) else (WARM_KV_SHARE,)
 
-    def score(setting: Setting) -> float:
+    def score(setting: Setting) -> list[float]:
+        """Goodput on the head at each of :data:`TUNE_LOADS`."""
         ctx.profile = write_profile(setting, profiles)
         ctx.warm_kv_share = setting.warm_kv_share
         ctx.overload_refuse_at = setting.overload_refuse_at
         ctx.credit_cut = setting.credit_cut
-        total = 0.0
+        got = []
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
             result, wl, _ = ours(ctx, load, on=tune, headroom=setting.headroom)
-            total += summarise(result, wl).goodput_rps
-        return total
+            got.append(float(summarise(result, wl).goodput_rps))
+        return got
 
     # with several classes on several accelerator kinds the plan may place the classes apart:
     # whether its choice binds is tuned with the weights
     kinds = {r.accelerator.kind for r in case.fleet.replicas}
     pickers = plan_pickers((r.request_class for r in tune.requests), kinds)
+    by_load: list[float] = []
     for setting in case.settings or grid(shares, pickers):
         got = score(setting)
-        if got > best[0]:
-            best = (got, setting)
+        if sum(got) > best[0]:
+            best, by_load = (sum(got), setting), got
     if not case.settings:
-        # then, where the plan may split the classes over the kinds, the gate past capacity,
-        # with the chosen route setting
-        sent = {r.request_class for r in tune.requests}
-        split = splits_classes(case.fleet, [c for n, c in tune.classes.items() if n in sent])
-        for setting in gate_variants(best[1], split=split):
+        # then the gate past capacity, with the chosen route setting: kept only where it gains
+        # in sum and loses at no tuning load
+        for setting in gate_variants(best[1]):
             got = score(setting)
-            if got > best[0]:
-                best = (got, setting)
+            if sum(got) > best[0] and keeps_every_load(got, by_load):
+                best, by_load = (sum(got), setting), got
     chosen = best[1]
     ctx.headroom = chosen.headroom
     ctx.warm_kv_share = chosen.warm_kv_share

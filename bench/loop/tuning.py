@@ -9,20 +9,17 @@ refuses by the chance that a request misses its SLO (:mod:`serving.admission.slo
 learned per replica from its first tokens, so the limit is the SLO itself. A headroom picked
 for goodput on the head would refuse requests that meet (below 1) or admit misses (above).
 
-Where the plan may split the classes over the kinds (:func:`splits_classes`: a kind whose
-full prompt chunk holds every class's TPOT, one whose chunk breaks a class's, a class no chunk
-breaks), what the gate does *past capacity* is tuned as well, once the route setting is
-chosen (:func:`gate_variants`): its defaults (refuse at a 0.5 chance of a miss,
-tenants owed credit lifted halfway back to 0.9) or a strict gate
-(:data:`STRICT_OVERLOAD_REFUSE_AT`, no lift). An admitted request that misses there also
-delays those queued behind it and, on a kind whose prompt chunk is slower than a class's TPOT
-SLO, the decodes beside it; where the forecasts hold, the strict gate keeps goodput from
-falling past the knee (head of ``synthetic`` over the heterogeneous fleet, loads 3 / 4:
-41.2 / 38.1 → 48.9 / 48.0 req/s), but where they are pessimistic it refuses requests that would
-meet (``tiers`` at load 1: 21.8 → 17.0 req/s on the head). Tried on every case, it was chosen
-on the heads of ``mixed`` and ``tiers`` and lost on their tails (mixed over the heterogeneous
-fleet: −2.3% at load 2, refusal precision 0.90 → 0.60; tiers, whose 40 ms TPOT every kind's
-chunk breaks: see bench/RESULTS.md, issue 14).
+Once the route setting is chosen, what the gate does *past capacity* is tuned with it
+(:func:`gate_variants`): its defaults (refuse at a 0.5 chance of a miss, tenants owed credit
+lifted halfway back to 0.9) or a strict gate (:data:`STRICT_OVERLOAD_REFUSE_AT`, no lift). An
+admitted request that misses there also delays those queued behind it and, on a kind whose
+prompt chunk is slower than a class's TPOT SLO, the decodes beside it; where the forecasts hold,
+the strict gate keeps goodput from falling past the knee (head of ``synthetic`` over the
+heterogeneous fleet, loads 3 / 4: 41.2 / 38.1 → 48.9 / 48.0 req/s), but where they are
+pessimistic it refuses requests that would meet (``tiers`` at load 1: 21.8 → 17.0 req/s on the
+head). So the strict gate is kept only if it gains in sum *and* loses no more than
+:data:`NO_LOSS` at any tuning load (:func:`keeps_every_load`): a gain past the knee does not
+buy a loss below it.
 
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
@@ -33,16 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from placement.domain.fleet import Fleet
-from placement.domain.requests import RequestClass
 from placement.paths import repo_root
-from placement.solver.chunk_split import full_chunk_step_s, splits
 from placement.solver.instance import WARM_KV_SHARE
 from serving.admission.slo_gate import DEFAULT_CREDIT_CUT, DEFAULT_OVERLOAD_REFUSE_AT
 
@@ -64,6 +58,8 @@ PLAN_PICKER_CHOICES = (BASE_PLAN_PICKER, "planned")
 # lift no tenant back toward the gate's threshold for being owed credit
 STRICT_OVERLOAD_REFUSE_AT = 0.3
 STRICT_CREDIT_CUT = 0.0
+# the most a gate variant may lose at one tuning load against the chosen route setting
+NO_LOSS = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,21 +85,20 @@ def grid(
     ]
 
 
-def gate_variants(chosen: Setting, *, split: bool) -> list[Setting]:
-    r"""The gate settings past capacity tried with the chosen route setting: the strict one
-    where the plan ``split``\ s the classes over the kinds (:func:`splits_classes`), else none."""
+def gate_variants(chosen: Setting) -> list[Setting]:
+    """The gate settings past capacity tried with the chosen route setting: the strict one."""
     strict = dataclasses.replace(
         chosen, overload_refuse_at=STRICT_OVERLOAD_REFUSE_AT, credit_cut=STRICT_CREDIT_CUT
     )
-    return [strict] if split and strict != chosen else []
+    return [strict] if strict != chosen else []
 
 
-def splits_classes(fleet: Fleet, classes: Iterable[RequestClass]) -> bool:
-    """Whether the plan may keep some of ``fleet``'s kinds for some of ``classes``
-    (:mod:`placement.solver.chunk_split`): a kind whose full prompt chunk holds every class's
-    TPOT, one whose chunk breaks a class's, and a class no kind's chunk breaks."""
-    steps = {full_chunk_step_s(r.accelerator.kind, r.model.name, r.tp) for r in fleet.replicas}
-    return splits(steps, (c.tpot_slo_s for c in classes))
+def keeps_every_load(
+    variant: Sequence[float], base: Sequence[float], *, tolerance: float = NO_LOSS
+) -> bool:
+    """Whether a variant's goodput at every tuning load is within ``tolerance`` (a share) of the
+    base setting's at the same load: a gain in sum bought with a loss at one load is refused."""
+    return all(v >= (1.0 - tolerance) * b for v, b in zip(variant, base, strict=True))
 
 
 def plan_pickers(request_classes: Iterable[str], accelerators: Iterable[str]) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from pathlib import Path
 from bench.loop.tuning import (
     BASE_PLAN_PICKER,
     HEADROOMS,
+    NO_LOSS,
     PLAN_PICKER_CHOICES,
     PREFIX_WEIGHTS,
     STRICT_CREDIT_CUT,
@@ -14,8 +15,8 @@ from bench.loop.tuning import (
     Setting,
     gate_variants,
     grid,
+    keeps_every_load,
     plan_pickers,
-    splits_classes,
     write_profile,
 )
 from placement.solver.instance import WARM_KV_SHARE
@@ -64,9 +65,7 @@ def test_the_plan_picker_is_tuned_only_for_several_classes_on_several_kinds(
 
 def test_the_strict_gate_is_tried_with_the_chosen_route_setting_only() -> None:
     chosen = Setting(12.0, 2.0, 1.0, plan_picker="planned")
-    # only where the plan may split the classes over the kinds
-    assert gate_variants(chosen, split=False) == []
-    (strict,) = gate_variants(chosen, split=True)
+    (strict,) = gate_variants(chosen)
     assert (strict.prefix_weight, strict.ttft_weight, strict.plan_picker) == (12.0, 2.0, "planned")
     assert strict.overload_refuse_at == STRICT_OVERLOAD_REFUSE_AT < DEFAULT_OVERLOAD_REFUSE_AT
     assert strict.credit_cut == STRICT_CREDIT_CUT == 0.0 < DEFAULT_CREDIT_CUT
@@ -74,7 +73,16 @@ def test_the_strict_gate_is_tried_with_the_chosen_route_setting_only() -> None:
     assert {(s.overload_refuse_at, s.credit_cut) for s in grid()} == {
         (DEFAULT_OVERLOAD_REFUSE_AT, DEFAULT_CREDIT_CUT)
     }
-    assert gate_variants(strict, split=True) == []
+    assert gate_variants(strict) == []
+
+
+def test_a_gate_variant_that_loses_at_one_tuning_load_is_not_kept() -> None:
+    base = [20.0, 40.0, 30.0]
+    assert keeps_every_load([20.0, 45.0, 40.0], base)  # gains past the knee, none lost
+    assert keeps_every_load([19.7, 45.0, 40.0], base)  # 1.5% under at load 1: within NO_LOSS
+    # more in sum (100 > 90) but 15% under at the first load: refused
+    assert not keeps_every_load([17.0, 45.0, 38.0], base)
+    assert not keeps_every_load([20.0, 40.0, 30.0 * (1 - NO_LOSS) - 0.01], base)
 
 
 def test_a_policy_builds_its_gate_with_the_tuned_overload_settings() -> None:
@@ -93,20 +101,3 @@ def test_a_policy_builds_its_gate_with_the_tuned_overload_settings() -> None:
     gate = build(ctx).gate
     assert gate is not None
     assert (gate.overload_refuse_at, gate.credit_cut) == (0.3, 0.0)
-
-
-def test_the_gate_is_tuned_where_the_plan_may_split_the_classes_over_the_kinds() -> None:
-    from placement.domain.fleet import load_fleet
-    from placement.domain.requests import BATCH, INTERACTIVE, RequestClass
-    from placement.paths import repo_root
-
-    hetero = load_fleet(repo_root() / "data" / "fleets" / "hetero.yaml")
-    h100x8 = load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml")
-    assert splits_classes(hetero, [INTERACTIVE, BATCH])  # synthetic
-    assert not splits_classes(hetero, [INTERACTIVE])  # mixed, mooncake: one class
-    assert not splits_classes(h100x8, [INTERACTIVE, BATCH])  # one kind
-    # tiers: a 40 ms TPOT that even an H100's chunk (~47 ms) breaks: no kind is fast
-    tight = RequestClass(
-        name="interactive", priority=0, ttft_slo_s=0.5, tpot_slo_s=0.04, sheddable=False
-    )
-    assert not splits_classes(hetero, [tight, BATCH])
