@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
 from functools import lru_cache
 
 import numpy as np
@@ -110,20 +109,6 @@ def _replicas_needed(inst: Instance, units: IntArray, kind: int) -> float:
     return float((inst.unit_rate[units][ok] / cap[ok]).sum())
 
 
-def splits(full_steps_s: Iterable[float], tpot_slos_s: Iterable[float]) -> bool:
-    """Whether a fleet of kinds with these full-chunk steps may be split for classes with these
-    TPOT SLOs: some kind breaks some class's TPOT, some kind breaks none (a fast kind), and
-    some class no kind breaks (a loose class)."""
-    steps, tpots = list(full_steps_s), list(tpot_slos_s)
-    if not steps or not tpots:
-        return False
-    return (
-        max(steps) > min(tpots)  # a slow kind
-        and min(steps) <= min(tpots)  # a fast kind
-        and max(tpots) >= max(steps)  # a loose class
-    )
-
-
 def with_class_split(inst: Instance) -> Instance:
     """``inst`` with :attr:`Instance.replica_classes` split (see the module)."""
     return dataclasses.replace(inst, replica_classes=split_classes(inst))
@@ -133,6 +118,5 @@ __all__ = [
     "full_chunk_step_s",
     "kind_full_chunk_steps",
     "split_classes",
-    "splits",
     "with_class_split",
 ]

@@ -208,12 +208,11 @@ class PlacementRoutePath:
                 refused = ""
                 if kept and r in kept and query.request_class not in kept[r]:
                     refused = "over-cap"  # kept for other classes: as if full, spill
-                for admits, why in checks:
-                    if refused:
-                        break
-                    if not admits(state, cap, now):
-                        refused = why
-                        break
+                else:
+                    for admits, why in checks:
+                        if not admits(state, cap, now):
+                            refused = why
+                            break
                 if not refused:
                     queued = state.num_requests_waiting * QUEUED_PROMPT_TOKENS
                     queued = max(queued, state.in_flight_prefill_tokens)

@@ -28,13 +28,15 @@ def _state(accelerator: str = "L40S", *, in_flight: int = 0, queued: int = 0) ->
     )
 
 
-def _seen(state: ReplicaState, *, output_tokens: int = 5, rate: float = 4_000.0) -> Forecast:
+def _seen(
+    state: ReplicaState, *, output_tokens: int = 5, rate: float = 4_000.0, ratio: float = 0.7
+) -> Forecast:
     table = L40S if state.accelerator == "L40S" else H100
     return forecast(
         predicted_ttft_s=1.0,
         state=state,
         table=table,
-        ratio=0.7,
+        ratio=ratio,
         spread=0.05,
         prompt_rate=rate,
         request_rate=rate / 1_000.0,
@@ -134,17 +136,7 @@ def test_a_full_chunk_takes_the_kinds_prefill_time_whatever_the_cache_holds(rati
     # a chunk is prompt work to compute (the cached prefix is never in it): the calibration
     # ratio, which discounts the cached share of the prompts received, does not shorten it —
     # it lets the chunk carry more of the prompt tokens as received
-    seen = forecast(
-        predicted_ttft_s=1.0,
-        state=_state(queued=60_000),
-        table=L40S,
-        ratio=ratio,
-        spread=0.05,
-        prompt_rate=4_000.0,
-        request_rate=4.0,
-        input_tokens=500,
-        output_tokens=50,
-    )
+    seen = _seen(_state(queued=60_000), output_tokens=50, ratio=ratio)
     budget = L40S.prompt_budget(1.0)
     assert seen.full_step_s - seen.step_s == pytest.approx(L40S.prefill_s_per_token * budget)
     assert seen.budget_tokens == pytest.approx(budget / ratio)
