@@ -117,6 +117,11 @@ DEFAULT_OVERLOAD_REFUSE_AT = 0.5
 # (GPU-seconds per unit of credit weight)
 DEFAULT_CREDIT_SLACK = math.inf
 SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
+# the second look moves a request off the replica holding its prefix to one where it loads cold
+# only when that cold load is small (under this many tokens) or the replica there has the
+# prefill to spare: its predicted TTFT, queue and cold prompt, within this share of the limit
+COLD_MOVE_MIN_TOKENS = 2048
+COLD_MOVE_TTFT_SHARE = 0.5
 
 # what tenants' credits are charged in: GPU-seconds (:mod:`serving.admission.cost`), or the
 # Virtual Token Counter's weighted tokens (what the gate charged before; an ablation)
@@ -293,6 +298,7 @@ class SloGate:
         *,
         retry: bool = False,
         replica_id: str = "",
+        refuse_at: float | None = None,
     ) -> bool:
         """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
         moves per decision only) with ``budget_s`` left for its first token (None: its class's
@@ -308,6 +314,8 @@ class SloGate:
         tpot_miss = seen.tpot_miss(tpot_limit, observed=self.pressure >= PRESSURE_FLOOR)
         miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
         base = self.refuse_threshold()
+        if refuse_at is not None:
+            base = min(base, refuse_at)
         refuse_at = self._owed_threshold(base, 1.0 - self.vtc.over_credit(tenant))
         owed_at = self._owed_threshold(base, 1.0)  # the most owed tenant's
         rule = ADMITTED
@@ -433,6 +441,7 @@ class SloGate:
         # where to send it: the replicas' observed decodes count (not in the judgement below)
         miss = seen.miss(ttft_limit, tpot_limit, observed=True)
         late = seen.observed_tpot_s > tpot_limit
+        held_at: float | None = None
         if miss >= SECOND_LOOK_AT or late:
 
             def in_time(state: ReplicaState) -> bool:
@@ -440,12 +449,23 @@ class SloGate:
 
             other_choice = path.fastest(query, now, accept=in_time)
             if other_choice is not None and other_choice.replica_id != decision.replica_id:
-                other = self.forecast(path, query, other_choice, now)
-                other_miss = other.miss(ttft_limit, tpot_limit, observed=True)
-                if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
-                    decision, seen = other_choice, other
+                if cold_move_crowds(decision, other_choice, ttft_limit):
+                    # not a way out: refused where it is when more likely to miss than meet
+                    held_at = SECOND_LOOK_AT
+                else:
+                    other = self.forecast(path, query, other_choice, now)
+                    other_miss = other.miss(ttft_limit, tpot_limit, observed=True)
+                    if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
+                        decision, seen = other_choice, other
         admitted = self.judge(
-            tenant, cls, seen, now, query.ttft_budget_s, retry=retry, replica_id=decision.replica_id
+            tenant,
+            cls,
+            seen,
+            now,
+            query.ttft_budget_s,
+            retry=retry,
+            replica_id=decision.replica_id,
+            refuse_at=held_at,
         )
         if not admitted:
             return None
@@ -537,3 +557,22 @@ class SloGate:
     def set_credits(self, shares: Mapping[str, float]) -> None:
         """Tenants' credit shares (a plan's guaranteed shares) weigh their counters."""
         self.vtc.set_credit_weights(shares)
+
+
+def cold_move_crowds(held: Decision, other: Decision, ttft_limit_s: float) -> bool:
+    """Whether moving a request from the route path's choice ``held`` to ``other`` (the
+    second look's) would load at least :data:`COLD_MOVE_MIN_TOKENS` of the prefix cached at
+    ``held`` cold on a replica without the prefill to spare for it (its predicted TTFT there,
+    queue and cold prompt, past :data:`COLD_MOVE_TTFT_SHARE` of ``ttft_limit_s``).
+
+    Such a move looks good for the request alone, but the fleet pays for it: the cold prefill
+    takes the replica's prefill from the requests queued there, and the prefix it loads evicts
+    another group's, whose next request then loads cold in turn. Past the knee of ``kv-bound``
+    (hot prefixes whose KV is many replicas' caches) these moves made the prefix hit rate fall
+    and the fleet thrash (bench/RESULTS.md)."""
+    lost = held.cached_tokens - other.cached_tokens
+    return (
+        lost >= COLD_MOVE_MIN_TOKENS
+        and other.predicted_ttft_s > COLD_MOVE_TTFT_SHARE * ttft_limit_s
+    )
+
