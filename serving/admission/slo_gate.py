@@ -575,4 +575,3 @@ def cold_move_crowds(held: Decision, other: Decision, ttft_limit_s: float) -> bo
         lost >= COLD_MOVE_MIN_TOKENS
         and other.predicted_ttft_s > COLD_MOVE_TTFT_SHARE * ttft_limit_s
     )
-
