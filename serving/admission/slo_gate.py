@@ -25,7 +25,11 @@ SLO on the fastest replica where it is likely to decode in time. Where to send i
 replicas' recent decodes of its length (:mod:`serving.admission.tpot_calibration`); whether
 to refuse it counts them only past capacity (below): that share ranks replicas, not requests,
 so while the fleet keeps up a refusal is judged by the model alone (judged by the blend, the
-TPOT refusals' precision on the head of ``mixed`` at load 1.0 fell 0.92 → 0.53).
+TPOT refusals' precision on the head of ``mixed`` at load 1.0 fell 0.92 → 0.53). The second
+look does not move a request off the replica holding its prefix onto one where the prefix
+loads cold, unless that replica has the prefill to spare (:func:`cold_move_crowds`): the cold
+load would take the prefill of the requests queued there and evict another group's prefix.
+Without that way out, a request more likely to miss than to meet is refused where it is.
 
 **Overload.** A fleet past its capacity is held at the queue the gate allows, so whatever that
 queue's edge admits is a coin toss. While the share of SLO refusals (``pressure``, followed
