@@ -26,10 +26,12 @@ replicas' recent decodes of its length (:mod:`serving.admission.tpot_calibration
 to refuse it counts them only past capacity (below): that share ranks replicas, not requests,
 so while the fleet keeps up a refusal is judged by the model alone (judged by the blend, the
 TPOT refusals' precision on the head of ``mixed`` at load 1.0 fell 0.92 → 0.53). The second
-look does not move a request off the replica holding its prefix onto one where the prefix
-loads cold, unless that replica has the prefill to spare (:func:`cold_move_crowds`): the cold
-load would take the prefill of the requests queued there and evict another group's prefix.
-Without that way out, a request more likely to miss than to meet is refused where it is.
+look can be kept (``cold_move_ttft_share``, off by default) from moving a request off the
+replica holding its prefix onto one where the prefix loads cold, unless that replica has the
+prefill to spare (:func:`cold_move_crowds`): the cold load takes the prefill of the requests
+queued there and evicts another group's prefix. Without that way out, a request more likely to
+miss than to meet is refused where it is. On ``kv-bound`` past the knee it keeps locality
+(tail, load 3: +11% on h100x8, +5% on hetero), but loses 3–6% at load 4 (bench/RESULTS.md).
 
 **Overload.** A fleet past its capacity is held at the queue the gate allows, so whatever that
 queue's edge admits is a coin toss. While the share of SLO refusals (``pressure``, followed
@@ -121,11 +123,11 @@ DEFAULT_OVERLOAD_REFUSE_AT = 0.5
 # (GPU-seconds per unit of credit weight)
 DEFAULT_CREDIT_SLACK = math.inf
 SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
-# the second look moves a request off the replica holding its prefix to one where it loads cold
-# only when that cold load is small (under this many tokens) or the replica there has the
-# prefill to spare: its predicted TTFT, queue and cold prompt, within this share of the limit
+# with ``cold_move_ttft_share``, the second look moves a request off the replica holding its
+# prefix to one where it loads cold only when that cold load is small (under this many tokens)
+# or the replica there has the prefill to spare: its predicted TTFT, queue and cold prompt,
+# within that share of the TTFT limit (0.75 measured best of 0.5 / 0.75 / 1 on kv-bound's head)
 COLD_MOVE_MIN_TOKENS = 2048
-COLD_MOVE_TTFT_SHARE = 0.5
 
 # what tenants' credits are charged in: GPU-seconds (:mod:`serving.admission.cost`), or the
 # Virtual Token Counter's weighted tokens (what the gate charged before; an ablation)
@@ -174,6 +176,7 @@ class SloGate:
         charge: str = GPU_SECONDS,
         best_effort: bool = False,
         credit_slack: float | None = None,
+        cold_move_ttft_share: float | None = None,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -187,6 +190,10 @@ class SloGate:
             raise InputError(f"{shed_factor}", field="shed_factor", expected="in (0, 1]")
         if not 0 < refuse_at <= 1:
             raise InputError(f"{refuse_at}", field="refuse_at", expected="in (0, 1]")
+        if cold_move_ttft_share is not None and not cold_move_ttft_share > 0:
+            raise InputError(
+                f"{cold_move_ttft_share}", field="cold_move_ttft_share", expected="> 0"
+            )
         if not 0 < overload_refuse_at <= refuse_at:
             raise InputError(
                 f"{overload_refuse_at}",
@@ -199,6 +206,7 @@ class SloGate:
         self.shed_factor = shed_factor
         self.refuse_at = refuse_at
         self.overload_refuse_at = overload_refuse_at
+        self.cold_move_ttft_share = cold_move_ttft_share
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
         self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
         self.tpot_headroom = tpot_headroom
@@ -453,7 +461,10 @@ class SloGate:
 
             other_choice = path.fastest(query, now, accept=in_time)
             if other_choice is not None and other_choice.replica_id != decision.replica_id:
-                if cold_move_crowds(decision, other_choice, ttft_limit):
+                share = self.cold_move_ttft_share
+                if share is not None and cold_move_crowds(
+                    decision, other_choice, ttft_limit * share
+                ):
                     # not a way out: refused where it is when more likely to miss than meet
                     held_at = SECOND_LOOK_AT
                 else:
@@ -563,11 +574,11 @@ class SloGate:
         self.vtc.set_credit_weights(shares)
 
 
-def cold_move_crowds(held: Decision, other: Decision, ttft_limit_s: float) -> bool:
+def cold_move_crowds(held: Decision, other: Decision, spare_s: float) -> bool:
     """Whether moving a request from the route path's choice ``held`` to ``other`` (the
     second look's) would load at least :data:`COLD_MOVE_MIN_TOKENS` of the prefix cached at
     ``held`` cold on a replica without the prefill to spare for it (its predicted TTFT there,
-    queue and cold prompt, past :data:`COLD_MOVE_TTFT_SHARE` of ``ttft_limit_s``).
+    queue and cold prompt, past ``spare_s``).
 
     Such a move looks good for the request alone, but the fleet pays for it: the cold prefill
     takes the replica's prefill from the requests queued there, and the prefix it loads evicts
@@ -575,7 +586,4 @@ def cold_move_crowds(held: Decision, other: Decision, ttft_limit_s: float) -> bo
     (hot prefixes whose KV is many replicas' caches) these moves made the prefix hit rate fall
     and the fleet thrash (bench/RESULTS.md)."""
     lost = held.cached_tokens - other.cached_tokens
-    return (
-        lost >= COLD_MOVE_MIN_TOKENS
-        and other.predicted_ttft_s > COLD_MOVE_TTFT_SHARE * ttft_limit_s
-    )
+    return lost >= COLD_MOVE_MIN_TOKENS and other.predicted_ttft_s > spare_s

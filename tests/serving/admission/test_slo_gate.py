@@ -392,16 +392,19 @@ def test_the_judgement_names_the_replica_judged_the_second_looks_when_it_goes_th
     assert gate.last.replica_id == ""  # judged with no replica named
 
 
-def _held_prefix_and_a_busy_replica(blocks: int, other_queue: int) -> tuple[SloGate, bool, str]:
+def _held_prefix_and_a_busy_replica(
+    blocks: int, other_queue: int, share: float | None = 0.5
+) -> tuple[SloGate, bool, str]:
     """A request whose ``blocks``-block prefix the plan keeps on r0, far behind; r1 has
-    ``other_queue`` prompt tokens queued. Whether the gate admits it, and where it judged it."""
+    ``other_queue`` prompt tokens queued; the gate's ``cold_move_ttft_share`` is ``share``.
+    Whether the gate admits it, and where it judged it."""
     fleet = states(2)
     path = make_path(fleet)
     c = chain(*range(1, blocks + 1))
     path.install_plan(plan(fleet, groups=[group(c, route(["r0"]), warm=["r0"])]))
     fleet[0].in_flight_prefill_tokens = 400_000
     fleet[1].in_flight_prefill_tokens = other_queue
-    gate = SloGate(DEFAULT_CLASSES)
+    gate = SloGate(DEFAULT_CLASSES, cold_move_ttft_share=share)
     q = query(c, tokens=blocks * 16 + 800)
     decision = path.decide(q, NOW)
     assert (decision.replica_id, decision.cached_tokens) == ("r0", blocks * 16)
@@ -422,6 +425,11 @@ def test_the_second_look_does_not_load_a_held_prefix_cold_where_there_is_no_pref
     # a small prefix (64 tokens) loads cold anywhere: the move is taken as before
     _, admitted, where = _held_prefix_and_a_busy_replica(4, 50_000)
     assert admitted and where == "r1"
+    # off by default: the second look moves it as before
+    _, admitted, where = _held_prefix_and_a_busy_replica(200, 50_000, share=None)
+    assert admitted and where == "r1"
+    with pytest.raises(InputError, match="cold_move_ttft_share"):
+        SloGate(DEFAULT_CLASSES, cold_move_ttft_share=0.0)
 
 
 def test_cold_move_crowds_counts_the_cold_tokens_and_the_ttft_there() -> None:
@@ -436,10 +444,10 @@ def test_cold_move_crowds_counts_the_cold_tokens_and_the_ttft_there() -> None:
         )
 
     held = decision("r0", 4096, 5.0)
-    assert cold_move_crowds(held, decision("r1", 0, 1.5), 2.0)
-    assert not cold_move_crowds(held, decision("r1", 0, 0.9), 2.0)  # prefill to spare
-    assert not cold_move_crowds(held, decision("r1", 4096, 1.5), 2.0)  # held there too
-    assert not cold_move_crowds(held, decision("r1", 3072, 1.5), 2.0)  # 1,024 cold: small
+    assert cold_move_crowds(held, decision("r1", 0, 1.5), 1.0)
+    assert not cold_move_crowds(held, decision("r1", 0, 0.9), 1.0)  # prefill to spare
+    assert not cold_move_crowds(held, decision("r1", 4096, 1.5), 1.0)  # held there too
+    assert not cold_move_crowds(held, decision("r1", 3072, 1.5), 1.0)  # 1,024 cold: small
 
 
 def test_a_judgement_held_to_a_lower_threshold_refuses_a_doubtful_request() -> None:
