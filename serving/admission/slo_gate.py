@@ -51,8 +51,8 @@ decodes miss their TPOT beside its own bursts of prompt chunks (``tiers``: code 
 H100s, 40 ms against a 53-ms chunk step) the fleet is not past capacity, and refusing at a 0.3
 chance there refuses requests that meet — and, counted in the overload signal, kept the strict
 threshold on by its own refusals (``tiers`` tail at load 1: pressure past the floor at 59% of
-decisions with the strict threshold, 24% without; goodput −7%, refusal precision 0.77). Off by
-default; the loop tunes it on the head (``bench/loop/tuning.py``).
+interactive decisions with the strict threshold, 28% without; goodput −7%, refusal precision
+0.77). Off by default; the loop tunes it on the head (``bench/loop/tuning.py``).
 
 **Fairness.** Tenants are charged what their requests cost: GPU-seconds on the replica it goes
 to (:mod:`serving.admission.cost`) of the prompt (its cached prefix discounted) and of the
