@@ -57,6 +57,8 @@ class GateSettings:
     # refused (``PlacementPolicy.would_refuse``) — what the gate's precision is measured on
     shadow: bool = False
     charge: str = GPU_SECONDS  # what credits are charged in (TOKENS: per weighted token)
+    # the second look's cold moves kept to replicas with prefill to spare (None: off)
+    cold_move_ttft_share: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,6 +205,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             strict_credit_cut=cfg.slo_gate.strict_credit_cut,
             shed_factor=cfg.slo_gate.shed_factor,
             charge=cfg.slo_gate.charge,
+            cold_move_ttft_share=cfg.slo_gate.cold_move_ttft_share,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

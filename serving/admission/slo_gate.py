@@ -25,7 +25,13 @@ SLO on the fastest replica where it is likely to decode in time. Where to send i
 replicas' recent decodes of its length (:mod:`serving.admission.tpot_calibration`); whether
 to refuse it counts them only past capacity (below): that share ranks replicas, not requests,
 so while the fleet keeps up a refusal is judged by the model alone (judged by the blend, the
-TPOT refusals' precision on the head of ``mixed`` at load 1.0 fell 0.92 → 0.53).
+TPOT refusals' precision on the head of ``mixed`` at load 1.0 fell 0.92 → 0.53). The second
+look can be kept (``cold_move_ttft_share``, off by default) from moving a request off the
+replica holding its prefix onto one where the prefix loads cold, unless that replica has the
+prefill to spare (:func:`cold_move_crowds`): the cold load takes the prefill of the requests
+queued there and evicts another group's prefix. Without that way out, a request more likely to
+miss than to meet is refused where it is. On ``kv-bound`` past the knee it keeps locality
+(tail, load 3: +11% on h100x8, +5% on hetero), but loses 3–6% at load 4 (bench/RESULTS.md).
 
 **Overload.** A fleet past its capacity is held at the queue the gate allows, so whatever that
 queue's edge admits is a coin toss. While the share of SLO refusals (``pressure``, followed
@@ -133,6 +139,11 @@ SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better repl
 # the strict threshold engages as the share of first-token-led refusals passes half the floor
 # (an odd TTFT refusal is noise), and fully at the floor
 STRICT_FROM = PRESSURE_FLOOR / 2
+# with ``cold_move_ttft_share``, the second look moves a request off the replica holding its
+# prefix to one where it loads cold only when that cold load is small (under this many tokens)
+# or the replica there has the prefill to spare: its predicted TTFT, queue and cold prompt,
+# within that share of the TTFT limit (0.75 measured best of 0.5 / 0.75 / 1 on kv-bound's head)
+COLD_MOVE_MIN_TOKENS = 2048
 
 # what tenants' credits are charged in: GPU-seconds (:mod:`serving.admission.cost`), or the
 # Virtual Token Counter's weighted tokens (what the gate charged before; an ablation)
@@ -183,6 +194,7 @@ class SloGate:
         credit_slack: float | None = None,
         strict_refuse_at: float | None = None,
         strict_credit_cut: float = 0.0,
+        cold_move_ttft_share: float | None = None,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -196,6 +208,10 @@ class SloGate:
             raise InputError(f"{shed_factor}", field="shed_factor", expected="in (0, 1]")
         if not 0 < refuse_at <= 1:
             raise InputError(f"{refuse_at}", field="refuse_at", expected="in (0, 1]")
+        if cold_move_ttft_share is not None and not cold_move_ttft_share > 0:
+            raise InputError(
+                f"{cold_move_ttft_share}", field="cold_move_ttft_share", expected="> 0"
+            )
         if not 0 < overload_refuse_at <= refuse_at:
             raise InputError(
                 f"{overload_refuse_at}",
@@ -220,6 +236,7 @@ class SloGate:
         self.overload_refuse_at = overload_refuse_at
         self.strict_refuse_at = strict_refuse_at
         self.strict_credit_cut = strict_credit_cut
+        self.cold_move_ttft_share = cold_move_ttft_share
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
         self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
         self.tpot_headroom = tpot_headroom
@@ -341,6 +358,7 @@ class SloGate:
         *,
         retry: bool = False,
         replica_id: str = "",
+        refuse_at: float | None = None,
     ) -> bool:
         """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
         moves per decision only) with ``budget_s`` left for its first token (None: its class's
@@ -356,6 +374,8 @@ class SloGate:
         tpot_miss = seen.tpot_miss(tpot_limit, observed=self.pressure >= PRESSURE_FLOOR)
         miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
         base = self.refuse_threshold()
+        if refuse_at is not None:
+            base = min(base, refuse_at)
         refuse_at = self._owed_threshold(base, 1.0 - self.vtc.over_credit(tenant))
         owed_at = self._owed_threshold(base, 1.0)  # the most owed tenant's
         rule = ADMITTED
@@ -485,6 +505,7 @@ class SloGate:
         # where to send it: the replicas' observed decodes count (not in the judgement below)
         miss = seen.miss(ttft_limit, tpot_limit, observed=True)
         late = seen.observed_tpot_s > tpot_limit
+        held_at: float | None = None
         if miss >= SECOND_LOOK_AT or late:
 
             def in_time(state: ReplicaState) -> bool:
@@ -492,12 +513,26 @@ class SloGate:
 
             other_choice = path.fastest(query, now, accept=in_time)
             if other_choice is not None and other_choice.replica_id != decision.replica_id:
-                other = self.forecast(path, query, other_choice, now)
-                other_miss = other.miss(ttft_limit, tpot_limit, observed=True)
-                if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
-                    decision, seen = other_choice, other
+                share = self.cold_move_ttft_share
+                if share is not None and cold_move_crowds(
+                    decision, other_choice, ttft_limit * share
+                ):
+                    # not a way out: refused where it is when more likely to miss than meet
+                    held_at = SECOND_LOOK_AT
+                else:
+                    other = self.forecast(path, query, other_choice, now)
+                    other_miss = other.miss(ttft_limit, tpot_limit, observed=True)
+                    if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
+                        decision, seen = other_choice, other
         admitted = self.judge(
-            tenant, cls, seen, now, query.ttft_budget_s, retry=retry, replica_id=decision.replica_id
+            tenant,
+            cls,
+            seen,
+            now,
+            query.ttft_budget_s,
+            retry=retry,
+            replica_id=decision.replica_id,
+            refuse_at=held_at,
         )
         if not admitted:
             return None
@@ -589,3 +624,18 @@ class SloGate:
     def set_credits(self, shares: Mapping[str, float]) -> None:
         """Tenants' credit shares (a plan's guaranteed shares) weigh their counters."""
         self.vtc.set_credit_weights(shares)
+
+
+def cold_move_crowds(held: Decision, other: Decision, spare_s: float) -> bool:
+    """Whether moving a request from the route path's choice ``held`` to ``other`` (the
+    second look's) would load at least :data:`COLD_MOVE_MIN_TOKENS` of the prefix cached at
+    ``held`` cold on a replica without the prefill to spare for it (its predicted TTFT there,
+    queue and cold prompt, past ``spare_s``).
+
+    Such a move looks good for the request alone, but the fleet pays for it: the cold prefill
+    takes the replica's prefill from the requests queued there, and the prefix it loads evicts
+    another group's, whose next request then loads cold in turn. Past the knee of ``kv-bound``
+    (hot prefixes whose KV is many replicas' caches) these moves made the prefix hit rate fall
+    and the fleet thrash (bench/RESULTS.md)."""
+    lost = held.cached_tokens - other.cached_tokens
+    return lost >= COLD_MOVE_MIN_TOKENS and other.predicted_ttft_s > spare_s

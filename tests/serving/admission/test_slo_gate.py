@@ -16,11 +16,12 @@ from serving.admission.slo_gate import (
     TPOT,
     TTFT,
     SloGate,
+    cold_move_crowds,
 )
 from serving.admission.vtc import VirtualTokenCounter
 from serving.route.decode_steps import decode_step_table
 from serving.route.ttft import prefill_table
-from serving.route.types import ReplicaState, RouteQuery
+from serving.route.types import Decision, ReplicaState, RouteQuery
 
 H100 = decode_step_table("H100-SXM", "llama-3-8b", 1)
 L40S = decode_step_table("L40S", "llama-3-8b", 1)
@@ -440,3 +441,69 @@ def test_the_judgement_names_the_replica_judged_the_second_looks_when_it_goes_th
     assert admitted is not None and gate.last.replica_id == admitted.replica_id == "r1"
     assert gate.judge("acme", "interactive", _decoding(0.01, 0.02, gaps=1, queued=0.0))
     assert gate.last.replica_id == ""  # judged with no replica named
+
+
+def _held_prefix_and_a_busy_replica(
+    blocks: int, other_queue: int, share: float | None = 0.5
+) -> tuple[SloGate, bool, str]:
+    """A request whose ``blocks``-block prefix the plan keeps on r0, far behind; r1 has
+    ``other_queue`` prompt tokens queued; the gate's ``cold_move_ttft_share`` is ``share``.
+    Whether the gate admits it, and where it judged it."""
+    fleet = states(2)
+    path = make_path(fleet)
+    c = chain(*range(1, blocks + 1))
+    path.install_plan(plan(fleet, groups=[group(c, route(["r0"]), warm=["r0"])]))
+    fleet[0].in_flight_prefill_tokens = 400_000
+    fleet[1].in_flight_prefill_tokens = other_queue
+    gate = SloGate(DEFAULT_CLASSES, cold_move_ttft_share=share)
+    q = query(c, tokens=blocks * 16 + 800)
+    decision = path.decide(q, NOW)
+    assert (decision.replica_id, decision.cached_tokens) == ("r0", blocks * 16)
+    admitted = gate.admit_decision(path, q, decision, NOW)
+    return gate, admitted is not None, gate.last.replica_id
+
+
+def test_the_second_look_does_not_load_a_held_prefix_cold_where_there_is_no_prefill_to_spare() -> (
+    None
+):
+    # 3,200 prefix tokens held on r0; on r1 they would load cold behind 50k queued tokens (a
+    # first token ~1.3 s away, past half the 2-s SLO): no way out, refused where it is
+    gate, admitted, where = _held_prefix_and_a_busy_replica(200, 50_000)
+    assert not admitted and where == "r0" and gate.last.rule == TTFT
+    # the same move onto a replica with the prefill to spare is taken
+    _, admitted, where = _held_prefix_and_a_busy_replica(200, 0)
+    assert admitted and where == "r1"
+    # a small prefix (64 tokens) loads cold anywhere: the move is taken as before
+    _, admitted, where = _held_prefix_and_a_busy_replica(4, 50_000)
+    assert admitted and where == "r1"
+    # off by default: the second look moves it as before
+    _, admitted, where = _held_prefix_and_a_busy_replica(200, 50_000, share=None)
+    assert admitted and where == "r1"
+    with pytest.raises(InputError, match="cold_move_ttft_share"):
+        SloGate(DEFAULT_CLASSES, cold_move_ttft_share=0.0)
+
+
+def test_cold_move_crowds_counts_the_cold_tokens_and_the_ttft_there() -> None:
+    def decision(replica: str, cached: int, ttft: float) -> Decision:
+        return Decision(
+            replica_id=replica,
+            address=replica,
+            reason="plan",
+            plan_version=1,
+            predicted_ttft_s=ttft,
+            cached_tokens=cached,
+        )
+
+    held = decision("r0", 4096, 5.0)
+    assert cold_move_crowds(held, decision("r1", 0, 1.5), 1.0)
+    assert not cold_move_crowds(held, decision("r1", 0, 0.9), 1.0)  # prefill to spare
+    assert not cold_move_crowds(held, decision("r1", 4096, 1.5), 1.0)  # held there too
+    assert not cold_move_crowds(held, decision("r1", 3072, 1.5), 1.0)  # 1,024 cold: small
+
+
+def test_a_judgement_held_to_a_lower_threshold_refuses_a_doubtful_request() -> None:
+    doubtful = Forecast(ttft_s=2.1, ttft_spread=0.5)  # a little more likely to miss than meet
+    assert SloGate(DEFAULT_CLASSES).judge("acme", "interactive", doubtful)
+    gate = SloGate(DEFAULT_CLASSES, credit_cut=0.0)  # no lift for tenants owed credit
+    assert not gate.judge("acme", "interactive", doubtful, refuse_at=0.5)
+    assert gate.last.rule == TTFT and gate.last.threshold == 0.5
