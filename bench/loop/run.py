@@ -149,6 +149,8 @@ class CaseContext:
     # the gate past capacity (tuned on the head): its threshold and owed tenants' lift
     overload_refuse_at: float = DEFAULT_OVERLOAD_REFUSE_AT
     credit_cut: float = DEFAULT_CREDIT_CUT
+    strict_refuse_at: float | None = None  # the strict regime (None: none)
+    strict_credit_cut: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -204,6 +206,8 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 headroom=headroom,
                 credit_cut=ctx.credit_cut if v.credits else 0.0,
                 overload_refuse_at=ctx.overload_refuse_at,
+                strict_refuse_at=ctx.strict_refuse_at,
+                strict_credit_cut=ctx.strict_credit_cut if v.credits else 0.0,
                 shadow=v.shadow,
                 charge=v.charge,
             )
@@ -317,6 +321,8 @@ def peer(
             headroom=ctx.headroom,
             overload_refuse_at=ctx.overload_refuse_at,
             credit_cut=ctx.credit_cut,
+            strict_refuse_at=ctx.strict_refuse_at,
+            strict_credit_cut=ctx.strict_credit_cut,
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)
@@ -348,6 +354,8 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         ctx.warm_kv_share = setting.warm_kv_share
         ctx.overload_refuse_at = setting.overload_refuse_at
         ctx.credit_cut = setting.credit_cut
+        ctx.strict_refuse_at = setting.strict_refuse_at
+        ctx.strict_credit_cut = setting.strict_credit_cut
         got = []
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
@@ -376,13 +384,16 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx.warm_kv_share = chosen.warm_kv_share
     ctx.overload_refuse_at = chosen.overload_refuse_at
     ctx.credit_cut = chosen.credit_cut
+    ctx.strict_refuse_at = chosen.strict_refuse_at
+    ctx.strict_credit_cut = chosen.strict_credit_cut
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
         f"{chosen.headroom}, prefix-match weight {chosen.prefix_weight}, predicted-TTFT weight "
         f"{chosen.ttft_weight} ({ctx.profile.name}), warm-prefix KV share "
         f"{chosen.warm_kv_share}, plan picker {chosen.plan_picker}, gate past capacity: "
-        f"refuses at {chosen.overload_refuse_at}, credit cut {chosen.credit_cut}"
+        f"refuses at {chosen.overload_refuse_at}, credit cut {chosen.credit_cut}, strict "
+        f"(by the queue) at {chosen.strict_refuse_at}, credit cut {chosen.strict_credit_cut}"
     )
     return ctx
 
@@ -538,6 +549,8 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "warm_kv_share": ctx.warm_kv_share,
         "gate_overload_refuse_at": ctx.overload_refuse_at,
         "gate_credit_cut": ctx.credit_cut,
+        "gate_strict_refuse_at": ctx.strict_refuse_at,
+        "gate_strict_credit_cut": ctx.strict_credit_cut,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
         "our_knee_load": knee(our_rows),

@@ -11,7 +11,9 @@ for goodput on the head would refuse requests that meet (below 1) or admit misse
 
 Once the route setting is chosen, what the gate does *past capacity* is tuned with it
 (:func:`gate_variants`): its defaults (refuse at a 0.5 chance of a miss, tenants owed credit
-lifted halfway back to 0.9) or a strict gate (:data:`STRICT_OVERLOAD_REFUSE_AT`, no lift). An
+lifted halfway back to 0.9) or a strict regime on top (:data:`STRICT_REFUSE_AT`, no lift) that
+engages as far as the gate's refusals led by the first token say its queues overflow
+(:meth:`serving.admission.slo_gate.SloGate.strictness`). An
 admitted request that misses there also delays those queued behind it and, on a kind whose
 prompt chunk is slower than a class's TPOT SLO, the decodes beside it; where the forecasts hold,
 the strict gate keeps goodput from falling past the knee (head of ``synthetic`` over the
@@ -19,7 +21,9 @@ heterogeneous fleet, loads 3 / 4: 41.2 / 38.1 → 48.9 / 48.0 req/s), but where 
 pessimistic it refuses requests that would meet (``tiers`` at load 1: 21.8 → 17.0 req/s on the
 head). So the strict gate is kept only if it gains in sum *and* loses no more than
 :data:`NO_LOSS` at any tuning load (:func:`keeps_every_load`): a gain past the knee does not
-buy a loss below it.
+buy a loss below it. That rule alone let through a loss the head did not show: on ``tiers``
+the strict threshold engaged by every SLO refusal (its own TPOT refusals included) lost 7% at
+load 1 on the tail; engaged by the queue, it loses nowhere there (bench/RESULTS.md).
 
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
@@ -55,8 +59,9 @@ PLAN_PICKER_CHOICES = (BASE_PLAN_PICKER, "planned")
 
 
 # the strict gate past capacity (:func:`gate_variants`): refuse at this chance of a miss, and
-# lift no tenant back toward the gate's threshold for being owed credit
-STRICT_OVERLOAD_REFUSE_AT = 0.3
+# lift no tenant back toward the gate's threshold for being owed credit, while the queue says
+# the fleet is past capacity
+STRICT_REFUSE_AT = 0.3
 STRICT_CREDIT_CUT = 0.0
 # the most a gate variant may lose at one tuning load against the chosen route setting
 NO_LOSS = 0.02
@@ -71,6 +76,8 @@ class Setting:
     plan_picker: str = BASE_PLAN_PICKER
     overload_refuse_at: float = DEFAULT_OVERLOAD_REFUSE_AT
     credit_cut: float = DEFAULT_CREDIT_CUT
+    strict_refuse_at: float | None = None  # None: no strict regime
+    strict_credit_cut: float = STRICT_CREDIT_CUT
 
 
 def grid(
@@ -88,7 +95,7 @@ def grid(
 def gate_variants(chosen: Setting) -> list[Setting]:
     """The gate settings past capacity tried with the chosen route setting: the strict one."""
     strict = dataclasses.replace(
-        chosen, overload_refuse_at=STRICT_OVERLOAD_REFUSE_AT, credit_cut=STRICT_CREDIT_CUT
+        chosen, strict_refuse_at=STRICT_REFUSE_AT, strict_credit_cut=STRICT_CREDIT_CUT
     )
     return [strict] if strict != chosen else []
 

@@ -49,6 +49,9 @@ class GateSettings:
     headroom: float = 1.0
     credit_cut: float = DEFAULT_CREDIT_CUT
     overload_refuse_at: float = DEFAULT_OVERLOAD_REFUSE_AT
+    # the strict regime past capacity by the queue (None: none; see the gate)
+    strict_refuse_at: float | None = None
+    strict_credit_cut: float = 0.0
     shed_factor: float = 1.0
     # shadow: judge every request but admit them all, recording which the gate would have
     # refused (``PlacementPolicy.would_refuse``) — what the gate's precision is measured on
@@ -198,6 +201,8 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             headroom=cfg.slo_gate.headroom,
             credit_cut=cfg.slo_gate.credit_cut,
             overload_refuse_at=cfg.slo_gate.overload_refuse_at,
+            strict_refuse_at=cfg.slo_gate.strict_refuse_at,
+            strict_credit_cut=cfg.slo_gate.strict_credit_cut,
             shed_factor=cfg.slo_gate.shed_factor,
             charge=cfg.slo_gate.charge,
             cold_move_ttft_share=cfg.slo_gate.cold_move_ttft_share,

@@ -47,6 +47,19 @@ loads 3 / 4, one fixed route setting) the model alone admitted those and goodput
 49 / 50 to 37 / 36 req/s; the blend restores it, and moves the heads of ``mixed`` and of the
 reasoning-vs-code mix by under 1% at loads 0.5–3 (bench/RESULTS.md).
 
+**Strict, past capacity by the queue.** With ``strict_refuse_at`` set, the overload threshold
+falls further, to ``strict_refuse_at`` (and owed tenants' lift to ``strict_credit_cut``), as far
+as the share of refusals *led by the first token* (``ttft_pressure``: rules :data:`TTFT` and
+:data:`UNREACHABLE`, followed like ``pressure``) stands past half the floor, fully at the floor
+(:meth:`SloGate.strictness`). A queue that overflows is what a refusal relieves: the capacity it
+frees serves the next request in line. A TPOT refusal does not count there: on a class whose
+decodes miss their TPOT beside its own bursts of prompt chunks (``tiers``: code completions on
+H100s, 40 ms against a 53-ms chunk step) the fleet is not past capacity, and refusing at a 0.3
+chance there refuses requests that meet — and, counted in the overload signal, kept the strict
+threshold on by its own refusals (``tiers`` tail at load 1: pressure past the floor at 59% of
+interactive decisions with the strict threshold, 28% without; goodput −7%, refusal precision
+0.77). Off by default; the loop tunes it on the head (``bench/loop/tuning.py``).
+
 **Fairness.** Tenants are charged what their requests cost: GPU-seconds on the replica it goes
 to (:mod:`serving.admission.cost`) of the prompt (its cached prefix discounted) and of the
 output it asks for at dispatch, settled for the output generated at completion, into the
@@ -123,6 +136,9 @@ DEFAULT_OVERLOAD_REFUSE_AT = 0.5
 # (GPU-seconds per unit of credit weight)
 DEFAULT_CREDIT_SLACK = math.inf
 SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better replica
+# the strict threshold engages as the share of first-token-led refusals passes half the floor
+# (an odd TTFT refusal is noise), and fully at the floor
+STRICT_FROM = PRESSURE_FLOOR / 2
 # with ``cold_move_ttft_share``, the second look moves a request off the replica holding its
 # prefix to one where it loads cold only when that cold load is small (under this many tokens)
 # or the replica there has the prefill to spare: its predicted TTFT, queue and cold prompt,
@@ -176,6 +192,8 @@ class SloGate:
         charge: str = GPU_SECONDS,
         best_effort: bool = False,
         credit_slack: float | None = None,
+        strict_refuse_at: float | None = None,
+        strict_credit_cut: float = 0.0,
         cold_move_ttft_share: float | None = None,
     ) -> None:
         if charge not in CHARGES:
@@ -200,12 +218,24 @@ class SloGate:
                 field="overload_refuse_at",
                 expected=f"in (0, refuse_at = {refuse_at}]",
             )
+        if strict_refuse_at is not None and not 0 < strict_refuse_at <= overload_refuse_at:
+            raise InputError(
+                f"{strict_refuse_at}",
+                field="strict_refuse_at",
+                expected=f"in (0, overload_refuse_at = {overload_refuse_at}]",
+            )
+        if not 0 <= strict_credit_cut < 1:
+            raise InputError(
+                f"{strict_credit_cut}", field="strict_credit_cut", expected="in [0, 1)"
+            )
         self.classes = dict(classes)
         self.headroom = headroom
         self.credit_cut = credit_cut
         self.shed_factor = shed_factor
         self.refuse_at = refuse_at
         self.overload_refuse_at = overload_refuse_at
+        self.strict_refuse_at = strict_refuse_at
+        self.strict_credit_cut = strict_credit_cut
         self.cold_move_ttft_share = cold_move_ttft_share
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
         self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
@@ -223,6 +253,7 @@ class SloGate:
         self.credit_slack = DEFAULT_CREDIT_SLACK if credit_slack is None else credit_slack
         self._rates: dict[int, GpuRates] = {}
         self.pressure = 0.0
+        self.ttft_pressure = 0.0  # the share of refusals led by the first token (strict regime)
         self._pressure_at: float | None = None  # time of the last pressure update
         self.last = Judgement(rule=ADMITTED, ttft_limit_s=math.inf, tpot_limit_s=math.inf)
         self.retry_after_s = MIN_RETRY_AFTER_S
@@ -254,17 +285,34 @@ class SloGate:
         Tenants owed credit keep part of the way back (``credit_cut`` × how far down the
         active tenants' counters they stand), so the doubtful requests refused under overload
         are those of the tenants furthest over their share.
+        With ``strict_refuse_at`` set, ``overload_refuse_at`` itself falls toward it (and
+        ``credit_cut`` toward ``strict_credit_cut``) by :meth:`strictness`.
         """
         past = min(max((self.pressure - PRESSURE_FLOOR) / PRESSURE_FLOOR, 0.0), 1.0)
-        base = self.refuse_at - past * (self.refuse_at - self.overload_refuse_at)
+        overload = self.overload_refuse_at
+        if self.strict_refuse_at is not None:
+            overload -= self.strictness() * (overload - self.strict_refuse_at)
+        base = self.refuse_at - past * (self.refuse_at - overload)
         if tenant is None:
             return base
         return self._owed_threshold(base, 1.0 - self.vtc.over_credit(tenant))
 
+    def strictness(self) -> float:
+        """How far the strict regime holds (0: not at all, 1: fully): the share of refusals
+        led by the first token past :data:`STRICT_FROM`, fully at :data:`PRESSURE_FLOOR`; 0
+        without ``strict_refuse_at``."""
+        if self.strict_refuse_at is None:
+            return 0.0
+        span = PRESSURE_FLOOR - STRICT_FROM
+        return min(max((self.ttft_pressure - STRICT_FROM) / span, 0.0), 1.0)
+
     def _owed_threshold(self, base: float, owed: float) -> float:
         """The threshold of a tenant ``owed`` (0 furthest over its share, 1 most owed) when
         the base threshold is ``base``."""
-        return base + self.credit_cut * owed * (self.refuse_at - base)
+        cut = self.credit_cut
+        if self.strict_refuse_at is not None:
+            cut -= self.strictness() * (cut - self.strict_credit_cut)
+        return base + cut * owed * (self.refuse_at - base)
 
     def _pressure_weight(self, now: float | None) -> float:
         if now is None:
@@ -351,7 +399,11 @@ class SloGate:
             # past capacity their share is set by how far past (1 − 1/ρ at ρ× capacity), not
             # by the threshold: a lower threshold empties the queues and refuses fewer later
             slo_refusal = 1.0 if rule in (TTFT, TPOT, UNREACHABLE) else 0.0
-            self.pressure += self._pressure_weight(now) * (slo_refusal - self.pressure)
+            weight = self._pressure_weight(now)
+            self.pressure += weight * (slo_refusal - self.pressure)
+            # the strict regime's signal: a queue that overflows, not decodes that miss
+            led_by_ttft = 1.0 if rule in (TTFT, UNREACHABLE) else 0.0
+            self.ttft_pressure += weight * (led_by_ttft - self.ttft_pressure)
         self.last = Judgement(
             rule=rule,
             ttft_limit_s=ttft_limit,

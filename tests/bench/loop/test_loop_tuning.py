@@ -9,7 +9,7 @@ from bench.loop.tuning import (
     PLAN_PICKER_CHOICES,
     PREFIX_WEIGHTS,
     STRICT_CREDIT_CUT,
-    STRICT_OVERLOAD_REFUSE_AT,
+    STRICT_REFUSE_AT,
     TTFT_WEIGHTS,
     WARM_KV_SHARES,
     Setting,
@@ -67,11 +67,17 @@ def test_the_strict_gate_is_tried_with_the_chosen_route_setting_only() -> None:
     chosen = Setting(12.0, 2.0, 1.0, plan_picker="planned")
     (strict,) = gate_variants(chosen)
     assert (strict.prefix_weight, strict.ttft_weight, strict.plan_picker) == (12.0, 2.0, "planned")
-    assert strict.overload_refuse_at == STRICT_OVERLOAD_REFUSE_AT < DEFAULT_OVERLOAD_REFUSE_AT
-    assert strict.credit_cut == STRICT_CREDIT_CUT == 0.0 < DEFAULT_CREDIT_CUT
-    # the grid itself keeps the gate's defaults
-    assert {(s.overload_refuse_at, s.credit_cut) for s in grid()} == {
-        (DEFAULT_OVERLOAD_REFUSE_AT, DEFAULT_CREDIT_CUT)
+    # the strict regime comes on top of the gate's defaults past capacity (engaged by the
+    # queue, not by every refusal): the overload threshold and lift themselves are unchanged
+    assert (strict.overload_refuse_at, strict.credit_cut) == (
+        DEFAULT_OVERLOAD_REFUSE_AT,
+        DEFAULT_CREDIT_CUT,
+    )
+    assert strict.strict_refuse_at == STRICT_REFUSE_AT < DEFAULT_OVERLOAD_REFUSE_AT
+    assert strict.strict_credit_cut == STRICT_CREDIT_CUT == 0.0 < DEFAULT_CREDIT_CUT
+    # the grid itself keeps the gate's defaults, no strict regime
+    assert {(s.overload_refuse_at, s.credit_cut, s.strict_refuse_at) for s in grid()} == {
+        (DEFAULT_OVERLOAD_REFUSE_AT, DEFAULT_CREDIT_CUT, None)
     }
     assert gate_variants(strict) == []
 

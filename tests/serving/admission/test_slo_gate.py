@@ -11,6 +11,8 @@ from serving.admission.slo_gate import (
     ADMITTED,
     CREDIT,
     DEFAULT_OVERLOAD_REFUSE_AT,
+    PRESSURE_FLOOR,
+    STRICT_FROM,
     TPOT,
     TTFT,
     SloGate,
@@ -164,6 +166,52 @@ def test_under_overload_doubtful_requests_of_tenants_over_credit_yield_first() -
     assert gate.judge("greedy", "interactive", Forecast(ttft_s=1.0, ttft_spread=0.05))
 
 
+def _tpot_refusals(gate: SloGate, n: int = 300) -> None:
+    """Interactive requests whose first token is quick but whose short decodes are sure to
+    miss their TPOT: refused for the TPOT, never for the queue."""
+    for _ in range(n):
+        gate.judge("x", "interactive", _decoding(L40S_STEP, L40S_FULL, gaps=4, queued=40_000.0))
+        assert gate.last.rule == TPOT
+
+
+def test_the_strict_threshold_engages_only_when_refusals_led_by_the_first_token_say_so() -> None:
+    """Past capacity by TPOT refusals alone (decodes that miss beside prompt chunks, as
+    ``tiers``' code completions on H100s at load 1) the strict gate keeps the overload
+    threshold: its own refusals at 0.3 would otherwise keep it strict. A queue that overflows
+    (TTFT refusals) engages it, owed tenants' lift going with it."""
+    doubtful = Forecast(ttft_s=1.975, ttft_spread=0.05)  # ~40% likely to miss its first token
+    gate = SloGate(DEFAULT_CLASSES, strict_refuse_at=0.3, strict_credit_cut=0.0)
+    gate.set_credits({"owed": 0.5, "greedy": 0.5})
+    gate.started("owed", 100)
+    gate.started("greedy", 100_000)
+    _tpot_refusals(gate)
+    assert gate.pressure > 0.9 and gate.ttft_pressure == 0.0 and gate.strictness() == 0.0
+    assert gate.refuse_threshold() == pytest.approx(DEFAULT_OVERLOAD_REFUSE_AT)
+    assert gate.refuse_threshold("owed") > gate.refuse_threshold("greedy")  # the lift holds
+    assert gate.judge("greedy", "interactive", doubtful)
+    # the queue overflows: first tokens would be late
+    _overload(gate)
+    assert gate.ttft_pressure > PRESSURE_FLOOR and gate.strictness() == 1.0
+    assert gate.refuse_threshold() == pytest.approx(0.3)
+    assert gate.refuse_threshold("owed") == pytest.approx(gate.refuse_threshold("greedy"))
+    assert not gate.judge("owed", "interactive", doubtful)
+    assert gate.last.rule == TTFT
+
+
+def test_the_strict_regime_grows_from_half_the_floor_and_is_off_without_a_setting() -> None:
+    gate = SloGate(DEFAULT_CLASSES, strict_refuse_at=0.3)
+    for share, strictness in ((0.0, 0.0), (STRICT_FROM, 0.0), (PRESSURE_FLOOR, 1.0), (0.5, 1.0)):
+        gate.ttft_pressure = share
+        assert gate.strictness() == pytest.approx(strictness)
+    gate.ttft_pressure = (STRICT_FROM + PRESSURE_FLOOR) / 2
+    gate.pressure = 1.0
+    assert gate.refuse_threshold() == pytest.approx((DEFAULT_OVERLOAD_REFUSE_AT + 0.3) / 2)
+    plain = SloGate(DEFAULT_CLASSES)
+    _overload(plain)
+    assert plain.strictness() == 0.0
+    assert plain.refuse_threshold() == pytest.approx(DEFAULT_OVERLOAD_REFUSE_AT)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
@@ -173,6 +221,9 @@ def test_under_overload_doubtful_requests_of_tenants_over_credit_yield_first() -
         ({"tpot_headroom": 0}, "tpot_headroom"),
         ({"refuse_at": 0.0}, "refuse_at"),
         ({"refuse_at": 0.6, "overload_refuse_at": 0.8}, "overload_refuse_at"),
+        ({"strict_refuse_at": 0.6}, "strict_refuse_at"),
+        ({"strict_refuse_at": 0.0}, "strict_refuse_at"),
+        ({"strict_credit_cut": 1.0}, "strict_credit_cut"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, float], field: str) -> None:
