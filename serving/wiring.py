@@ -99,6 +99,9 @@ def build_app(
             DEFAULT_CLASSES,
             headroom=settings.slo_gate_headroom,
             tpot_headroom=settings.slo_gate_tpot_headroom,
+            overload_refuse_at=settings.slo_gate_overload_refuse_at,
+            strict_refuse_at=settings.slo_gate_strict_refuse_at,
+            cold_move_ttft_share=settings.slo_gate_cold_move_ttft_share,
         )
         if settings.slo_gate
         else None,

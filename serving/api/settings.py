@@ -17,7 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from placement.errors import InputError, read_text
-from serving.admission.slo_gate import DEFAULT_TPOT_HEADROOM
+from serving.admission.slo_gate import (
+    DEFAULT_OVERLOAD_REFUSE_AT,
+    DEFAULT_REFUSE_AT,
+    DEFAULT_TPOT_HEADROOM,
+)
 from serving.leases import DEFAULT_LEASE_CEILING_S, DEFAULT_LEASE_FLOOR_S, DEFAULT_LEASE_MARGIN
 
 Scope = Literal["route", "telemetry", "admin", "metrics"]
@@ -91,6 +95,16 @@ class Settings(BaseSettings):
     slo_gate: bool = False
     slo_gate_headroom: float = Field(default=1.0, gt=0)
     slo_gate_tpot_headroom: float = Field(default=DEFAULT_TPOT_HEADROOM, gt=0)
+    # past capacity (the share of SLO refusals past its floor) the gate refuses at this chance
+    # of a miss; with a strict threshold, lower still as far as refusals led by the first token
+    # say the queues overflow; with a cold-move share, its second look does not load a cached
+    # prefix cold on a replica without that share of the TTFT SLO to spare (the settings
+    # ``placement bench loop`` tunes on a trace's head: its summary's gate_* fields)
+    slo_gate_overload_refuse_at: float = Field(
+        default=DEFAULT_OVERLOAD_REFUSE_AT, gt=0, le=DEFAULT_REFUSE_AT
+    )
+    slo_gate_strict_refuse_at: float | None = Field(default=None, gt=0, le=DEFAULT_REFUSE_AT)
+    slo_gate_cold_move_ttft_share: float | None = Field(default=None, gt=0)
     # OpenTelemetry: a span per decision sent by OTLP/HTTP to this collector (base URL, e.g.
     # http://127.0.0.1:4318); unset: OTEL_EXPORTER_OTLP_ENDPOINT if set, else no tracing
     otlp_endpoint: str | None = Field(default=None, pattern=r"^https?://\S+$")
@@ -103,6 +117,17 @@ class Settings(BaseSettings):
     retrain_every_records: int | None = Field(default=None, ge=1)
     retrain_window_hours: float = Field(default=24.0, gt=0)
     retrain_experiment: str = Field(default="placement-predictors", min_length=1)
+
+    @model_validator(mode="after")
+    def _strict_below_overload(self) -> Settings:
+        strict = self.slo_gate_strict_refuse_at
+        if strict is not None and strict > self.slo_gate_overload_refuse_at:
+            raise ValueError(
+                f"PLACEMENT_SLO_GATE_STRICT_REFUSE_AT ({strict}) must not exceed "
+                f"PLACEMENT_SLO_GATE_OVERLOAD_REFUSE_AT ({self.slo_gate_overload_refuse_at}): "
+                "the strict regime refuses at a lower chance of a miss"
+            )
+        return self
 
     @model_validator(mode="after")
     def _retrain_needs_telemetry(self) -> Settings:

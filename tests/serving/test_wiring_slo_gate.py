@@ -1,0 +1,54 @@
+"""The SLO gate's settings past capacity (what ``placement bench loop`` tunes on a trace's head)
+reach the gate the service builds, and a bad one is refused naming its variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from placement.errors import InputError
+from serving.admission.slo_gate import DEFAULT_OVERLOAD_REFUSE_AT
+from serving.api.settings import load_settings
+from serving.wiring import build_app
+
+
+def test_the_gate_is_built_with_the_overload_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLACEMENT_SLO_GATE_STRICT_REFUSE_AT", "0.3")
+    monkeypatch.setenv("PLACEMENT_SLO_GATE_COLD_MOVE_TTFT_SHARE", "0.75")
+    settings = load_settings(environment="development", slo_gate=True, plan_dir=tmp_path)
+    gate = build_app(settings).state.runtime.service.slo_gate
+    assert gate is not None
+    assert gate.overload_refuse_at == DEFAULT_OVERLOAD_REFUSE_AT
+    assert (gate.strict_refuse_at, gate.cold_move_ttft_share) == (0.3, 0.75)
+    # by default neither the strict regime nor the cold-move rule is on
+    plain = build_app(
+        load_settings(
+            environment="development",
+            slo_gate=True,
+            plan_dir=tmp_path,
+            slo_gate_strict_refuse_at=None,
+            slo_gate_cold_move_ttft_share=None,
+        )
+    ).state.runtime.service.slo_gate
+    assert plain is not None
+    assert (plain.strict_refuse_at, plain.cold_move_ttft_share) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "variable"),
+    [
+        ({"slo_gate_strict_refuse_at": 0.6}, "PLACEMENT_SLO_GATE_STRICT_REFUSE_AT"),
+        ({"slo_gate_overload_refuse_at": 0.0}, "PLACEMENT_SLO_GATE_OVERLOAD_REFUSE_AT"),
+        ({"slo_gate_overload_refuse_at": 0.95}, "PLACEMENT_SLO_GATE_OVERLOAD_REFUSE_AT"),
+        ({"slo_gate_cold_move_ttft_share": -1.0}, "PLACEMENT_SLO_GATE_COLD_MOVE_TTFT_SHARE"),
+    ],
+)
+def test_a_bad_overload_setting_names_its_variable(
+    overrides: dict[str, float], variable: str
+) -> None:
+    with pytest.raises(InputError) as err:
+        load_settings(environment="development", **overrides)
+    assert variable in str(err.value)
