@@ -288,14 +288,22 @@ class SloGate:
         With ``strict_refuse_at`` set, ``overload_refuse_at`` itself falls toward it (and
         ``credit_cut`` toward ``strict_credit_cut``) by :meth:`strictness`.
         """
-        past = min(max((self.pressure - PRESSURE_FLOOR) / PRESSURE_FLOOR, 0.0), 1.0)
-        overload = self.overload_refuse_at
-        if self.strict_refuse_at is not None:
-            overload -= self.strictness() * (overload - self.strict_refuse_at)
-        base = self.refuse_at - past * (self.refuse_at - overload)
+        base, cut = self._base_and_cut()
         if tenant is None:
             return base
-        return self._owed_threshold(base, 1.0 - self.vtc.over_credit(tenant))
+        return self._owed_threshold(base, cut, 1.0 - self.vtc.over_credit(tenant))
+
+    def _base_and_cut(self) -> tuple[float, float]:
+        """The threshold now before any tenant's lift, and the lift's ``credit_cut`` now (the
+        strict regime moves both, by one :meth:`strictness`)."""
+        past = min(max((self.pressure - PRESSURE_FLOOR) / PRESSURE_FLOOR, 0.0), 1.0)
+        overload = self.overload_refuse_at
+        cut = self.credit_cut
+        if self.strict_refuse_at is not None:
+            strict = self.strictness()
+            overload -= strict * (overload - self.strict_refuse_at)
+            cut -= strict * (cut - self.strict_credit_cut)
+        return self.refuse_at - past * (self.refuse_at - overload), cut
 
     def strictness(self) -> float:
         """How far the strict regime holds (0: not at all, 1: fully): the share of refusals
@@ -306,12 +314,9 @@ class SloGate:
         span = PRESSURE_FLOOR - STRICT_FROM
         return min(max((self.ttft_pressure - STRICT_FROM) / span, 0.0), 1.0)
 
-    def _owed_threshold(self, base: float, owed: float) -> float:
+    def _owed_threshold(self, base: float, cut: float, owed: float) -> float:
         """The threshold of a tenant ``owed`` (0 furthest over its share, 1 most owed) when
-        the base threshold is ``base``."""
-        cut = self.credit_cut
-        if self.strict_refuse_at is not None:
-            cut -= self.strictness() * (cut - self.strict_credit_cut)
+        the base threshold is ``base`` and the lift's cut ``cut``."""
         return base + cut * owed * (self.refuse_at - base)
 
     def _pressure_weight(self, now: float | None) -> float:
@@ -373,14 +378,14 @@ class SloGate:
         ttft_miss = seen.ttft_miss(ttft_limit)
         tpot_miss = seen.tpot_miss(tpot_limit, observed=self.pressure >= PRESSURE_FLOOR)
         miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
-        base = self.refuse_threshold()
+        base, cut = self._base_and_cut()
         if refuse_at is not None:
             base = min(base, refuse_at)
-        refuse_at = self._owed_threshold(base, 1.0 - self.vtc.over_credit(tenant))
-        owed_at = self._owed_threshold(base, 1.0)  # the most owed tenant's
+        threshold = self._owed_threshold(base, cut, 1.0 - self.vtc.over_credit(tenant))
+        owed_at = self._owed_threshold(base, cut, 1.0)  # the most owed tenant's
         rule = ADMITTED
         best_effort = False
-        if miss >= refuse_at:
+        if miss >= threshold:
             rule = TTFT if ttft_miss >= tpot_miss else TPOT
             if miss < owed_at:
                 rule = CREDIT  # a tenant owed credit would have been admitted
@@ -409,7 +414,7 @@ class SloGate:
             ttft_limit_s=ttft_limit,
             tpot_limit_s=tpot_limit,
             miss_probability=miss,
-            threshold=refuse_at,
+            threshold=threshold,
             forecast=seen,
             replica_id=replica_id,
             best_effort=best_effort,
