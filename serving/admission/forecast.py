@@ -57,7 +57,7 @@ from statistics import NormalDist
 
 from serving.admission.tpot_calibration import PRIOR_WEIGHT, ChunkShares
 from serving.route.decode_steps import DecodeStepTable
-from serving.route.plugins.base import queued_prefill_tokens
+from serving.route.plugins.base import queued_ahead_tokens
 from serving.route.types import ReplicaState
 
 _NORMAL = NormalDist()
@@ -89,6 +89,8 @@ class Forecast:
     wait_s: float | None = None
     # the chunk shares the replica's recent decodes of this length saw (None: none yet)
     observed: ChunkShares | None = None
+    # the wait for a LoRA adapter slot in ``ttft_s`` (before calibration; 0: none)
+    slot_wait_s: float = 0.0
 
     def alone_miss(self, limit_s: float) -> float:
         """Chance that the TTFT exceeds ``limit_s`` even with nothing queued ahead (0 when
@@ -168,6 +170,7 @@ def forecast(
     output_tokens: int,
     own_prefill_s: float | None = None,
     observed: ChunkShares | None = None,
+    slot_wait_s: float = 0.0,
 ) -> Forecast:
     """The forecast for a request on the replica whose live state is ``state`` and decode
     table is ``table`` (None: an unknown replica, judged by its calibrated TTFT alone).
@@ -176,31 +179,43 @@ def forecast(
     (the part of the prediction that is the request's own prefill) splits the TTFT into its
     own part, alone on the replica (the prior's, neither stretched nor calibrated), and the
     wait for the queue (the rest). ``observed``: the chunk shares the replica's recent decodes
-    of this length saw (:mod:`serving.admission.tpot_calibration`)."""
+    of this length saw (:mod:`serving.admission.tpot_calibration`). ``slot_wait_s``: the wait
+    for a LoRA adapter slot before its prefill starts (:mod:`serving.route.adapter_slots`),
+    added to the stretched prediction (the caller calibrates such forecasts apart: ``ratio``
+    and ``spread`` are then those of the replica's slot-waiting requests)."""
     own = wait = None
     if own_prefill_s is not None:
         # not calibrated: the ratio also learns queueing the prediction misses, which would
         # call a request that only waits too long one that cannot be served in time
         own = min(own_prefill_s, predicted_ttft_s)
     if state is None or table is None:
-        ttft = predicted_ttft_s * ratio
+        prior = predicted_ttft_s + slot_wait_s
+        ttft = prior * ratio
         if own is not None:
             wait = max(ttft - own, 0.0)
         return Forecast(
             ttft_s=ttft,
             ttft_spread=spread,
-            prior_ttft_s=predicted_ttft_s,
+            prior_ttft_s=prior,
             own_s=own,
             wait_s=wait,
+            slot_wait_s=slot_wait_s,
         )
     running = max(float(state.in_flight), state.num_requests_running) + 1.0
     others = state.kv_cache_usage_perc * state.kv_capacity_tokens
-    prior = predicted_ttft_s * interleave(table, running, others)
+    prior = predicted_ttft_s * interleave(table, running, others) + slot_wait_s
     ttft = prior * ratio
     if own is not None:
         wait = max(ttft - own, 0.0)
     if output_tokens <= 1:
-        return Forecast(ttft_s=ttft, ttft_spread=spread, prior_ttft_s=prior, own_s=own, wait_s=wait)
+        return Forecast(
+            ttft_s=ttft,
+            ttft_spread=spread,
+            prior_ttft_s=prior,
+            own_s=own,
+            wait_s=wait,
+            slot_wait_s=slot_wait_s,
+        )
     step = table.decode_step(running, others + input_tokens)
     budget = table.prompt_budget(running)
     # seconds per prompt token as the replica receives them: the calibration ratio discounts
@@ -230,8 +245,9 @@ def forecast(
         prompt_rate=prompt_rate,
         request_rate=request_rate,
         observed_tpot_s=state.tpot_s,
-        queued_tokens=queued_prefill_tokens(state),
+        queued_tokens=queued_ahead_tokens(state),
         own_s=own,
         wait_s=wait,
         observed=observed,
+        slot_wait_s=slot_wait_s,
     )
