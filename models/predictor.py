@@ -30,7 +30,6 @@ from models.features import (
 )
 from models.quantile import (
     LOG_LATENCY,
-    MONDRIAN_EDGES,
     QUANTILES,
     TARGETS,
     QuantileConfig,
@@ -313,10 +312,7 @@ class LatencyPredictor:
                 "mode": model.mode,
                 "base": model.base,
                 "offset": model.offset,
-                "mondrian": [
-                    {"feature": feature, "offsets": list(shifts)}
-                    for feature, shifts in model.mondrian
-                ],
+                "prompt_offsets": list(model.prompt_offsets),
             }
         (out / THROUGHPUT_FILE).write_text(throughput.to_text())
         manifest = {
@@ -341,10 +337,7 @@ class LatencyPredictor:
         source = str(root / MANIFEST)
         known = {f.name for f in fields(QuantileConfig)}
         try:
-            settings = {k: v for k, v in manifest["config"].items() if k in known}
-            if "mondrian" in settings:
-                settings["mondrian"] = tuple((str(t), str(f)) for t, f in settings["mondrian"])
-            config = QuantileConfig(**settings)
+            config = QuantileConfig(**{k: v for k, v in manifest["config"].items() if k in known})
             predictor = cls(config)
             for name, entry in manifest["quantile_models"].items():
                 predictor.models[name] = QuantileModel.from_text(
@@ -355,7 +348,7 @@ class LatencyPredictor:
                     mode=entry.get("mode", manifest["config"].get("mode", LOG_LATENCY)),
                     base=float(entry["base"]),
                     offset=float(entry["offset"]),
-                    mondrian=_mondrian(entry),
+                    prompt_offsets=tuple(float(x) for x in entry.get("prompt_offsets", [])),
                 )
             predictor.throughput = ThroughputModel.from_text(
                 _read_text(root / manifest["throughput_model"]),
@@ -374,22 +367,6 @@ class LatencyPredictor:
                 expected=", ".join(LATENCY_COLUMNS),
             )
         return predictor
-
-
-def _mondrian(entry: dict[str, Any]) -> tuple[tuple[str, tuple[float, ...]], ...]:
-    """A quantile model's Mondrian shifts from its manifest entry (before they were per any
-    feature, a TTFT p95 had ``prompt_offsets``: the same shifts per prompt-length bucket)."""
-    shifts = [
-        (str(m["feature"]), tuple(float(x) for x in m["offsets"]))
-        for m in entry.get("mondrian", [])
-    ]
-    old = entry.get("prompt_offsets", [])
-    if old:
-        shifts.insert(0, ("input_tokens", tuple(float(x) for x in old)))
-    for feature, offsets in shifts:
-        if feature not in MONDRIAN_EDGES or len(offsets) != len(MONDRIAN_EDGES[feature]) + 1:
-            raise ValueError(f"Mondrian shifts of {feature!r} do not match its buckets")
-    return tuple(shifts)
 
 
 def _version(package: str) -> str:

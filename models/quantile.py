@@ -53,20 +53,12 @@ them (``advanced``, L2 20: 0.179 / 0.122) changed nothing on the held-out tail (
 TPOT 0.179 → 0.180) while leaving L40S out lost p95 coverage (TTFT 0.90 → 0.85, TPOT 0.85 →
 0.77), so the defaults stay.
 
-**Mondrian shifts.** After the global shift the upper quantiles get one more per bucket of a
-decision-time feature (:data:`MONDRIAN_EDGES`; :attr:`QuantileConfig.mondrian`), calibrated on
-the same rows, each bucket to its own rows' α-quantile of the residual (Mondrian conformal:
-coverage per bucket, not only on the whole): TTFT per prompt-length bucket
-(:data:`PROMPT_EDGES`), TPOT per quarter of KV-cache use. The shift may be negative and need not
-rise with the bucket (capacity at SLO takes its own envelope along request size and load);
-:attr:`QuantileConfig.mondrian_monotone` makes it never fall as the bucket rises. Before, TTFT
-alone had prompt shifts that were never below 0 nor below the shorter bucket's: the held-out
-16–32k prompts were covered at 0.983, over the 0.93–0.97 band. Chosen on the validation slice
-(each run's first 60 / 70 / 80% of the training part fits, the rest scores; with and without the
-Splitwise rows): the mean distance of the prompt, in-flight and load buckets' p95 coverage from
-0.95 went 0.0250 → 0.0208 (with Splitwise) and 0.0167 → 0.0153 (without); per in-flight bucket
-(TPOT: the running maximum across buckets carried the 0-in-flight rows' shift to every row),
-per waiting queue and per KV use for TTFT did worse or no better.
+The upper quantile of TTFT gets one more shift per prompt-length bucket (:data:`PROMPT_EDGES`),
+calibrated the same way on the same rows, never below 0 and never falling as prompts grow
+(:func:`prompt_offsets`): with one global shift the p95 covered 0.88 of the held-out prompts of
+16–32k tokens and 0.86 of those beyond (the rows overall: 0.95). On the validation slice the
+same shift for TPOT over-covered long prompts (16–32k / 32k+: 0.963 / 0.989 → 0.985 / 1.0),
+so TPOT keeps one shift.
 
 Training is deterministic (fixed seed, ``deterministic=True``, one thread) and time-ordered:
 rows sorted by arrival, the last :attr:`QuantileConfig.tail_share` held out; the first half of
@@ -109,17 +101,8 @@ QUANTILES = (0.5, 0.95)
 IRLS_MIN_RESIDUAL = 0.05
 # prompt-length buckets of the upper quantile's calibration: [0, 4k), [4k, 16k), [16k, 32k), 32k+
 PROMPT_EDGES = (4096.0, 16384.0, 32768.0)
-# fewer calibration rows than this in a bucket: it takes the shift of the bucket below (the
-# lowest bucket: none of its own)
-MIN_BUCKET_CALIBRATION_ROWS = 20
-# decision-time features whose buckets an upper quantile's shift may be calibrated per (Mondrian
-# conformal): bucket k holds the values in [edges[k-1], edges[k])
-MONDRIAN_EDGES: dict[str, tuple[float, ...]] = {
-    "input_tokens": PROMPT_EDGES,
-    "kv_cache_usage_perc": (0.25, 0.5, 0.75),
-    "backlog_requests": (1.0, 4.0, 8.0),
-    "num_requests_waiting": (1.0, 4.0, 16.0),
-}
+# fewer calibration rows than this in a bucket: it takes the shorter bucket's shift
+MIN_PROMPT_CALIBRATION_ROWS = 20
 # load features with no physical direction: a higher hit rate means less prefill, not more
 _UNCONSTRAINED_LOAD = ("prefix_cache_hit_rate",)
 # router features latency must not rise with: the longer the oldest prompt ahead has waited,
@@ -153,14 +136,8 @@ class QuantileConfig:
     early_stopping_rounds: int = 10
     tail_share: float = 0.2  # held-out tail: early stopping, then calibration
     calibrate: bool = True
-    # (target, feature of MONDRIAN_EDGES): the target's upper quantiles get a shift per bucket of
-    # the feature, in this order (see the module doc)
-    mondrian: tuple[tuple[Target, str], ...] = (
-        ("ttft", "input_tokens"),
-        ("tpot", "kv_cache_usage_perc"),
-    )
-    # each bucket's shift at least the one below it (predictions never fall across buckets)
-    mondrian_monotone: bool = False
+    # targets whose upper quantile also gets a shift per prompt-length bucket (see the module doc)
+    prompt_calibration: tuple[Target, ...] = ("ttft",)
     # the p50's candidate forms (log ratio to the prior, log latency): each latency's p50 keeps
     # the one with the lower mean APE on the calibration rows (see the module doc)
     modes: tuple[TargetMode, ...] = (LOG_RATIO, LOG_LATENCY)
@@ -278,8 +255,8 @@ class QuantileModel:
     booster: lgb.Booster
     base: float
     offset: float
-    # (feature, extra log shift per bucket of MONDRIAN_EDGES[feature]), added in order; () none
-    mondrian: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    # extra log shift per prompt bucket (PROMPT_EDGES), never falling with prompt size; () none
+    prompt_offsets: tuple[float, ...] = ()
 
     def predict(self, features: FeatureMatrix, *, num_threads: int = 1) -> FloatArray:
         """Predicted ``alpha``-quantile of the target for every row (s)."""
@@ -289,9 +266,9 @@ class QuantileModel:
             self.booster.predict(features.values, num_threads=num_threads), dtype=np.float64
         )
         log_latency = raw + (self.base + self.offset)
-        for feature, shifts in self.mondrian:
-            bucket = mondrian_bucket(features.column(feature), feature)
-            log_latency = log_latency + np.asarray(shifts)[bucket]
+        if self.prompt_offsets:
+            bucket = prompt_bucket(features.column("input_tokens"))
+            log_latency = log_latency + np.asarray(self.prompt_offsets)[bucket]
         if self.mode == LOG_RATIO:
             log_latency = log_latency + np.log(prior_of(features, self.target))
         return np.exp(log_latency)
@@ -310,7 +287,7 @@ class QuantileModel:
         mode: TargetMode,
         base: float,
         offset: float,
-        mondrian: tuple[tuple[str, tuple[float, ...]], ...] = (),
+        prompt_offsets: tuple[float, ...] = (),
     ) -> QuantileModel:
         import lightgbm as lgb
 
@@ -321,7 +298,7 @@ class QuantileModel:
             booster=lgb.Booster(model_str=text),
             base=base,
             offset=offset,
-            mondrian=mondrian,
+            prompt_offsets=prompt_offsets,
         )
 
 
@@ -359,27 +336,24 @@ def _target_values(
     return log_latency
 
 
-def mondrian_bucket(values: FloatArray, feature: str) -> npt.NDArray[np.int64]:
-    """Index of each value's bucket of ``feature`` (:data:`MONDRIAN_EDGES`): 0 below the first
-    edge."""
-    edges = np.asarray(MONDRIAN_EDGES[feature])
-    return np.searchsorted(edges, values, side="right").astype(np.int64)
+def prompt_bucket(input_tokens: FloatArray) -> npt.NDArray[np.int64]:
+    """Index of each prompt length's bucket: 0 below the first of :data:`PROMPT_EDGES`."""
+    return np.searchsorted(np.asarray(PROMPT_EDGES), input_tokens, side="right").astype(np.int64)
 
 
-def mondrian_offsets(
-    residual: FloatArray, values: FloatArray, feature: str, alpha: float, *, monotone: bool = False
+def prompt_offsets(
+    residual: FloatArray, input_tokens: FloatArray, alpha: float
 ) -> tuple[float, ...]:
-    """Per bucket of ``feature`` (``values``: the calibration rows'), the split-conformal shift
-    of ``residual`` (log observed − log predicted) at ``alpha`` over that bucket's rows alone. A
-    bucket with fewer than :data:`MIN_BUCKET_CALIBRATION_ROWS` rows takes the shift of the bucket
-    below (the lowest: 0). ``monotone``: never below the bucket below's."""
-    bucket = mondrian_bucket(values, feature)
+    """Per prompt bucket, the split-conformal shift of ``residual`` (log observed − log predicted,
+    after the global shift) at ``alpha``; never below 0 and never falling as prompts grow (so
+    the prediction stays monotone in prompt length). A bucket with fewer than
+    :data:`MIN_PROMPT_CALIBRATION_ROWS` rows takes the shorter bucket's shift."""
+    bucket = prompt_bucket(input_tokens)
     shifts: list[float] = []
-    for k in range(len(MONDRIAN_EDGES[feature]) + 1):
+    for k in range(len(PROMPT_EDGES) + 1):
         rows = residual[bucket == k]
-        below = shifts[-1] if shifts else 0.0
-        own = conformal_offset(rows, alpha) if len(rows) >= MIN_BUCKET_CALIBRATION_ROWS else below
-        shifts.append(max(own, below) if monotone and shifts else own)
+        own = conformal_offset(rows, alpha) if len(rows) >= MIN_PROMPT_CALIBRATION_ROWS else 0.0
+        shifts.append(max(own, shifts[-1] if shifts else 0.0, 0.0))
     return tuple(shifts)
 
 
@@ -433,22 +407,11 @@ def fit_quantile_model(
     rows = split.calibrate
     residual = np.log(latency[rows]) - np.log(model.predict(features.take(rows)))
     model = dataclasses.replace(model, offset=conformal_offset(residual, alpha))
-    if alpha <= 0.5:
+    if alpha <= 0.5 or target not in config.prompt_calibration:
         return model
-    calibration = features.take(rows)
-    for name, feature in config.mondrian:
-        if name != target:
-            continue
-        residual = np.log(latency[rows]) - np.log(model.predict(calibration))
-        shifts = mondrian_offsets(
-            residual,
-            calibration.column(feature),
-            feature,
-            alpha,
-            monotone=config.mondrian_monotone,
-        )
-        model = dataclasses.replace(model, mondrian=(*model.mondrian, (feature, shifts)))
-    return model
+    shifted = residual - model.offset
+    by_prompt = prompt_offsets(shifted, features.column("input_tokens")[rows], alpha)
+    return dataclasses.replace(model, prompt_offsets=by_prompt)
 
 
 def fit_target(

@@ -37,25 +37,6 @@ def test_save_and_load_give_identical_predictions(
     )
 
 
-def test_a_manifest_with_the_older_prompt_offsets_still_loads(
-    predictor: LatencyPredictor, split: tuple[pd.DataFrame, pd.DataFrame], tmp_path: Path
-) -> None:
-    """Before the Mondrian shifts, a TTFT p95 saved its per-prompt shifts as ``prompt_offsets``;
-    such a directory loads with the same shifts (and a malformed one is refused)."""
-    directory = predictor.save(tmp_path / "predictor")
-    manifest = json.loads((directory / MANIFEST).read_text())
-    entry = manifest["quantile_models"]["ttft_p95"]
-    (prompt,) = [m for m in entry.pop("mondrian") if m["feature"] == "input_tokens"]
-    entry["prompt_offsets"] = prompt["offsets"]
-    (directory / MANIFEST).write_text(json.dumps(manifest))
-    loaded = LatencyPredictor.load(directory)
-    pd.testing.assert_frame_equal(loaded.predict(split[1]), predictor.predict(split[1]))
-    entry["prompt_offsets"] = [0.1]
-    (directory / MANIFEST).write_text(json.dumps(manifest))
-    with pytest.raises(InputError, match="malformed manifest"):
-        LatencyPredictor.load(directory)
-
-
 def test_predict_keeps_the_callers_index(predictor: LatencyPredictor) -> None:
     rows = request_rows(3)
     rows.index = pd.Index([10, 20, 30])

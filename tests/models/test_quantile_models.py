@@ -5,19 +5,18 @@ import pandas as pd
 import pytest
 from model_rows import request_rows
 
-from models.features import FEATURES, feature_matrix
-from models.predictor import LatencyPredictor, RooflineBaseline, arrival_order, latency_metrics
+from models.features import FEATURES
+from models.predictor import LatencyPredictor, RooflineBaseline, latency_metrics
 from models.quantile import (
-    MIN_BUCKET_CALIBRATION_ROWS,
-    MONDRIAN_EDGES,
+    MIN_PROMPT_CALIBRATION_ROWS,
     PROMPT_EDGES,
     QuantileConfig,
     booster_params,
     conformal_offset,
     constraints_of,
-    mondrian_offsets,
     monotone_constraints,
     pinball_objective,
+    prompt_offsets,
     time_split,
 )
 from placement.errors import InputError
@@ -182,82 +181,27 @@ def test_booster_params_carry_the_constraint_method() -> None:
     assert booster_params(QuantileConfig(), [1])["monotone_constraints_method"] == "intermediate"
 
 
-def _three_buckets() -> tuple[np.ndarray, np.ndarray, int]:
-    """Residuals of short, middle and long prompts: the long ones run higher, the middle ones
-    lower than the short ones'."""
-    n = MIN_BUCKET_CALIBRATION_ROWS * 5
+def test_prompt_offsets_are_conformal_per_bucket_and_never_fall_with_prompt_size() -> None:
+    n = MIN_PROMPT_CALIBRATION_ROWS * 5
     rng = np.random.default_rng(0)
-    tokens = np.concatenate([np.full(n, 1000.0), np.full(n, 8000.0), np.full(n, 20_000.0)])
+    short, mid, long_ = 1000.0, 8000.0, 20_000.0
+    tokens = np.concatenate([np.full(n, short), np.full(n, mid), np.full(n, long_)])
+    # the long prompts' residuals run higher, the middle ones lower than the short ones'
     residual = np.concatenate(
         [rng.normal(0.0, 0.1, n), rng.normal(-0.5, 0.1, n), rng.normal(0.4, 0.1, n)]
     )
-    return residual, tokens, n
-
-
-def test_mondrian_offsets_cover_each_bucket_with_its_own_rows() -> None:
-    residual, tokens, n = _three_buckets()
-    shifts = mondrian_offsets(residual, tokens, "input_tokens", 0.95)
+    shifts = prompt_offsets(residual, tokens, 0.95)
     assert len(shifts) == len(PROMPT_EDGES) + 1
-    for k in range(3):
-        rows = residual[k * n : (k + 1) * n]
-        # each bucket at its own 95%: not wider than it needs (the middle bucket's shift is
-        # below the short one's and below 0, where the old rule raised it to the short one's)
-        assert 0.95 <= np.mean(rows <= shifts[k]) <= 0.97
-    assert shifts[1] < 0.0 < shifts[0] < shifts[2]
-    assert shifts[3] == shifts[2]  # no rows of 32k+: the bucket below's shift
-    few = mondrian_offsets(
-        residual[: MIN_BUCKET_CALIBRATION_ROWS - 1],
-        tokens[: MIN_BUCKET_CALIBRATION_ROWS - 1],
-        "input_tokens",
-        0.95,
+    assert shifts[0] > 0.0
+    assert shifts[1] == shifts[0]  # its own shift is lower: the shorter bucket's holds
+    assert shifts[2] > shifts[1]
+    assert np.mean(residual[2 * n :] <= shifts[2]) >= 0.95  # the long rows are covered
+    assert shifts[3] == shifts[2]  # no rows of 32k+: the shorter bucket's shift
+    # too few rows to calibrate on: no shift of their own
+    few = prompt_offsets(
+        residual[: MIN_PROMPT_CALIBRATION_ROWS - 1], tokens[: MIN_PROMPT_CALIBRATION_ROWS - 1], 0.95
     )
-    assert few == (0.0, 0.0, 0.0, 0.0)  # too few rows to calibrate on: no shift of their own
-
-
-def test_monotone_mondrian_offsets_never_fall_as_the_bucket_rises() -> None:
-    residual, tokens, _ = _three_buckets()
-    free = mondrian_offsets(residual, tokens, "input_tokens", 0.95)
-    shifts = mondrian_offsets(residual, tokens, "input_tokens", 0.95, monotone=True)
-    assert list(shifts) == sorted(shifts)
-    assert shifts[0] == free[0] and shifts[1] == free[0] and shifts[2] == free[2]
-
-
-def test_the_upper_quantiles_carry_their_mondrian_shifts(predictor: LatencyPredictor) -> None:
-    ttft, tpot = predictor.models["ttft_p95"], predictor.models["tpot_p95"]
-    assert [f for f, _ in ttft.mondrian] == ["input_tokens"]
-    assert [f for f, _ in tpot.mondrian] == ["kv_cache_usage_perc"]
-    for feature, shifts in (*ttft.mondrian, *tpot.mondrian):
-        assert len(shifts) == len(MONDRIAN_EDGES[feature]) + 1
-    assert predictor.models["ttft_p50"].mondrian == () == predictor.models["tpot_p50"].mondrian
-
-
-def test_kv_shifts_bring_each_kv_bucket_of_the_calibration_rows_to_its_quantile(
-    split: tuple[pd.DataFrame, pd.DataFrame],
-) -> None:
-    """On the rows it is calibrated on, the TPOT p95 covers every quarter of KV use with enough
-    rows at 0.95 or just above (split-conformal rank), not only the rows as a whole."""
-    head = split[0]
-    config = QuantileConfig()
-    model = LatencyPredictor(config).fit(head).models["tpot_p95"]
-    tpot = head["tpot_s"].to_numpy(dtype=np.float64)
-    order = arrival_order(head)
-    order = order[(np.isfinite(tpot) & (tpot > 0))[order]]  # the rows the fit trains TPOT on
-    rows = time_split(order, config.tail_share).calibrate
-    observed = tpot[rows]
-    features = feature_matrix(head.iloc[rows].reset_index(drop=True))
-    covered = observed <= model.predict(features)
-    bucket = np.searchsorted(
-        np.asarray(MONDRIAN_EDGES["kv_cache_usage_perc"]),
-        features.column("kv_cache_usage_perc"),
-        side="right",
-    )
-    checked = 0
-    for k in range(len(MONDRIAN_EDGES["kv_cache_usage_perc"]) + 1):
-        n = int((bucket == k).sum())
-        if n >= MIN_BUCKET_CALIBRATION_ROWS:
-            checked += 1
-            assert 0.95 <= covered[bucket == k].mean() <= 0.95 + 2.0 / n, k
-    assert checked >= 2
+    assert few == (0.0, 0.0, 0.0, 0.0)
 
 
 def test_ttft_p95_never_falls_as_the_prompt_crosses_the_calibration_buckets(
@@ -269,6 +213,8 @@ def test_ttft_p95_never_falls_as_the_prompt_crosses_the_calibration_buckets(
     rows["uncached_tokens"] = tokens
     predicted = monotone_predictor.predict(rows)
     assert np.all(np.diff(predicted["ttft_p95"].to_numpy()) >= 0)
-    (feature, shifts), *_ = monotone_predictor.models["ttft_p95"].mondrian
-    assert feature == "input_tokens" and len(shifts) == len(PROMPT_EDGES) + 1
-    assert list(shifts) == sorted(shifts)
+    model = monotone_predictor.models["ttft_p95"]
+    assert len(model.prompt_offsets) == len(PROMPT_EDGES) + 1
+    assert list(model.prompt_offsets) == sorted(model.prompt_offsets)
+    assert monotone_predictor.models["tpot_p95"].prompt_offsets == ()
+    assert monotone_predictor.models["ttft_p50"].prompt_offsets == ()
