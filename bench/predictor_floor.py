@@ -356,6 +356,7 @@ def run_predictor_floor_bench(
     print_table("The shipped predictor against the decision-time floor", ratios, RATIO_COLUMNS)
     payload: dict[str, Any] = {
         "trailing_share": bench.trailing_share,
+        "seed": bench.seed,
         "rows": rows,
         "floor_ratio": ratios,
         "by_load": by_load,

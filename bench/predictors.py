@@ -98,12 +98,13 @@ class PredictorBench:
     seed: int = 0
 
     @classmethod
-    def quick(cls, *, trailing_share: float = 0.5) -> PredictorBench:
+    def quick(cls, *, trailing_share: float = 0.5, seed: int = 0) -> PredictorBench:
         return cls(
             workloads=("mooncake",),
             loads=(0.5, 1.0),
             duration_s=60.0,
             trailing_share=trailing_share,
+            seed=seed,
         )
 
 
@@ -351,6 +352,7 @@ def run_predictor_bench(
     )
     payload: dict[str, Any] = {
         "trailing_share": bench.trailing_share,
+        "seed": bench.seed,
         "rows": rows,
         "buckets": buckets,
         "bucket_misses": misses,

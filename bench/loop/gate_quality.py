@@ -14,7 +14,10 @@ queue ahead), not by their length.
 And per **rule** (``by_rule``: forecast TTFT over its limit, certain TPOT over its limit, or a
 tenant over credit yielding under pressure), with the refused requests' forecast against what
 they saw when admitted (``forecast_error``: medians of actual over forecast TTFT and TPOT), so
-a rule that errs says which estimate to fix.
+a rule that errs says which estimate to fix; and per rule and **decode length**
+(``by_rule_decode``, :data:`DECODE_BUCKETS`): a short decode's TPOT is all or nothing, decided
+by a burst of prompts after it is admitted, a long one's the average prompt work of its whole
+span, and the TPOT rule errs differently on each (bench/RESULTS.md, "The TPOT rule's refusals").
 """
 
 from __future__ import annotations
@@ -34,6 +37,14 @@ PROMPT_BUCKETS: tuple[tuple[str, int, float], ...] = (
     ("4-16k", 4096, 16384),
     ("16-32k", 16384, 32768),
     (">=32k", 32768, float("inf")),
+)
+
+
+#: Decode-length buckets, decode iterations (output tokens − 1): [lower, upper).
+DECODE_BUCKETS: tuple[tuple[str, int, float], ...] = (
+    ("<16", 0, 16),
+    ("16-255", 16, 256),
+    (">=256", 256, float("inf")),
 )
 
 
@@ -76,6 +87,14 @@ def gate_quality(
         rules = np.array([judgements[i].rule if i in judgements else "" for i in ids.tolist()])
         overall["by_rule"] = {
             rule: stats(refused & (rules == rule)) for rule in sorted(set(rules[refused]))
+        }
+        gaps = table.output_tokens - 1
+        overall["by_rule_decode"] = {
+            rule: {
+                name: stats(refused & (rules == rule) & (gaps >= lo) & (gaps < hi))
+                for name, lo, hi in DECODE_BUCKETS
+            }
+            for rule in sorted(set(rules[refused]))
         }
         overall["forecast_error"] = _forecast_error(requests, table, judgements)
     return overall

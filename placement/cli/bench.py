@@ -25,6 +25,15 @@ TrailingShareOption = Annotated[
         "(share of the window; 0: the trace stops after the reported requests)",
     ),
 ]
+TraceSeedOption = Annotated[
+    int,
+    typer.Option(
+        "--seed",
+        min=0,
+        help="seed of the workloads and the simulator: another seed gives independent traces "
+        "(to choose settings on before reading the shipped seed 0's held-out part)",
+    ),
+]
 
 
 @app.command("routing")
@@ -130,14 +139,15 @@ def predictors(
     out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
     quick: Annotated[bool, typer.Option(help="fewer, shorter runs (~20 s)")] = False,
     trailing_share: TrailingShareOption = 0.5,
+    seed: TraceSeedOption = 0,
 ) -> None:
     """Accuracy of the latency/throughput predictors: held-out, Splitwise, unseen accelerator."""
     from bench.predictors import PredictorBench, run_predictor_bench
 
     bench = (
-        PredictorBench.quick(trailing_share=trailing_share)
+        PredictorBench.quick(trailing_share=trailing_share, seed=seed)
         if quick
-        else PredictorBench(trailing_share=trailing_share)
+        else PredictorBench(trailing_share=trailing_share, seed=seed)
     )
     run_predictor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
@@ -398,6 +408,7 @@ def predictor_floor(
     out: Annotated[Path | None, typer.Option("--out", help="JSON output")] = None,
     quick: Annotated[bool, typer.Option(help="fewer, shorter runs")] = False,
     trailing_share: TrailingShareOption = 0.5,
+    seed: TraceSeedOption = 0,
 ) -> None:
     """Error floor of the latency predictors: held-out p50 MAPE with and without oracle
     features (what arrives on the replica after the route decision)."""
@@ -405,9 +416,9 @@ def predictor_floor(
     from bench.predictors import PredictorBench
 
     bench = (
-        PredictorBench.quick(trailing_share=trailing_share)
+        PredictorBench.quick(trailing_share=trailing_share, seed=seed)
         if quick
-        else PredictorBench(trailing_share=trailing_share)
+        else PredictorBench(trailing_share=trailing_share, seed=seed)
     )
     run_predictor_floor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 from model_rows import request_rows
 
-from models.features import FEATURES
+from models.features import FEATURES, feature_matrix
 from models.predictor import LatencyPredictor, RooflineBaseline, latency_metrics
 from models.quantile import (
     MIN_PROMPT_CALIBRATION_ROWS,
@@ -14,8 +16,10 @@ from models.quantile import (
     booster_params,
     conformal_offset,
     constraints_of,
+    fit_quantile_model,
     monotone_constraints,
     pinball_objective,
+    prior_of,
     prompt_offsets,
     time_split,
 )
@@ -218,3 +222,44 @@ def test_ttft_p95_never_falls_as_the_prompt_crosses_the_calibration_buckets(
     assert list(model.prompt_offsets) == sorted(model.prompt_offsets)
     assert monotone_predictor.models["tpot_p95"].prompt_offsets == ()
     assert monotone_predictor.models["ttft_p50"].prompt_offsets == ()
+
+
+def test_upper_quantiles_calibrate_prompt_shifts_on_the_whole_tail() -> None:
+    """With ``prompt_shift_rows="tail"``, long prompts that reach the tail only among its
+    stopping rows still get a shift of their own, for TPOT as for TTFT; calibrated on the
+    calibration half alone (the default), which holds none of them, they take the shorter
+    bucket's."""
+    n = 600
+    rng = np.random.default_rng(1)
+    tokens = np.full(n, 1500.0)
+    stop = np.arange(360, 480)
+    tokens[stop[::2]] = 20_000.0  # 60 long prompts, all in the stopping rows
+    rows = request_rows(n)
+    rows["input_tokens"] = tokens
+    rows["uncached_tokens"] = tokens
+    rows["num_requests_running"] = rng.integers(1, 32, n)
+    rows["output_tokens"] = rng.integers(50, 500, n)
+    features = feature_matrix(rows)
+    noise = np.exp(rng.normal(0.0, 0.1, n))
+    split = time_split(np.arange(n, dtype=np.int64), 0.4)
+    assert set(stop) == set(split.stop.tolist())
+    both = QuantileConfig(prompt_calibration=("ttft", "tpot"), prompt_shift_rows="tail")
+    for target in ("ttft", "tpot"):
+        # the prior's latency, and 1.5× it on the long prompts: the booster never saw one
+        latency = prior_of(features, target) * noise * np.where(tokens > 16_384, 1.5, 1.0)
+        model = fit_quantile_model(features, latency, split, target=target, alpha=0.95, config=both)
+        shifts = model.prompt_offsets
+        assert len(shifts) == len(PROMPT_EDGES) + 1
+        assert shifts[2] > shifts[1] + 0.2, target
+        long_rows = stop[::2]
+        covered = latency[long_rows] <= model.predict(features.take(long_rows))
+        assert covered.mean() >= 0.95, target
+        half = fit_quantile_model(
+            features,
+            latency,
+            split,
+            target=target,
+            alpha=0.95,
+            config=dataclasses.replace(both, prompt_shift_rows="calibrate"),
+        )
+        assert half.prompt_offsets[2] == half.prompt_offsets[1], target

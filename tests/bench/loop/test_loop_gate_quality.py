@@ -7,7 +7,7 @@ import pytest
 from bench.loop.gate_quality import gate_quality
 from placement.domain.requests import DEFAULT_CLASSES, Request
 from serving.admission.forecast import Forecast
-from serving.admission.slo_gate import CREDIT, TTFT, Judgement
+from serving.admission.slo_gate import CREDIT, TPOT, TTFT, Judgement
 
 
 def _served(i: int, prompt: int, ttft: float) -> Request:
@@ -61,3 +61,24 @@ def test_per_rule_precision_and_forecast_error_when_judgements_are_given() -> No
     assert q["by_rule"][CREDIT]["precision"] == 0.0
     assert q["forecast_error"]["ttft_actual_over_forecast"] == pytest.approx(1.5)
     assert q["forecast_error"]["tpot_actual_over_forecast"] == pytest.approx(2.0)
+
+
+def test_per_rule_precision_by_decode_length() -> None:
+    """A TPOT refusal of a short decode and one of a long decode are reported apart."""
+    slo = DEFAULT_CLASSES["interactive"]
+    short_late = Request(0, 0.0, 1000, 8, tenant="a", request_class="interactive")
+    short_late.first_token_s, short_late.finish_s = 0.1, 0.1 + 7 * slo.tpot_slo_s * 2
+    long_met = Request(1, 0.0, 1000, 400, tenant="a", request_class="interactive")
+    long_met.first_token_s, long_met.finish_s = 0.1, 0.1 + 399 * slo.tpot_slo_s / 2
+    long_late = Request(2, 0.0, 1000, 300, tenant="a", request_class="interactive")
+    long_late.first_token_s, long_late.finish_s = 0.1, 0.1 + 299 * slo.tpot_slo_s * 2
+    judged = {
+        i: Judgement(rule=TPOT, ttft_limit_s=slo.ttft_slo_s, tpot_limit_s=slo.tpot_slo_s)
+        for i in (0, 1, 2)
+    }
+    requests = [short_late, long_met, long_late]
+    q = gate_quality(requests, dict(DEFAULT_CLASSES), {0, 1, 2}, judged)
+    by = q["by_rule_decode"][TPOT]
+    assert by["<16"]["refused"] == 1 and by["<16"]["precision"] == 1.0
+    assert by[">=256"]["refused"] == 2 and by[">=256"]["precision"] == pytest.approx(0.5)
+    assert by["16-255"]["refused"] == 0 and by["16-255"]["precision"] is None
