@@ -25,6 +25,13 @@ splits the pool in two:
   stall these replicas only. ``K`` is the least number that keeps the swapped activity within
   :data:`SWAP_OVERSUBSCRIPTION` × their slots.
 
+**Credits.** A tenant's credit entitles it to its max-min fair share of the fleet's GPU-seconds
+(given by the caller as a share of what it sends, ``entitled``). Past capacity a tenant that
+sends far more than that (under :data:`MIN_PINNED_ENTITLEMENT` of it: long prompts on a credit
+split by request rate) would keep slots on the main replicas that the tenants owed their
+service need; its adapters are swapped, never pinned. Below capacity every tenant is entitled
+to all it sends and the rule changes nothing.
+
 Base-model traffic needs no slot: it is routed to the replicas by their utilisation headroom
 (the route path balances it live). Nothing is shed here (the admission gate sheds).
 """
