@@ -29,7 +29,7 @@ splits the pool in two:
 (given by the caller as a share of what it sends, ``entitled``). Past capacity a tenant that
 sends far more than that (under :data:`MIN_PINNED_ENTITLEMENT` of it: long prompts on a credit
 split by request rate) would keep slots on the main replicas that the tenants owed their
-service need; its adapters are swapped, never pinned. Below capacity every tenant is entitled
+service need; its adapters are swapped, never pinned. At light load every tenant is entitled
 to all it sends and the rule changes nothing.
 
 Base-model traffic needs no slot: it is routed to the replicas by their utilisation headroom
