@@ -17,13 +17,12 @@ gives the index over every tenant.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from placement.domain.fleet import Fleet
-from placement.domain.requests import Request
 from serving.admission.cost import mean_rates
 from sim.metrics import RequestTable, jain_index
 
@@ -88,33 +87,3 @@ def request_gpu_seconds(fleet: Fleet, table: RequestTable) -> np.ndarray[Any, np
     wherever it ran, so a tenant is not charged more for being sent to a slower replica."""
     rates = mean_rates((r.accelerator.kind, r.model.name, r.tp) for r in fleet.replicas)
     return rates.requests(table.input_tokens, table.cached_tokens, table.output_tokens)
-
-
-def entitled_shares(
-    requests: Sequence[Request],
-    fleet: Fleet,
-    credits: Mapping[str, float],
-    *,
-    window_s: float,
-    unhealthy: Collection[str] = (),
-) -> dict[str, float]:
-    """Each tenant's entitlement over a window of ``requests`` as a share of what it sends: its
-    credit-weighted max-min fair share (:func:`entitlements`) of the healthy replicas' GPUs (a
-    GPU gives one GPU-second a second at the cost model's reference batch) over its demand in
-    GPU-seconds, each request priced on the replicas serving its model (nothing cached yet).
-    1: entitled to all it sends; below 1: it asks for more than its share."""
-    healthy = [r for r in fleet.replicas if r.id not in unhealthy]
-    if not requests or not healthy:
-        return {}
-    kinds: dict[str, list[tuple[str, str, int]]] = {}
-    for r in healthy:
-        kinds.setdefault(r.model.name, []).append((r.accelerator.kind, r.model.name, r.tp))
-    fallback = mean_rates(k for ks in kinds.values() for k in ks)
-    rates = {model: mean_rates(ks) for model, ks in kinds.items()}
-    window = max(window_s, 1e-9)
-    offered: dict[str, float] = {}
-    for q in requests:
-        cost = rates.get(q.model, fallback).request(q.input_tokens, 0, q.output_tokens)
-        offered[q.tenant] = offered.get(q.tenant, 0.0) + cost / window
-    fair = entitlements(offered, credits, float(sum(max(r.tp, 1) for r in healthy)))
-    return {t: min(fair[t] / d, 1.0) if d > 0 else 1.0 for t, d in offered.items()}

@@ -15,7 +15,6 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bench.loop.fairness import entitled_shares
 from placement.domain.fleet import Fleet
 from placement.domain.requests import Request, RequestClass, Tenant
 from placement.errors import InfeasiblePlan, PlacementError
@@ -111,15 +110,6 @@ class Planning:
                 window_s=window_s,
                 unhealthy=unhealthy,
                 previous=held,
-                entitled=entitled_shares(
-                    requests,
-                    self.fleet,
-                    {name: t.credit_share for name, t in self.tenants.items()},
-                    window_s=window_s,
-                    unhealthy=unhealthy,
-                )
-                if self.tenants
-                else None,
             )
             plan = with_residency(plan, residency)
         predicted = summarise_plan(plan)

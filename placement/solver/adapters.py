@@ -25,13 +25,6 @@ splits the pool in two:
   stall these replicas only. ``K`` is the least number that keeps the swapped activity within
   :data:`SWAP_OVERSUBSCRIPTION` × their slots.
 
-**Credits.** A tenant's credit entitles it to its max-min fair share of the fleet's GPU-seconds
-(given by the caller as a share of what it sends, ``entitled``). Past capacity a tenant that
-sends far more than that (under :data:`MIN_PINNED_ENTITLEMENT` of it: long prompts on a credit
-split by request rate) would keep slots on the main replicas that the tenants owed their
-service need; its adapters are swapped, never pinned. At light load every tenant is entitled
-to all it sends and the rule changes nothing.
-
 Base-model traffic needs no slot: it is routed to the replicas by their utilisation headroom
 (the route path balances it live). Nothing is shed here (the admission gate sheds).
 """
@@ -57,9 +50,6 @@ SWAP_OVERSUBSCRIPTION = 3.0
 #: A base-model route's weight on a replica with no utilisation headroom left.
 MIN_BASE_WEIGHT = 0.05
 PLANNED = "planned"
-#: A tenant entitled to less than this share of what it sends (its credit's max-min fair share
-#: of the fleet's GPU-seconds over its demand) has its adapters swapped, never pinned.
-MIN_PINNED_ENTITLEMENT = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,15 +127,11 @@ def place_adapters(
     window_s: float,
     unhealthy: Collection[str] = (),
     previous: Mapping[str, Collection[str]] | None = None,
-    entitled: Mapping[str, float] | None = None,
 ) -> Residency:
     """Adapter residency and routes for the traffic of pools whose replicas have LoRA slots.
 
     Only base models some replica serves with ``max_loras > 0`` take part; ``previous`` maps a
-    replica id to the adapters it held under the last plan (kept where they still fit);
-    ``entitled`` maps a tenant to the share of what it sends that its credit entitles it to
-    (1: all of it; a tenant not named counts as 1): a tenant entitled to less than
-    :data:`MIN_PINNED_ENTITLEMENT` has its adapters swapped, never pinned."""
+    replica id to the adapters it held under the last plan (kept where they still fit)."""
     lora_models = sorted({r.model.name for r in fleet.replicas if r.max_loras > 0})
     window = max(window_s, 1e-9)
     share: dict[tuple[str, str, str], dict[str, float]] = {}
@@ -157,7 +143,7 @@ def place_adapters(
         pool = [r for r in fleet.replicas if r.model.name == model and r.id not in unhealthy]
         if not units or not pool:
             continue
-        placed = _place_pool(units, pool, capacity, previous or {}, entitled or {})
+        placed = _place_pool(units, pool, capacity, previous or {})
         share.update(placed.share)
         adapters.update(placed.adapters)
         rate.update(placed.rate)
@@ -186,19 +172,14 @@ def _place_pool(
     pool: list[ReplicaSpec],
     capacity: CapacitySource,
     previous: Mapping[str, Collection[str]],
-    entitled: Mapping[str, float],
 ) -> Residency:
     util = _utilisation(units, pool, capacity)
     fair = sum(util) / len(pool)
     lora = [i for i, u in enumerate(units) if u.adapter]
     order = sorted(lora, key=lambda i: (-util[i], units[i].adapter, units[i].tenant))
-    # a tenant entitled to less than MIN_PINNED_ENTITLEMENT of what it sends is never pinned
-    pinnable = [i for i in order if _entitled(units[i], entitled) >= MIN_PINNED_ENTITLEMENT]
-    swapped_only = [i for i in order if _entitled(units[i], entitled) < MIN_PINNED_ENTITLEMENT]
     for k in range(len(pool)):
         main, spare = pool[: len(pool) - k], pool[len(pool) - k :]
-        pinned, load, left = _pin(units, util, pinnable, main, fair, previous)
-        left += swapped_only
+        pinned, load, left = _pin(units, util, order, main, fair, previous)
         swapped = sum(units[i].activity for i in left)
         slots = sum(r.max_loras for r in spare)
         if not left or (slots and swapped <= SWAP_OVERSUBSCRIPTION * slots):
@@ -231,10 +212,6 @@ def _place_pool(
         status=PLANNED,
         swap=tuple(r.id for r in spare),
     )
-
-
-def _entitled(unit: _Unit, entitled: Mapping[str, float]) -> float:
-    return entitled.get(unit.tenant, 1.0)
 
 
 def _pin(

@@ -50,28 +50,3 @@ def test_goodput_is_counted_in_gpu_seconds_with_cache_hits_discounted() -> None:
     assert h100 < cost[0] < l40s
     assert cost[0] > 4 * cost[1]  # a long answer holds GPUs longer than a long prompt
     assert cost[2] < 0.5 * cost[1]  # a prompt found in the cache costs a fraction
-
-
-def test_entitled_shares_split_the_healthy_gpus_by_credit_in_gpu_seconds() -> None:
-    from bench.loop.fairness import entitled_shares
-    from placement.domain.fleet import load_fleet
-    from placement.domain.requests import Request
-    from placement.paths import repo_root
-    from serving.admission.cost import gpu_rates
-
-    fleet = load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml")
-    gpus = sum(r.tp for r in fleet.replicas)
-    cost = gpu_rates("H100-SXM", "llama-3-8b", 1).request(1000, 0, 100)
-    rate = 2.0 * gpus / cost  # "heavy" alone asks for twice the fleet's GPU-seconds
-    heavy = [Request(i, i / rate, 1000, 100, tenant="heavy") for i in range(int(rate * 10))]
-    light = [Request(10**6 + i, float(i), 1000, 100, tenant="light") for i in range(10)]
-    shares = entitled_shares(heavy + light, fleet, {"heavy": 0.5, "light": 0.5}, window_s=10.0)
-    assert shares["light"] == pytest.approx(1.0)  # asks for far less than its half
-    # heavy gets the rest of the GPUs: about half of what it sends
-    assert shares["heavy"] == pytest.approx((gpus - 1.0 * cost) / (2.0 * gpus), rel=0.05)
-    # with half the replicas down, a quarter
-    down = [r.id for r in fleet.replicas[: len(fleet.replicas) // 2]]
-    shares = entitled_shares(
-        heavy + light, fleet, {"heavy": 0.5, "light": 0.5}, window_s=10.0, unhealthy=down
-    )
-    assert shares["heavy"] == pytest.approx((gpus / 2 - cost) / (2.0 * gpus), rel=0.05)

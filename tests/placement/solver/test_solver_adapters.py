@@ -117,22 +117,3 @@ def _slo():
 
     c = DEFAULT_CLASSES["interactive"]
     return Slo(c.ttft_slo_s, c.tpot_slo_s)
-
-
-def test_a_tenant_entitled_to_under_half_of_what_it_sends_is_swapped_not_pinned():
-    # twelve always-active adapters for 4 replicas × 2 slots: by utilisation the four hot
-    # ones are pinned; their tenants entitled to a fifth of what they send, they swap instead
-    # and the cold ones of tenants entitled to all they send take the main replicas' slots
-    rates = {f"hot{i}": 5.0 for i in range(4)} | {f"cold{i}": 1.0 for i in range(8)}
-    fleet = _fleet(count=4, slots=2)
-    over = {f"t-hot{i}": 0.2 for i in range(4)}
-    res = _solve(rates, fleet=fleet, entitled=over)
-    swap = set(res.swap)
-    pinned = {a for held in res.adapters.values() for a in held}
-    assert swap and not pinned & {f"hot{i}" for i in range(4)}
-    for i in range(4):
-        assert set(res.share[(f"t-hot{i}", "llama-3-8b", f"hot{i}")]) == swap
-    assert len(pinned & {f"cold{i}" for i in range(8)}) >= 4
-    # half of what it sends or more: pinned as before (the hot ones first)
-    kept = _solve(rates, fleet=fleet, entitled=dict.fromkeys(over, 0.5))
-    assert {f"hot{i}" for i in range(4)} <= {a for h in kept.adapters.values() for a in h}
