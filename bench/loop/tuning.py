@@ -63,6 +63,10 @@ PLAN_PICKER_CHOICES = (BASE_PLAN_PICKER, "planned")
 # the fleet is past capacity
 STRICT_REFUSE_AT = 0.3
 STRICT_CREDIT_CUT = 0.0
+# past capacity, a tenant whose credit counter leads the lowest active one by more than this
+# (GPU-seconds per unit of credit share) yields outright what it asks for: tried on traffic
+# with LoRA adapters (:func:`gate_variants`)
+CREDIT_SLACK = 300.0
 # the most a gate variant may lose at one tuning load against the chosen route setting
 NO_LOSS = 0.02
 
@@ -78,6 +82,7 @@ class Setting:
     credit_cut: float = DEFAULT_CREDIT_CUT
     strict_refuse_at: float | None = None  # None: no strict regime
     strict_credit_cut: float = STRICT_CREDIT_CUT
+    credit_slack: float | None = None  # None: no tenant yields for credit alone
 
 
 def grid(
@@ -92,12 +97,16 @@ def grid(
     ]
 
 
-def gate_variants(chosen: Setting) -> list[Setting]:
-    """The gate settings past capacity tried with the chosen route setting: the strict one."""
+def gate_variants(chosen: Setting, *, credit_slack: bool = False) -> list[Setting]:
+    """The gate settings past capacity tried with the chosen route setting: the strict one;
+    with ``credit_slack``, each of the two with :data:`CREDIT_SLACK` as well."""
     strict = dataclasses.replace(
         chosen, strict_refuse_at=STRICT_REFUSE_AT, strict_credit_cut=STRICT_CREDIT_CUT
     )
-    return [strict] if strict != chosen else []
+    variants = [strict]
+    if credit_slack:
+        variants += [dataclasses.replace(s, credit_slack=CREDIT_SLACK) for s in (chosen, strict)]
+    return [v for v in variants if v != chosen]
 
 
 def keeps_every_load(

@@ -61,6 +61,7 @@ class GateSettings:
     charge: str = GPU_SECONDS  # what credits are charged in (TOKENS: per weighted token)
     # the second look's cold moves kept to replicas with prefill to spare (None: off)
     cold_move_ttft_share: float | None = None
+    credit_slack: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,6 +209,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             shed_factor=cfg.slo_gate.shed_factor,
             charge=cfg.slo_gate.charge,
             cold_move_ttft_share=cfg.slo_gate.cold_move_ttft_share,
+            credit_slack=cfg.slo_gate.credit_slack,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

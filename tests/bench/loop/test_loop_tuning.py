@@ -4,6 +4,7 @@ from pathlib import Path
 
 from bench.loop.tuning import (
     BASE_PLAN_PICKER,
+    CREDIT_SLACK,
     HEADROOMS,
     NO_LOSS,
     PLAN_PICKER_CHOICES,
@@ -100,10 +101,26 @@ def test_a_policy_builds_its_gate_with_the_tuned_overload_settings() -> None:
         block_tokens=16,
         settings={
             "placement": PlacementSettings(
-                slo_gate=GateSettings(overload_refuse_at=0.3, credit_cut=0.0)
+                slo_gate=GateSettings(overload_refuse_at=0.3, credit_cut=0.0, credit_slack=300.0)
             )
         },
     )
     gate = build(ctx).gate
     assert gate is not None
-    assert (gate.overload_refuse_at, gate.credit_cut) == (0.3, 0.0)
+    assert (gate.overload_refuse_at, gate.credit_cut, gate.credit_slack) == (0.3, 0.0, 300.0)
+    # without a slack no tenant yields for credit alone
+    plain = PlacementSettings(slo_gate=GateSettings())
+    gate = build(PolicyContext(seed=0, block_tokens=16, settings={"placement": plain})).gate
+    assert gate is not None and gate.credit_slack == float("inf")
+
+
+def test_the_credit_slack_is_tried_on_top_of_both_gates_only_when_asked() -> None:
+    chosen = Setting(1.0, 0.5, 1.0)
+    assert all(v.credit_slack is None for v in gate_variants(chosen))
+    strict, slack, strict_slack = gate_variants(chosen, credit_slack=True)
+    assert strict.credit_slack is None and strict.strict_refuse_at == STRICT_REFUSE_AT
+    assert slack.credit_slack == CREDIT_SLACK and slack.strict_refuse_at is None
+    assert strict_slack.credit_slack == CREDIT_SLACK
+    assert strict_slack.strict_refuse_at == STRICT_REFUSE_AT
+    # the route setting is the chosen one in every variant
+    assert {(v.prefix_weight, v.ttft_weight) for v in (strict, slack, strict_slack)} == {(1.0, 0.5)}
