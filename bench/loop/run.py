@@ -209,7 +209,8 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 overload_refuse_at=ctx.overload_refuse_at,
                 strict_refuse_at=ctx.strict_refuse_at,
                 strict_credit_cut=ctx.strict_credit_cut if v.credits else 0.0,
-                credit_slack=ctx.credit_slack if v.credits else None,
+                # the slack is in GPU-seconds: the token-charged ablation has none
+                credit_slack=ctx.credit_slack if v.credits and v.charge == GPU_SECONDS else None,
                 shadow=v.shadow,
                 charge=v.charge,
             )
