@@ -45,6 +45,7 @@ from bench.loop.tuning import (
     gate_variants,
     grid,
     keeps_every_load,
+    tpot_work_variant,
     plan_pickers,
     write_profile,
 )
@@ -151,6 +152,7 @@ class CaseContext:
     credit_cut: float = DEFAULT_CREDIT_CUT
     strict_refuse_at: float | None = None  # the strict regime (None: none)
     strict_credit_cut: float = 0.0
+    tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -208,6 +210,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 overload_refuse_at=ctx.overload_refuse_at,
                 strict_refuse_at=ctx.strict_refuse_at,
                 strict_credit_cut=ctx.strict_credit_cut if v.credits else 0.0,
+                tpot_by_work=ctx.tpot_by_work,
                 shadow=v.shadow,
                 charge=v.charge,
             )
@@ -323,6 +326,7 @@ def peer(
             credit_cut=ctx.credit_cut,
             strict_refuse_at=ctx.strict_refuse_at,
             strict_credit_cut=ctx.strict_credit_cut,
+            tpot_by_work=ctx.tpot_by_work,
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)
@@ -346,7 +350,8 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     best: tuple[float, Setting] = (-1.0, Setting(1.0, 2.0, 1.0))
     profiles = store / "profiles"
     # the warm-prefix budget matters only to traffic with shared prefixes
-    shares = WARM_KV_SHARES if any(r.block_hashes for r in tune.requests) else (WARM_KV_SHARE,)
+    prefixed = any(r.block_hashes for r in tune.requests)
+    shares = WARM_KV_SHARES if prefixed else (WARM_KV_SHARE,)
 
     def score(setting: Setting) -> list[float]:
         """Goodput on the head at each of :data:`TUNE_LOADS`."""
@@ -356,6 +361,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         ctx.credit_cut = setting.credit_cut
         ctx.strict_refuse_at = setting.strict_refuse_at
         ctx.strict_credit_cut = setting.strict_credit_cut
+        ctx.tpot_by_work = setting.tpot_by_work
         got = []
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
@@ -379,6 +385,11 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got
+        # then, on top of what is chosen, the TPOT forecast by work, under the same rule
+        for setting in tpot_work_variant(best[1], prefixed):
+            got = score(setting)
+            if sum(got) > best[0] and keeps_every_load(got, by_load):
+                best, by_load = (sum(got), setting), got
     chosen = best[1]
     ctx.headroom = chosen.headroom
     ctx.warm_kv_share = chosen.warm_kv_share
@@ -386,6 +397,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx.credit_cut = chosen.credit_cut
     ctx.strict_refuse_at = chosen.strict_refuse_at
     ctx.strict_credit_cut = chosen.strict_credit_cut
+    ctx.tpot_by_work = chosen.tpot_by_work
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
@@ -393,7 +405,8 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         f"{chosen.ttft_weight} ({ctx.profile.name}), warm-prefix KV share "
         f"{chosen.warm_kv_share}, plan picker {chosen.plan_picker}, gate past capacity: "
         f"refuses at {chosen.overload_refuse_at}, credit cut {chosen.credit_cut}, strict "
-        f"(by the queue) at {chosen.strict_refuse_at}, credit cut {chosen.strict_credit_cut}"
+        f"(by the queue) at {chosen.strict_refuse_at}, credit cut {chosen.strict_credit_cut}, "
+        f"TPOT forecast by work {chosen.tpot_by_work}"
     )
     return ctx
 
@@ -551,6 +564,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_credit_cut": ctx.credit_cut,
         "gate_strict_refuse_at": ctx.strict_refuse_at,
         "gate_strict_credit_cut": ctx.strict_credit_cut,
+        "gate_tpot_by_work": ctx.tpot_by_work,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
         "our_knee_load": knee(our_rows),

@@ -25,6 +25,12 @@ buy a loss below it. That rule alone let through a loss the head did not show: o
 the strict threshold engaged by every SLO refusal (its own TPOT refusals included) lost 7% at
 load 1 on the tail; engaged by the queue, it loses nowhere there (bench/RESULTS.md).
 
+On traffic with shared prefixes, the gate's TPOT forecast by work is tried on top of what is
+chosen, under the same rule (:func:`tpot_work_variant`): prompt work counted as the tokens each
+replica computes (cached prefixes left out, their attention over the context included) and each
+replica's learned TPOT ratio. It makes the TPOT refusals right on ``kv-bound`` and loses past
+capacity where the default's pessimism was shedding load (``tiers``, ``synthetic``).
+
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
 inspected and reused (``placement bench routing`` and the service read the same YAML).
@@ -78,6 +84,8 @@ class Setting:
     credit_cut: float = DEFAULT_CREDIT_CUT
     strict_refuse_at: float | None = None  # None: no strict regime
     strict_credit_cut: float = STRICT_CREDIT_CUT
+    tpot_by_work: bool = False  # the gate's TPOT forecast by work
+
 
 
 def grid(
@@ -98,6 +106,14 @@ def gate_variants(chosen: Setting) -> list[Setting]:
         chosen, strict_refuse_at=STRICT_REFUSE_AT, strict_credit_cut=STRICT_CREDIT_CUT
     )
     return [strict] if strict != chosen else []
+
+
+def tpot_work_variant(chosen: Setting, shared_prefixes: bool) -> list[Setting]:
+    """The gate's TPOT forecast by work, tried with the chosen setting on traffic with shared
+    prefixes, where a prompt's cached share is what the default forecast miscounts."""
+    if not shared_prefixes or chosen.tpot_by_work:
+        return []
+    return [dataclasses.replace(chosen, tpot_by_work=True)]
 
 
 def keeps_every_load(

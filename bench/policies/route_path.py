@@ -59,6 +59,8 @@ class GateSettings:
     charge: str = GPU_SECONDS  # what credits are charged in (TOKENS: per weighted token)
     # the second look's cold moves kept to replicas with prefill to spare (None: off)
     cold_move_ttft_share: float | None = None
+    # the TPOT forecast by work (prompt tokens to compute, learned TPOT ratio; off: received)
+    tpot_by_work: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,6 +208,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             shed_factor=cfg.slo_gate.shed_factor,
             charge=cfg.slo_gate.charge,
             cold_move_ttft_share=cfg.slo_gate.cold_move_ttft_share,
+            tpot_by_work=cfg.slo_gate.tpot_by_work,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow
