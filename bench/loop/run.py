@@ -45,8 +45,8 @@ from bench.loop.tuning import (
     gate_variants,
     grid,
     keeps_every_load,
-    tpot_work_variant,
     plan_pickers,
+    tpot_work_variant,
     write_profile,
 )
 from bench.policies import (

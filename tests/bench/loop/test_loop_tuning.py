@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from bench.loop.tuning import (
@@ -17,6 +18,7 @@ from bench.loop.tuning import (
     grid,
     keeps_every_load,
     plan_pickers,
+    tpot_work_variant,
     write_profile,
 )
 from placement.solver.instance import WARM_KV_SHARE
@@ -82,6 +84,16 @@ def test_the_strict_gate_is_tried_with_the_chosen_route_setting_only() -> None:
     assert gate_variants(strict) == []
 
 
+def test_the_tpot_forecast_by_work_is_tried_on_top_of_the_chosen_setting_with_prefixes() -> None:
+    chosen = Setting(4.0, 2.0, 1.0, warm_kv_share=0.8, strict_refuse_at=STRICT_REFUSE_AT)
+    (by_work,) = tpot_work_variant(chosen, shared_prefixes=True)
+    assert by_work.tpot_by_work and not chosen.tpot_by_work
+    assert dataclasses.replace(by_work, tpot_by_work=False) == chosen  # nothing else moves
+    assert tpot_work_variant(chosen, shared_prefixes=False) == []  # nothing cached to miscount
+    assert tpot_work_variant(by_work, shared_prefixes=True) == []
+    assert not any(s.tpot_by_work for s in grid())
+
+
 def test_a_gate_variant_that_loses_at_one_tuning_load_is_not_kept() -> None:
     base = [20.0, 40.0, 30.0]
     assert keeps_every_load([20.0, 45.0, 40.0], base)  # gains past the knee, none lost
@@ -107,3 +119,7 @@ def test_a_policy_builds_its_gate_with_the_tuned_overload_settings() -> None:
     gate = build(ctx).gate
     assert gate is not None
     assert (gate.overload_refuse_at, gate.credit_cut) == (0.3, 0.0)
+    assert not gate.tpot_by_work
+    by_work = PlacementSettings(slo_gate=GateSettings(tpot_by_work=True))
+    gate = build(dataclasses.replace(ctx, settings={"placement": by_work})).gate
+    assert gate is not None and gate.tpot_by_work
