@@ -87,7 +87,6 @@ class Setting:
     tpot_by_work: bool = False  # the gate's TPOT forecast by work
 
 
-
 def grid(
     warm_kv_shares: tuple[float, ...] = (WARM_KV_SHARE,),
     plan_pickers: tuple[str, ...] = (BASE_PLAN_PICKER,),
