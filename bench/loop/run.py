@@ -46,7 +46,6 @@ from bench.loop.tuning import (
     grid,
     keeps_every_load,
     plan_pickers,
-    tpot_work_variant,
     write_profile,
 )
 from bench.policies import (
@@ -350,8 +349,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     best: tuple[float, Setting] = (-1.0, Setting(1.0, 2.0, 1.0))
     profiles = store / "profiles"
     # the warm-prefix budget matters only to traffic with shared prefixes
-    prefixed = any(r.block_hashes for r in tune.requests)
-    shares = WARM_KV_SHARES if prefixed else (WARM_KV_SHARE,)
+    shares = WARM_KV_SHARES if any(r.block_hashes for r in tune.requests) else (WARM_KV_SHARE,)
 
     def score(setting: Setting) -> list[float]:
         """Goodput on the head at each of :data:`TUNE_LOADS`."""
@@ -382,11 +380,6 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         # then the gate past capacity, with the chosen route setting: kept only where it gains
         # in sum and loses at no tuning load
         for setting in gate_variants(best[1]):
-            got = score(setting)
-            if sum(got) > best[0] and keeps_every_load(got, by_load):
-                best, by_load = (sum(got), setting), got
-        # then, on top of what is chosen, the TPOT forecast by work, under the same rule
-        for setting in tpot_work_variant(best[1], prefixed):
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got

@@ -25,11 +25,10 @@ buy a loss below it. That rule alone let through a loss the head did not show: o
 the strict threshold engaged by every SLO refusal (its own TPOT refusals included) lost 7% at
 load 1 on the tail; engaged by the queue, it loses nowhere there (bench/RESULTS.md).
 
-On traffic with shared prefixes, the gate's TPOT forecast by work is tried on top of what is
-chosen, under the same rule (:func:`tpot_work_variant`): prompt work counted as the tokens each
-replica computes (cached prefixes left out, their attention over the context included) and each
-replica's learned TPOT ratio. It makes the TPOT refusals right on ``kv-bound`` and loses past
-capacity where the default's pessimism was shedding load (``tiers``, ``synthetic``).
+The gate's TPOT forecast by work (``Setting.tpot_by_work``: prompt tokens to compute, their
+attention over the cached context, each replica's learned TPOT ratio) is not offered: tried on
+top of the chosen setting under the same rule, the heads of both ``kv-bound`` fleets kept it
+and their tails lost 3–9% at loads 3–4 (bench/RESULTS.md). A ``Case.settings`` may still fix it.
 
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
@@ -105,14 +104,6 @@ def gate_variants(chosen: Setting) -> list[Setting]:
         chosen, strict_refuse_at=STRICT_REFUSE_AT, strict_credit_cut=STRICT_CREDIT_CUT
     )
     return [strict] if strict != chosen else []
-
-
-def tpot_work_variant(chosen: Setting, shared_prefixes: bool) -> list[Setting]:
-    """The gate's TPOT forecast by work, tried with the chosen setting on traffic with shared
-    prefixes, where a prompt's cached share is what the default forecast miscounts."""
-    if not shared_prefixes or chosen.tpot_by_work:
-        return []
-    return [dataclasses.replace(chosen, tpot_by_work=True)]
 
 
 def keeps_every_load(
