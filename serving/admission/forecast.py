@@ -55,8 +55,8 @@ must *compute* (the prefix the route path expects cached there left out,
 its attention over the cached context it joins included — and the steps are corrected by the
 replica's TPOT ratio (its long decodes' observed over forecast TPOT,
 :mod:`serving.admission.tpot_calibration`). It raised the TPOT refusals' precision on
-``kv-bound`` (head, load 1.5: 0.16 → 0.81) but lost goodput past capacity on ``tiers`` and
-``synthetic`` (bench/RESULTS.md), so it is a setting.
+the head of ``kv-bound`` (load 1.5: 0.16 → 0.81) but not on its tail, and lost goodput past
+capacity there and on ``tiers`` and ``synthetic`` (bench/RESULTS.md), so it is a setting, off.
 
 A request with one output token has no TPOT.
 """

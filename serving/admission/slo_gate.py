@@ -63,9 +63,10 @@ interactive decisions with the strict threshold, 28% without; goodput −7%, ref
 **TPOT by work.** With ``tpot_by_work`` the TPOT forecast counts prompt work as the tokens each
 replica must compute, at what a computed token cost a chunk there lately (its attention over
 the cached context included), and corrects its steps by the replica's learned TPOT ratio
-(:mod:`serving.admission.forecast`, "By work"). Off by default: it makes the TPOT refusals on
-``kv-bound`` right (head, load 1.5: precision 0.16 → 0.81) but loses past capacity on ``tiers``
-and ``synthetic``, where the pessimistic forecast was shedding load (bench/RESULTS.md).
+(:mod:`serving.admission.forecast`, "By work"). Off by default and not tuned by the loop: on
+the head of ``kv-bound`` it made the TPOT refusals right (load 1.5: precision 0.16 → 0.81), but
+not on its tail (0.09 → 0.20), where it lost 3–9% past the knee (loads 3–4), and it loses on
+the heads of ``tiers`` and ``synthetic`` past capacity (bench/RESULTS.md).
 
 **Fairness.** Tenants are charged what their requests cost: GPU-seconds on the replica it goes
 to (:mod:`serving.admission.cost`) of the prompt (its cached prefix discounted) and of the
