@@ -32,6 +32,7 @@ class Gateway:
                 kv_capacity_tokens=s.kv_capacity_tokens,
                 weight=1.0 if weights is None else weights[i],
                 max_loras=s.max_loras,
+                tp=s.tp,
             )
             for i, s in enumerate(specs)
         ]

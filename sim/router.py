@@ -34,6 +34,7 @@ class ReplicaView:
         "outstanding_prefill_tokens",
         "prefix_hit_rate",
         "scraped_at_s",
+        "tp",
         "weight",
     )
 
@@ -48,6 +49,7 @@ class ReplicaView:
         block_tokens: int = 16,
         weight: float = 1.0,
         max_loras: int = 0,
+        tp: int = 1,
     ) -> None:
         self.index = index
         self.id = id
@@ -57,6 +59,7 @@ class ReplicaView:
         self.block_tokens = block_tokens
         self.weight = weight  # relative capacity (e.g. from the cost model); 1.0 when unknown
         self.max_loras = max_loras  # LoRA adapter slots (vLLM --max-loras; 0: none)
+        self.tp = tp  # tensor-parallel degree (GPUs per replica), as the replica registered
         self.healthy = True
         # the router's own counters
         self.outstanding = 0  # requests sent and not yet finished

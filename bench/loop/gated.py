@@ -50,7 +50,7 @@ class Gated:
                 address=v.id,
                 model=v.model,
                 accelerator=v.accelerator,
-                tp=1,
+                tp=v.tp,
                 kv_capacity_tokens=v.kv_capacity_tokens,
             )
         state.in_flight = v.outstanding
@@ -76,7 +76,7 @@ class Gated:
             max_output_tokens=req.output_tokens,
             ttft_budget_s=budget,
         )
-        table = prefill_table(v.accelerator, v.model, 1)
+        table = prefill_table(v.accelerator, v.model, v.tp)
         predicted = table.ttft(req.input_tokens, v.outstanding_prefill_tokens)
         seen = self.gate.forecast_on(state, v.id, predicted, query, now)
         retry = req.id in self._refused

@@ -70,7 +70,7 @@ from statistics import NormalDist
 
 from serving.admission.tpot_calibration import PRIOR_WEIGHT, ChunkShares
 from serving.route.decode_steps import DecodeStepTable
-from serving.route.plugins.base import queued_prefill_tokens
+from serving.route.plugins.base import queued_ahead_tokens
 from serving.route.types import ReplicaState
 
 _NORMAL = NormalDist()
@@ -104,6 +104,8 @@ class Forecast:
     observed: ChunkShares | None = None
     # by work: the replica's observed TPOT over the forecast's on its long decodes (1: none)
     tpot_ratio: float = 1.0
+    # the wait for a LoRA adapter slot in ``ttft_s`` (before calibration; 0: none)
+    slot_wait_s: float = 0.0
 
     def alone_miss(self, limit_s: float) -> float:
         """Chance that the TTFT exceeds ``limit_s`` even with nothing queued ahead (0 when
@@ -197,6 +199,7 @@ def forecast(
     computed_share: float = 1.0,
     seconds_per_token: float | None = None,
     tpot_ratio: float = 1.0,
+    slot_wait_s: float = 0.0,
 ) -> Forecast:
     """The forecast for a request on the replica whose live state is ``state`` and decode
     table is ``table`` (None: an unknown replica, judged by its calibrated TTFT alone).
@@ -205,39 +208,51 @@ def forecast(
     (the part of the prediction that is the request's own prefill) splits the TTFT into its
     own part, alone on the replica (the prior's, neither stretched nor calibrated), and the
     wait for the queue (the rest). ``observed``: the chunk shares the replica's recent decodes
-    of this length saw (:mod:`serving.admission.tpot_calibration`). With ``by_work`` (see the
-    module docstring) ``prompt_rate`` counts prompt tokens to compute, ``computed_share`` is
-    their share of the tokens received (it scales the router's count of the prompt tokens
-    queued), ``seconds_per_token`` what a computed token cost a chunk there lately (None: the
-    kind's linear cost alone) and ``tpot_ratio`` corrects the steps; without it the three are
-    ignored."""
+    of this length saw (:mod:`serving.admission.tpot_calibration`). ``slot_wait_s``: the wait
+    for a LoRA adapter slot before its prefill starts (:mod:`serving.route.adapter_slots`),
+    added to the stretched prediction (the caller calibrates such forecasts apart: ``ratio``
+    and ``spread`` are then those of the replica's slot-waiting requests). With ``by_work``
+    (see the module docstring) ``prompt_rate`` counts prompt tokens to compute,
+    ``computed_share`` is their share of the tokens received (it scales the router's count of
+    the prompt tokens queued), ``seconds_per_token`` what a computed token cost a chunk there
+    lately (None: the kind's linear cost alone) and ``tpot_ratio`` corrects the steps; without
+    it the three are ignored."""
     own = wait = None
     if own_prefill_s is not None:
         # not calibrated: the ratio also learns queueing the prediction misses, which would
         # call a request that only waits too long one that cannot be served in time
         own = min(own_prefill_s, predicted_ttft_s)
     if state is None or table is None:
-        ttft = predicted_ttft_s * ratio
+        prior = predicted_ttft_s + slot_wait_s
+        ttft = prior * ratio
         if own is not None:
             wait = max(ttft - own, 0.0)
         return Forecast(
             ttft_s=ttft,
             ttft_spread=spread,
-            prior_ttft_s=predicted_ttft_s,
+            prior_ttft_s=prior,
             own_s=own,
             wait_s=wait,
+            slot_wait_s=slot_wait_s,
         )
     running = max(float(state.in_flight), state.num_requests_running) + 1.0
     others = state.kv_cache_usage_perc * state.kv_capacity_tokens
-    prior = predicted_ttft_s * interleave(table, running, others)
+    prior = predicted_ttft_s * interleave(table, running, others) + slot_wait_s
     ttft = prior * ratio
     if own is not None:
         wait = max(ttft - own, 0.0)
     if output_tokens <= 1:
-        return Forecast(ttft_s=ttft, ttft_spread=spread, prior_ttft_s=prior, own_s=own, wait_s=wait)
+        return Forecast(
+            ttft_s=ttft,
+            ttft_spread=spread,
+            prior_ttft_s=prior,
+            own_s=own,
+            wait_s=wait,
+            slot_wait_s=slot_wait_s,
+        )
     step = table.decode_step(running, others + input_tokens)
     budget = table.prompt_budget(running)
-    queued = float(queued_prefill_tokens(state))
+    queued = float(queued_ahead_tokens(state))
     if by_work:
         # a chunk is ``budget`` tokens to compute, each at what one cost there lately (its
         # attention over the context it joins: long cached prefixes cost more than linear
@@ -281,4 +296,5 @@ def forecast(
         wait_s=wait,
         observed=observed,
         tpot_ratio=tpot_ratio,
+        slot_wait_s=slot_wait_s,
     )

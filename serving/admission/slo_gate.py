@@ -116,7 +116,7 @@ from serving.admission.tpot_calibration import TpotCalibration
 from serving.admission.ttft_calibration import TtftCalibration
 from serving.admission.vtc import VirtualTokenCounter
 from serving.route.decode_steps import decode_step_table
-from serving.route.plugins.base import queued_prefill_tokens
+from serving.route.plugins.base import queued_ahead_tokens, queued_prefill_tokens
 from serving.route.ttft import prefill_table
 
 if TYPE_CHECKING:
@@ -152,6 +152,10 @@ STRICT_FROM = PRESSURE_FLOOR / 2
 # or the replica there has the prefill to spare: its predicted TTFT, queue and cold prompt,
 # within that share of the TTFT limit (0.75 measured best of 0.5 / 0.75 / 1 on kv-bound's head)
 COLD_MOVE_MIN_TOKENS = 2048
+# the calibration of a replica's LoRA adapter requests, and of those that wait for a slot, is
+# kept under its id with these suffixes (:func:`calibration_key`)
+ADAPTER_KEY = "#lora"
+SLOT_WAIT_KEY = "#lora-slot"
 
 # what tenants' credits are charged in: GPU-seconds (:mod:`serving.admission.cost`), or the
 # Virtual Token Counter's weighted tokens (what the gate charged before; an ablation)
@@ -441,15 +445,23 @@ class SloGate:
     def forecast(
         self, path: RoutePath, query: RouteQuery, decision: Decision, now: float
     ) -> Forecast:
-        """What ``query`` would see on ``decision``'s replica if admitted now."""
+        """What ``query`` would see on ``decision``'s replica if admitted now: the route path's
+        TTFT prediction, its queue taken without the requests waiting for a LoRA adapter slot
+        (the replica lets the request pass them), and the wait for a slot of its own."""
         state = path.replica(decision.replica_id)
+        predicted = decision.predicted_ttft_s
+        if state is not None and state.slot_waiting_requests:
+            predicted = prefill_table(state.accelerator, state.model, state.tp).ttft(
+                query.input_tokens - decision.cached_tokens, queued_ahead_tokens(state)
+            )
         return self.forecast_on(
             state,
             decision.replica_id,
-            decision.predicted_ttft_s,
+            predicted,
             query,
             now,
             cached_tokens=decision.cached_tokens,
+            slot_wait_s=decision.slot_wait_s,
         )
 
     def forecast_on(
@@ -461,12 +473,15 @@ class SloGate:
         now: float,
         *,
         cached_tokens: int = 0,
+        slot_wait_s: float = 0.0,
     ) -> Forecast:
         """What ``query`` would see on the replica ``replica_id`` (live state ``state``, None
         when unknown) whose route-path TTFT prediction is ``predicted_ttft_s``, with
-        ``cached_tokens`` of its prompt already cached there."""
+        ``cached_tokens`` of its prompt already cached there, after ``slot_wait_s`` waiting
+        for a LoRA adapter slot (calibrated apart: :func:`calibration_key`)."""
         rates = self.prompt_rates
         by_work = self.tpot_by_work
+        key = calibration_key(replica_id, query.adapter, slot_wait_s)
         own = None
         if state is not None:
             own = prefill_table(state.accelerator, state.model, state.tp).prefill(
@@ -478,14 +493,15 @@ class SloGate:
             table=None
             if state is None
             else decode_step_table(state.accelerator, state.model, state.tp),
-            ratio=self.calibration.ratio(replica_id),
-            spread=self.calibration.spread(replica_id),
+            ratio=self.calibration.ratio(key),
+            spread=self.calibration.spread(key),
             prompt_rate=(rates.computed_rate if by_work else rates.rate)(replica_id, now),
             request_rate=rates.request_rate(replica_id, now),
             input_tokens=query.input_tokens,
             output_tokens=query.max_output_tokens,
             own_prefill_s=own,
             observed=self.tpot_calibration.shares(replica_id, query.max_output_tokens - 1),
+            slot_wait_s=slot_wait_s,
             by_work=by_work,
             computed_share=rates.computed_share(replica_id) if by_work else 1.0,
             seconds_per_token=rates.seconds_per_token(replica_id) if by_work else None,
@@ -526,7 +542,10 @@ class SloGate:
         miss = seen.miss(ttft_limit, tpot_limit, observed=True)
         late = seen.observed_tpot_s > tpot_limit
         held_at: float | None = None
-        if miss >= SECOND_LOOK_AT or late:
+        # a request for a LoRA adapter stays where the route path sent it: the plan keeps its
+        # adapter there (pinned, or swapped over a few replicas), and the fastest replica
+        # elsewhere would load it into a slot another adapter holds
+        if (miss >= SECOND_LOOK_AT or late) and not query.adapter:
 
             def in_time(state: ReplicaState) -> bool:
                 return self._decodes_in_time(state, query, now, tpot_limit)
@@ -586,7 +605,12 @@ class SloGate:
             table = decode_step_table(state.accelerator, state.model, state.tp)
             work = table.prompt_work_s(query.input_tokens, cached_tokens)
         self.prompt_rates.add(replica_id, query.input_tokens, now, cached_tokens, work)
-        self.calibration.dispatched(id(query), replica_id, seen.prior_ttft_s, now)
+        self.calibration.dispatched(
+            id(query),
+            calibration_key(replica_id, query.adapter, seen.slot_wait_s),
+            seen.prior_ttft_s,
+            now,
+        )
         if seen.gaps > 0:
             # the expected TPOT teaches the replica's TPOT ratio, used only by work
             expected = seen.tpot_s if self.tpot_by_work else 0.0
@@ -652,6 +676,20 @@ class SloGate:
     def set_credits(self, shares: Mapping[str, float]) -> None:
         """Tenants' credit shares (a plan's guaranteed shares) weigh their counters."""
         self.vtc.set_credit_weights(shares)
+
+
+def calibration_key(replica_id: str, adapter: str = "", slot_wait_s: float = 0.0) -> str:
+    """The key a forecast is calibrated under: its replica's for the base model's requests; for
+    a LoRA adapter's, the replica's adapter requests' (:data:`ADAPTER_KEY`: a load stalls the
+    engine, and a request sent when a slot was free may still find the slots taken when it
+    reaches the head of the queue), or, for one that waits for a slot when it is sent, the
+    replica's slot-waiting requests' (:data:`SLOT_WAIT_KEY`: its first token is set by when a
+    slot frees, which the replica's prefill speed says nothing about). One ratio for all would
+    bend the base model's forecasts by the adapters' waits (on ``multi-model`` at load 1.5, base
+    requests on the swap replicas forecast at 9.4 s came in 1.0 s), and the other way round."""
+    if not adapter:
+        return replica_id
+    return replica_id + (SLOT_WAIT_KEY if slot_wait_s > 0.0 else ADAPTER_KEY)
 
 
 def cold_move_crowds(held: Decision, other: Decision, spare_s: float) -> bool:

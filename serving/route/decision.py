@@ -2,7 +2,7 @@
 
 A frozen dataclass's ``__init__`` stores each field through ``object.__setattr__`` and parses
 keyword arguments; building one that way costs more than the rest of a plan lookup. When the
-contract's fields are exactly the seven this module knows, :func:`make_decision` writes the slots
+contract's fields are exactly the eight this module knows, :func:`make_decision` writes the slots
 directly through their descriptors (same object, same equality, no frozen check skipped after
 construction). If the contract grows a field, it falls back to the ordinary constructor so a
 new field always gets its default.
@@ -23,6 +23,7 @@ _KNOWN = (
     "predicted_ttft_s",
     "fallbacks",
     "cached_tokens",
+    "slot_wait_s",
 )
 
 
@@ -34,6 +35,7 @@ def _slow(
     predicted_ttft_s: float,
     fallbacks: tuple[str, ...],
     cached_tokens: int = 0,
+    slot_wait_s: float = 0.0,
 ) -> Decision:
     return Decision(
         replica_id=replica_id,
@@ -43,13 +45,18 @@ def _slow(
         predicted_ttft_s=predicted_ttft_s,
         fallbacks=fallbacks,
         cached_tokens=cached_tokens,
+        slot_wait_s=slot_wait_s,
     )
 
 
-def _fast_builder() -> Callable[[str, str, str, int | None, float, tuple[str, ...], int], Decision]:
+def _fast_builder() -> Callable[
+    [str, str, str, int | None, float, tuple[str, ...], int, float], Decision
+]:
     new = object.__new__
     slots = [getattr(Decision, name).__set__ for name in _KNOWN]
-    set_id, set_address, set_reason, set_version, set_ttft, set_fallbacks, set_cached = slots
+    set_id, set_address, set_reason, set_version, set_ttft, set_fallbacks, set_cached, set_wait = (
+        slots
+    )
 
     def build(
         replica_id: str,
@@ -59,6 +66,7 @@ def _fast_builder() -> Callable[[str, str, str, int | None, float, tuple[str, ..
         predicted_ttft_s: float,
         fallbacks: tuple[str, ...],
         cached_tokens: int = 0,
+        slot_wait_s: float = 0.0,
     ) -> Decision:
         d: Decision = new(Decision)
         set_id(d, replica_id)
@@ -68,6 +76,7 @@ def _fast_builder() -> Callable[[str, str, str, int | None, float, tuple[str, ..
         set_ttft(d, predicted_ttft_s)
         set_fallbacks(d, fallbacks)
         set_cached(d, cached_tokens)
+        set_wait(d, slot_wait_s)
         return d
 
     return build

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from placement.plan import Plan, ReplicaPlan
+from serving.route.adapter_slots import SlotBook
 from serving.route.compiled import GOLDEN_FRACTION, CompiledPlan, PlanEntry, compile_plan
 from serving.route.decision import make_decision
 from serving.route.fleet import FleetView
@@ -43,7 +44,6 @@ from serving.route.plugins.base import FallbackContext, FallbackPicker, queued_p
 from serving.route.plugins.pickers.least_predicted_ttft_picker import LeastPredictedTtftPicker
 from serving.route.prefix_index import RouterPrefixIndex
 from serving.route.profile import RouteProfile, load_profile
-from serving.route.ttft import QUEUED_PROMPT_TOKENS
 from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery, UnservedModel
 
 PLAN = "plan"
@@ -97,6 +97,8 @@ class PlacementRoutePath:
         self._adapters_seen: dict[str, OrderedDict[str, None]] = {}
         # replica id -> adapter -> requests for it in flight there (the router's own count)
         self._adapters_in_flight: dict[str, dict[str, int]] = {}
+        # replica id -> its live adapters, which hold its LoRA slots and which wait for one
+        self._slots: dict[str, SlotBook] = {}
         self._writer = threading.Lock()  # serialises installs; never taken by decide()
         self._plan: Plan | None = None
         self._routing = self._snapshot(FleetView(replicas, virtual_nodes=p.virtual_nodes), None)
@@ -214,16 +216,18 @@ class PlacementRoutePath:
                             refused = why
                             break
                 if not refused:
-                    queued = state.num_requests_waiting * QUEUED_PROMPT_TOKENS
-                    queued = max(queued, state.in_flight_prefill_tokens)
                     return make_decision(
                         state.id,
                         state.address,
                         PLAN,
                         plan.version,
-                        fleet.tables[r].ttft(query.input_tokens - entry.prefix_tokens, queued),
+                        fleet.tables[r].ttft(
+                            query.input_tokens - entry.prefix_tokens,
+                            queued_prefill_tokens(state),
+                        ),
                         entry.alternates[pos],
                         entry.prefix_tokens,
+                        self._slot_wait(state, query.adapter, now) if query.adapter else 0.0,
                     )
                 if not first_cause:
                     first_cause = refused
@@ -243,6 +247,7 @@ class PlacementRoutePath:
                         SPILL,
                         entry.prefix_tokens,
                         entry.spill_alternates[pos],
+                        now,
                     )
         return self._fallback(
             routing, query, now, self._reasons[cause], self.profile.planned_unavailable, entry
@@ -325,6 +330,7 @@ class PlacementRoutePath:
         reason: str,
         cached_tokens: int,
         alternates: tuple[str, ...],
+        now: float,
     ) -> Decision:
         state = fleet.states[r]
         ttft = fleet.tables[r].ttft(
@@ -338,7 +344,17 @@ class PlacementRoutePath:
             ttft,
             alternates,
             cached_tokens,
+            self._slot_wait(state, query.adapter, now) if query.adapter else 0.0,
         )
+
+    def _slot_wait(self, state: ReplicaState, adapter: str, now: float) -> float:
+        """Seconds a request for ``adapter`` would wait for a LoRA slot on ``state``."""
+        book = self._slots.get(state.id)
+        return 0.0 if book is None else book.wait_s(adapter, now)
+
+    def _book_slots(self, state: ReplicaState, book: SlotBook) -> None:
+        """Publish what waits for a slot on ``state`` (the queue signal leaves it out)."""
+        state.slot_waiting_requests, state.slot_waiting_tokens = book.blocked()
 
     def _fallback(
         self,
@@ -448,7 +464,7 @@ class PlacementRoutePath:
         chosen = ranked[0]
         alternates = tuple([states[i].id for i in ranked[1 : 1 + self.profile.max_fallbacks]])
         return self._decision(
-            fleet, routing.plan, chosen, query, reason, seen.get(chosen, 0), alternates
+            fleet, routing.plan, chosen, query, reason, seen.get(chosen, 0), alternates, now
         )
 
     def _warm_first(
@@ -515,6 +531,12 @@ class PlacementRoutePath:
                 seen.popitem(last=False)
             busy = self._adapters_in_flight.setdefault(decision.replica_id, {})
             busy[query.adapter] = busy.get(query.adapter, 0) + 1
+            if state.max_loras > 0:
+                book = self._slots.get(decision.replica_id)
+                if book is None:
+                    book = self._slots[decision.replica_id] = SlotBook(state.max_loras)
+                book.dispatched(query.adapter, query.input_tokens)
+                self._book_slots(state, book)
         state.in_flight += 1
         state.in_flight_prefill_tokens += query.input_tokens
         fleet.pool_in_flight[fleet.pool_of[i]] += 1
@@ -532,6 +554,10 @@ class PlacementRoutePath:
         state = self.replica(record[0])
         if state is not None:
             state.in_flight_prefill_tokens -= record[1]
+            book = self._slots.get(record[0]) if query.adapter else None
+            if book is not None:
+                book.first_token(query.adapter, record[1])
+                self._book_slots(state, book)
         self._open[key] = (record[0], 0, now)
 
     def on_complete(
@@ -558,6 +584,10 @@ class PlacementRoutePath:
         if i is None:
             return
         state = fleet.states[i]
+        book = self._slots.get(record[0]) if query.adapter else None
+        if book is not None:
+            book.completed(query.adapter, record[1], now)
+            self._book_slots(state, book)
         state.in_flight -= 1
         state.in_flight_prefill_tokens -= record[1]
         fleet.pool_in_flight[fleet.pool_of[i]] -= 1

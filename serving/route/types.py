@@ -53,6 +53,9 @@ class Decision:
     fallbacks: tuple[str, ...] = ()
     # prompt tokens the route path expects cached on the replica (what the TTFT discounts)
     cached_tokens: int = 0
+    # seconds it would wait there for a LoRA adapter slot before its prefill starts
+    # (:mod:`serving.route.adapter_slots`; not in ``predicted_ttft_s``)
+    slot_wait_s: float = 0.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -79,6 +82,11 @@ class ReplicaState:
     scraped_at: float = -1.0
     labels: dict[str, str] = field(default_factory=dict)
     max_loras: int = 0  # LoRA adapter slots (vLLM --max-loras)
+    # of the requests in flight, those waiting for a LoRA adapter slot and their prompt tokens
+    # (the route path's own book, :mod:`serving.route.adapter_slots`): the replica's scheduler
+    # lets others pass them, so they are not queued ahead of a new request
+    slot_waiting_requests: int = 0
+    slot_waiting_tokens: int = 0
 
 
 class RoutePath(Protocol):

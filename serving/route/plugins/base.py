@@ -55,6 +55,21 @@ def queued_prefill_tokens(state: ReplicaState) -> float:
     return own if own > waiting else waiting
 
 
+def queued_ahead_tokens(state: ReplicaState) -> float:
+    """:func:`queued_prefill_tokens` less the requests waiting for a LoRA adapter slot
+    (:mod:`serving.route.adapter_slots`): the replica's scheduler lets a new request pass them,
+    so they do not delay its first token. What the admission gate forecasts by; the pickers
+    rank by the whole queue (a replica swapping adapters serves the requests holding its slots
+    slower for every other request it takes, so its slot-waiting queue is load all the same)."""
+    blocked = state.slot_waiting_requests
+    if not blocked:
+        return queued_prefill_tokens(state)
+    waiting = state.num_requests_waiting
+    waiting = (waiting - blocked if waiting > blocked else 0.0) * QUEUED_PROMPT_TOKENS
+    own = state.in_flight_prefill_tokens - state.slot_waiting_tokens
+    return own if own > waiting else waiting
+
+
 @lru_cache(maxsize=1 << 16)
 def _session_hash(tenant: str, model: str, adapter: str) -> int:
     """A 63-bit hash of a request with no prefix blocks: its tenant, model and adapter. Stable

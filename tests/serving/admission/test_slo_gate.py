@@ -18,6 +18,7 @@ from serving.admission.slo_gate import (
     TPOT,
     TTFT,
     SloGate,
+    calibration_key,
     cold_move_crowds,
 )
 from serving.admission.vtc import VirtualTokenCounter
@@ -558,3 +559,88 @@ def test_the_tpot_forecast_by_work_counts_what_the_replica_computes() -> None:
     even = _next(_fed(True, cached=7_000, slower=1.0))
     assert even.tpot_ratio == pytest.approx(1.0, abs=0.01)
     assert even.tpot_miss(limit) < on.tpot_miss(limit)
+
+
+def _lora_path(n: int = 2):
+    import dataclasses
+
+    fleet = [dataclasses.replace(s, max_loras=2) for s in states(n)]
+    return fleet, make_path(fleet)
+
+
+def _adapter_query(adapter: str, tokens: int = 200) -> RouteQuery:
+    import dataclasses
+
+    return dataclasses.replace(query(tokens=tokens), adapter=adapter)
+
+
+def test_requests_waiting_for_a_lora_slot_are_not_queued_ahead_of_a_base_request() -> None:
+    fleet, path = _lora_path(1)
+    gate = SloGate(DEFAULT_CLASSES)
+    base = query(tokens=200)
+    decision = path.decide(base, NOW)
+    clear = gate.forecast(path, base, decision, NOW).ttft_s
+    # 200k prompt tokens in flight, all of requests waiting for a slot: the route path's own
+    # prediction counts them (a replica swapping adapters is load), the gate's forecast not
+    fleet[0].in_flight_prefill_tokens = 200_000
+    fleet[0].slot_waiting_requests, fleet[0].slot_waiting_tokens = 100, 200_000
+    behind = path.decide(base, NOW)
+    assert behind.predicted_ttft_s > 10 * decision.predicted_ttft_s
+    assert gate.forecast(path, base, behind, NOW).ttft_s == pytest.approx(clear)
+    fleet[0].slot_waiting_requests, fleet[0].slot_waiting_tokens = 50, 100_000
+    assert gate.forecast(path, base, path.decide(base, NOW), NOW).ttft_s > 5 * clear
+
+
+def test_the_wait_for_a_slot_is_forecast_and_calibrated_apart_from_the_prefill() -> None:
+    _fleet, path = _lora_path(1)
+    gate = SloGate(DEFAULT_CLASSES)
+    q = _adapter_query("cold")
+    plain = path.decide(q, NOW)
+    waiting = Decision(
+        replica_id=plain.replica_id,
+        address=plain.address,
+        reason=plain.reason,
+        plan_version=None,
+        predicted_ttft_s=plain.predicted_ttft_s,
+        slot_wait_s=3.0,
+    )
+    seen = gate.forecast(path, q, waiting, NOW)
+    assert seen.ttft_s == pytest.approx(gate.forecast(path, q, plain, NOW).ttft_s + 3.0)
+    assert not gate.admit_decision(path, q, waiting, NOW)  # 3 s of slot wait: misses 2 s
+    assert gate.last.rule == TTFT
+    # three keys: the base model's, the adapters', the slot-waiting adapters'
+    r = plain.replica_id
+    keys = {calibration_key(r), calibration_key(r, "x"), calibration_key(r, "x", 1.0)}
+    assert len(keys) == 3 and calibration_key(r) == r
+    # slot waits that come in at a third of their forecast teach their own key only
+    for _ in range(200):
+        gate.calibration.observe(calibration_key(r, "x", 1.0), 3.0, 1.0)
+    assert gate.calibration.ratio(calibration_key(r, "x", 1.0)) < 0.4
+    assert gate.calibration.ratio(r) == gate.calibration.ratio(calibration_key(r, "x")) == 1.0
+    assert gate.admit_decision(path, q, waiting, NOW) is not None
+
+
+def test_the_second_look_leaves_an_adapter_request_where_the_plan_sent_it() -> None:
+    fleet, path = _lora_path(2)
+    gate = SloGate(DEFAULT_CLASSES)
+    fleet[0].in_flight_prefill_tokens = 400_000  # r0 far behind, r1 idle
+    base, lora = query(tokens=200), _adapter_query("a")
+    on_r0 = path.decide(base, NOW)
+    on_r0 = Decision(
+        replica_id="r0",
+        address=on_r0.address,
+        reason=on_r0.reason,
+        plan_version=None,
+        predicted_ttft_s=10.0,  # behind 400k tokens
+    )
+    moved = gate.admit_decision(path, base, on_r0, NOW)
+    assert moved is not None and moved.replica_id == "r1"  # a base request moves
+    lora_on_r0 = Decision(
+        replica_id="r0",
+        address=on_r0.address,
+        reason=on_r0.reason,
+        plan_version=None,
+        predicted_ttft_s=10.0,
+    )
+    assert gate.admit_decision(path, lora, lora_on_r0, NOW) is None
+    assert gate.last.replica_id == "r0"  # judged where it was sent, and refused there

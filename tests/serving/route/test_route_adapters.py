@@ -106,3 +106,43 @@ def test_an_adapter_planned_over_several_replicas_stays_where_it_is_live(profile
     for _ in range(5):
         again = path.decide(_ask("rare"), NOW)
         assert again.reason == "plan" and again.replica_id == first.replica_id
+
+
+def test_the_route_path_books_requests_waiting_for_a_slot_and_their_wait() -> None:
+    from serving.route.plugins.base import queued_ahead_tokens, queued_prefill_tokens
+
+    fleet = _lora_states(1)  # two slots
+    path = make_path(fleet)
+    running = []
+    for name in ("a", "b"):
+        q = _ask(name)
+        d = path.decide(q, NOW)
+        path.on_dispatch(d, q, NOW)
+        path.on_first_token(d.replica_id, q, NOW)
+        running.append((d, q))
+    waiting = dataclasses.replace(_ask("c"), input_tokens=3000)
+    d = path.decide(waiting, NOW)
+    path.on_dispatch(d, waiting, NOW)
+    state = fleet[0]
+    assert (state.slot_waiting_requests, state.slot_waiting_tokens) == (1, 3000)
+    # the scheduler lets a new request pass it: the gate's queue leaves it out
+    assert queued_prefill_tokens(state) == 3000 and queued_ahead_tokens(state) == 0
+    # slots turn over (short requests of other adapters come and go through one slot)
+    a, qa = running[0]
+    path.on_complete(a.replica_id, qa, NOW, ok=True)  # a's slot goes to c
+    assert state.slot_waiting_requests == 0
+    c_first = path._open[id(waiting)]
+    path.on_first_token(c_first[0], waiting, NOW)
+    for k in range(4):
+        q = _ask(f"short{k}")
+        path.on_dispatch(path.decide(q, NOW), q, NOW)
+        path.on_first_token("r0", q, NOW)
+        path.on_complete("r0", q, NOW + k + 1, ok=True)
+        if k == 0:
+            path.on_complete("r0", waiting, NOW + 0.5, ok=True)
+    assert path.decide(_ask("b"), NOW + 4).slot_wait_s == 0.0  # b holds its slot
+    assert path.decide(_ask("d"), NOW + 4).slot_wait_s == 0.0  # a slot is free
+    held = _ask("e")
+    path.on_dispatch(path.decide(held, NOW + 4), held, NOW + 4)
+    path.on_first_token("r0", held, NOW + 4)
+    assert path.decide(_ask("d"), NOW + 4).slot_wait_s > 0.0  # b and e hold both slots

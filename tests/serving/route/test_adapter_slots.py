@@ -1,0 +1,85 @@
+"""The router's book of LoRA slots: which live adapters hold a replica's slots, which requests
+wait for one, and how long a new request would wait."""
+
+from __future__ import annotations
+
+import pytest
+
+from serving.route.adapter_slots import MIN_RELEASES, SlotBook
+
+
+def _running(book: SlotBook, adapter: str, prompt: int = 100) -> None:
+    book.dispatched(adapter, prompt)
+    book.first_token(adapter, prompt)
+
+
+def test_adapters_past_their_first_token_hold_the_slots_and_the_rest_wait_in_order() -> None:
+    book = SlotBook(2)
+    _running(book, "a")
+    _running(book, "b")
+    book.dispatched("c", 300)
+    book.dispatched("c", 200)
+    book.dispatched("d", 50)
+    assert book.blocked() == (3, 550)  # c's two requests and d's: no slot for either
+    # b's request ends: its slot goes to c (first to wait), d still waits
+    book.completed("b", 0, 1.0)
+    assert book.blocked() == (1, 50)
+
+
+def test_a_free_slot_goes_to_the_first_adapter_waiting_and_nothing_waits_while_one_is_free() -> (
+    None
+):
+    book = SlotBook(3)
+    _running(book, "a")
+    book.dispatched("b", 10)
+    book.dispatched("c", 10)
+    # one running, two not started: both fit the two free slots
+    assert book.blocked() == (0, 0)
+    assert book.wait_s("new", 0.0) == 0.0  # three live adapters, so "new" would wait …
+    book.dispatched("d", 10)
+    assert book.blocked() == (1, 10)  # … and d does: b and c took the free slots
+
+
+def test_the_wait_is_unknown_until_slots_have_turned_over_then_counts_those_ahead() -> None:
+    book = SlotBook(1)
+    _running(book, "hot")
+    book.dispatched("x", 10)
+    assert book.wait_s("x", 0.0) == 0.0  # no slot frees seen yet: unknown, taken as none
+    book.completed("hot", 0, 0.0)  # the slot frees (x takes it) …
+    book.completed("x", 10, 0.0)  # … x gave up before starting: nothing to release
+    for k in range(1, MIN_RELEASES):  # short requests of one adapter come and go
+        _running(book, "r")
+        book.completed("r", 0, float(k))
+    t = float(MIN_RELEASES)
+    rate = book.release_rate(t)
+    assert rate == pytest.approx(MIN_RELEASES / t)
+    _running(book, "hot")
+    book.dispatched("x", 10)
+    # "hot" holds the one slot; x waits first in line, y would wait behind it
+    assert book.wait_s("x", t) == pytest.approx(1 / rate)
+    assert book.wait_s("y", t) == pytest.approx(2 / rate)
+    assert book.wait_s("hot", t) == 0.0  # it holds its slot
+    # slots that stop turning over read as slower and slower
+    assert book.wait_s("x", 10 * t) > book.wait_s("x", t)
+
+
+def test_a_slot_frees_when_an_adapters_last_running_request_ends_though_more_wait() -> None:
+    book = SlotBook(1)
+    _running(book, "a")
+    book.dispatched("a", 10)  # a second request of a, not started
+    book.dispatched("b", 10)
+    assert book.blocked() == (1, 10)  # b waits; a's own second request does not (a holds)
+    book.completed("a", 0, 1.0)  # a's running request ends: its slot is free for b
+    assert book.release_rate(1.0) is None and len(book._releases) == 1
+    assert book.blocked() == (1, 10)  # b took the slot; a's second request now waits
+
+
+def test_a_request_that_ends_without_a_first_token_leaves_the_queue() -> None:
+    book = SlotBook(1)
+    _running(book, "a")
+    book.dispatched("b", 70)
+    assert book.blocked() == (1, 70)
+    book.completed("b", 70, 1.0)  # failed before its first token
+    assert book.blocked() == (0, 0)
+    book.completed("a", 0, 2.0)
+    assert book.wait_s("c", 3.0) == 0.0  # nothing live: a slot is free
