@@ -102,6 +102,7 @@ def build_app(
             overload_refuse_at=settings.slo_gate_overload_refuse_at,
             strict_refuse_at=settings.slo_gate_strict_refuse_at,
             cold_move_ttft_share=settings.slo_gate_cold_move_ttft_share,
+            tpot_by_work=settings.slo_gate_tpot_by_work,
         )
         if settings.slo_gate
         else None,

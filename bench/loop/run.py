@@ -152,6 +152,7 @@ class CaseContext:
     strict_refuse_at: float | None = None  # the strict regime (None: none)
     strict_credit_cut: float = 0.0
     credit_slack: float | None = None  # past capacity, a tenant this far ahead yields
+    tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -211,6 +212,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 strict_credit_cut=ctx.strict_credit_cut if v.credits else 0.0,
                 # the slack is in GPU-seconds: the token-charged ablation has none
                 credit_slack=ctx.credit_slack if v.credits and v.charge == GPU_SECONDS else None,
+                tpot_by_work=ctx.tpot_by_work,
                 shadow=v.shadow,
                 charge=v.charge,
             )
@@ -327,6 +329,7 @@ def peer(
             strict_refuse_at=ctx.strict_refuse_at,
             strict_credit_cut=ctx.strict_credit_cut,
             credit_slack=ctx.credit_slack,
+            tpot_by_work=ctx.tpot_by_work,
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)
@@ -361,6 +364,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         ctx.strict_refuse_at = setting.strict_refuse_at
         ctx.strict_credit_cut = setting.strict_credit_cut
         ctx.credit_slack = setting.credit_slack
+        ctx.tpot_by_work = setting.tpot_by_work
         got = []
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
@@ -395,6 +399,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx.strict_refuse_at = chosen.strict_refuse_at
     ctx.strict_credit_cut = chosen.strict_credit_cut
     ctx.credit_slack = chosen.credit_slack
+    ctx.tpot_by_work = chosen.tpot_by_work
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
@@ -403,7 +408,8 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         f"{chosen.warm_kv_share}, plan picker {chosen.plan_picker}, gate past capacity: "
         f"refuses at {chosen.overload_refuse_at}, credit cut {chosen.credit_cut}, strict "
         f"(by the queue) at {chosen.strict_refuse_at}, credit cut {chosen.strict_credit_cut}, "
-        f"credit slack {chosen.credit_slack}"
+        f"credit slack {chosen.credit_slack}, "
+        f"TPOT forecast by work {chosen.tpot_by_work}"
     )
     return ctx
 
@@ -562,6 +568,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_strict_refuse_at": ctx.strict_refuse_at,
         "gate_strict_credit_cut": ctx.strict_credit_cut,
         "gate_credit_slack": ctx.credit_slack,
+        "gate_tpot_by_work": ctx.tpot_by_work,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
         "our_knee_load": knee(our_rows),

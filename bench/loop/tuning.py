@@ -25,6 +25,11 @@ buy a loss below it. That rule alone let through a loss the head did not show: o
 the strict threshold engaged by every SLO refusal (its own TPOT refusals included) lost 7% at
 load 1 on the tail; engaged by the queue, it loses nowhere there (bench/RESULTS.md).
 
+The gate's TPOT forecast by work (``Setting.tpot_by_work``: prompt tokens to compute, their
+attention over the cached context, each replica's learned TPOT ratio) is not offered: tried on
+top of the chosen setting under the same rule, the heads of both ``kv-bound`` fleets kept it
+and their tails lost 3–9% at loads 3–4 (bench/RESULTS.md). A ``Case.settings`` may still fix it.
+
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
 inspected and reused (``placement bench routing`` and the service read the same YAML).
@@ -83,6 +88,7 @@ class Setting:
     strict_refuse_at: float | None = None  # None: no strict regime
     strict_credit_cut: float = STRICT_CREDIT_CUT
     credit_slack: float | None = None  # None: no tenant yields for credit alone
+    tpot_by_work: bool = False  # the gate's TPOT forecast by work
 
 
 def grid(

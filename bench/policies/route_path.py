@@ -62,6 +62,8 @@ class GateSettings:
     # the second look's cold moves kept to replicas with prefill to spare (None: off)
     cold_move_ttft_share: float | None = None
     credit_slack: float | None = None
+    # the TPOT forecast by work (prompt tokens to compute, learned TPOT ratio; off: received)
+    tpot_by_work: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +212,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             charge=cfg.slo_gate.charge,
             cold_move_ttft_share=cfg.slo_gate.cold_move_ttft_share,
             credit_slack=cfg.slo_gate.credit_slack,
+            tpot_by_work=cfg.slo_gate.tpot_by_work,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

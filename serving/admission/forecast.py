@@ -45,6 +45,19 @@ that share says well which replica is safer, but not which request will miss, so
 judged by the model alone while the fleet keeps up, and by the blend past its capacity
 (:mod:`serving.admission.slo_gate`, "Overload").
 
+**By work** (``by_work``; the gate's ``tpot_by_work``, off by default). The default TPOT side
+counts prompt work in tokens *received* and discounts their cached share by the TTFT
+calibration ratio, which learns waits, not the cache (on ``kv-bound`` it stood at 0.92–1.06
+where 61% of the prompt tokens were cached, and the forecast put a full chunk in every iteration
+of decodes that ran at a third of that step). By work, prompt work is the tokens each replica
+must *compute* (the prefix the route path expects cached there left out,
+:mod:`serving.admission.prompt_rate`), each at what a computed token cost a chunk there lately —
+its attention over the cached context it joins included — and the steps are corrected by the
+replica's TPOT ratio (its long decodes' observed over forecast TPOT,
+:mod:`serving.admission.tpot_calibration`). It raised the TPOT refusals' precision on
+the head of ``kv-bound`` (load 1.5: 0.16 → 0.81) but not on its tail, and lost goodput past
+capacity there and on ``tiers`` and ``synthetic`` (bench/RESULTS.md), so it is a setting, off.
+
 A request with one output token has no TPOT.
 """
 
@@ -89,6 +102,8 @@ class Forecast:
     wait_s: float | None = None
     # the chunk shares the replica's recent decodes of this length saw (None: none yet)
     observed: ChunkShares | None = None
+    # by work: the replica's observed TPOT over the forecast's on its long decodes (1: none)
+    tpot_ratio: float = 1.0
     # the wait for a LoRA adapter slot in ``ttft_s`` (before calibration; 0: none)
     slot_wait_s: float = 0.0
 
@@ -112,17 +127,27 @@ class Forecast:
     def tpot_miss(self, limit_s: float, *, observed: bool = False) -> float:
         """Chance that the TPOT exceeds ``limit_s`` (see the module docstring): the model's;
         with ``observed``, blended with the replica's recent decodes of this length."""
-        if self.gaps <= 0 or self.full_step_s <= limit_s:
+        ratio = self.tpot_ratio
+        step, full = self.step_s * ratio, self.full_step_s * ratio  # the model's steps
+        if self.gaps <= 0 or (self.full_step_s <= limit_s and full <= limit_s):
             return 0.0
-        if self.step_s >= limit_s:
+        if self.step_s >= limit_s and step >= limit_s:
             return 1.0
-        share = (limit_s - self.step_s) / (self.full_step_s - self.step_s)
-        model = self._modelled_tpot_miss(share, limit_s)
+        model = 0.0 if full <= limit_s else 1.0 if step >= limit_s else None
+        if model is None:
+            model = self._modelled_tpot_miss((limit_s - step) / (full - step), limit_s)
         seen = self.observed
         weight = seen.total if seen is not None and observed else 0.0
         if seen is None or weight <= 0.0:
             return model
-        return (weight * seen.past(share) + PRIOR_WEIGHT * model) / (weight + PRIOR_WEIGHT)
+        # the shares observed lie between the forecast's own steps (not the ratio's)
+        if self.full_step_s <= limit_s:
+            past = 0.0
+        elif self.step_s >= limit_s:
+            past = 1.0
+        else:
+            past = seen.past((limit_s - self.step_s) / (self.full_step_s - self.step_s))
+        return (weight * past + PRIOR_WEIGHT * model) / (weight + PRIOR_WEIGHT)
 
     def _modelled_tpot_miss(self, share: float, limit_s: float) -> float:
         """The Poisson model's chance that prompt chunks fill more than ``share`` of its
@@ -170,6 +195,10 @@ def forecast(
     output_tokens: int,
     own_prefill_s: float | None = None,
     observed: ChunkShares | None = None,
+    by_work: bool = False,
+    computed_share: float = 1.0,
+    seconds_per_token: float | None = None,
+    tpot_ratio: float = 1.0,
     slot_wait_s: float = 0.0,
 ) -> Forecast:
     """The forecast for a request on the replica whose live state is ``state`` and decode
@@ -182,7 +211,12 @@ def forecast(
     of this length saw (:mod:`serving.admission.tpot_calibration`). ``slot_wait_s``: the wait
     for a LoRA adapter slot before its prefill starts (:mod:`serving.route.adapter_slots`),
     added to the stretched prediction (the caller calibrates such forecasts apart: ``ratio``
-    and ``spread`` are then those of the replica's slot-waiting requests)."""
+    and ``spread`` are then those of the replica's slot-waiting requests). With ``by_work``
+    (see the module docstring) ``prompt_rate`` counts prompt tokens to compute,
+    ``computed_share`` is their share of the tokens received (it scales the router's count of
+    the prompt tokens queued), ``seconds_per_token`` what a computed token cost a chunk there
+    lately (None: the kind's linear cost alone) and ``tpot_ratio`` corrects the steps; without
+    it the three are ignored."""
     own = wait = None
     if own_prefill_s is not None:
         # not calibrated: the ratio also learns queueing the prediction misses, which would
@@ -218,13 +252,25 @@ def forecast(
         )
     step = table.decode_step(running, others + input_tokens)
     budget = table.prompt_budget(running)
-    # seconds per prompt token as the replica receives them: the calibration ratio discounts
-    # the share of them its prefix cache holds (and corrects its prefill speed)
-    per_token = table.prefill_s_per_token * ratio
-    # a chunk is ``budget`` tokens *to compute* — the cached prefix is never in it — so it takes
-    # the kind's own prefill time per token, and carries ``budget / ratio`` of the prompt
-    # tokens as received (their cached share rides along for free)
-    chunk = budget / ratio if ratio > 0.0 else budget
+    queued = float(queued_ahead_tokens(state))
+    if by_work:
+        # a chunk is ``budget`` tokens to compute, each at what one cost there lately (its
+        # attention over the context it joins: long cached prefixes cost more than linear
+        # layers); ``prompt_rate`` counts prompt work in the same tokens
+        chunk = budget
+        per_token = table.prefill_s_per_token
+        if seconds_per_token is not None and seconds_per_token > per_token:
+            per_token = seconds_per_token
+        queued *= computed_share
+    else:
+        # seconds per prompt token as the replica receives them: the calibration ratio
+        # discounts the share of them its prefix cache holds (and corrects its prefill speed)
+        per_token = table.prefill_s_per_token * ratio
+        # a chunk is ``budget`` tokens *to compute* — the cached prefix is never in it — so it
+        # takes the kind's own prefill time per token, and carries ``budget / ratio`` of the
+        # prompt tokens as received (their cached share rides along for free)
+        chunk = budget / ratio if ratio > 0.0 else budget
+        tpot_ratio = 1.0
     gaps = output_tokens - 1
     # expected prompt tokens per decode iteration: those arriving while it waits, spread over
     # its decode, plus those arriving while it decodes (a share ρ = c·λ of the time)
@@ -245,9 +291,10 @@ def forecast(
         prompt_rate=prompt_rate,
         request_rate=request_rate,
         observed_tpot_s=state.tpot_s,
-        queued_tokens=queued_ahead_tokens(state),
+        queued_tokens=queued,
         own_s=own,
         wait_s=wait,
         observed=observed,
+        tpot_ratio=tpot_ratio,
         slot_wait_s=slot_wait_s,
     )

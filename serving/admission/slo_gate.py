@@ -60,6 +60,14 @@ threshold on by its own refusals (``tiers`` tail at load 1: pressure past the fl
 interactive decisions with the strict threshold, 28% without; goodput −7%, refusal precision
 0.77). Off by default; the loop tunes it on the head (``bench/loop/tuning.py``).
 
+**TPOT by work.** With ``tpot_by_work`` the TPOT forecast counts prompt work as the tokens each
+replica must compute, at what a computed token cost a chunk there lately (its attention over
+the cached context included), and corrects its steps by the replica's learned TPOT ratio
+(:mod:`serving.admission.forecast`, "By work"). Off by default and not tuned by the loop: on
+the head of ``kv-bound`` it made the TPOT refusals right (load 1.5: precision 0.16 → 0.81), but
+not on its tail (0.09 → 0.20), where it lost 3–9% past the knee (loads 3–4), and it loses on
+the heads of ``tiers`` and ``synthetic`` past capacity (bench/RESULTS.md).
+
 **Fairness.** Tenants are charged what their requests cost: GPU-seconds on the replica it goes
 to (:mod:`serving.admission.cost`) of the prompt (its cached prefix discounted) and of the
 output it asks for at dispatch, settled for the output generated at completion, into the
@@ -199,6 +207,7 @@ class SloGate:
         strict_refuse_at: float | None = None,
         strict_credit_cut: float = 0.0,
         cold_move_ttft_share: float | None = None,
+        tpot_by_work: bool = False,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -241,6 +250,7 @@ class SloGate:
         self.strict_refuse_at = strict_refuse_at
         self.strict_credit_cut = strict_credit_cut
         self.cold_move_ttft_share = cold_move_ttft_share
+        self.tpot_by_work = tpot_by_work
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
         self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
         self.tpot_headroom = tpot_headroom
@@ -470,6 +480,7 @@ class SloGate:
         ``cached_tokens`` of its prompt already cached there, after ``slot_wait_s`` waiting
         for a LoRA adapter slot (calibrated apart: :func:`calibration_key`)."""
         rates = self.prompt_rates
+        by_work = self.tpot_by_work
         key = calibration_key(replica_id, query.adapter, slot_wait_s)
         own = None
         if state is not None:
@@ -484,13 +495,17 @@ class SloGate:
             else decode_step_table(state.accelerator, state.model, state.tp),
             ratio=self.calibration.ratio(key),
             spread=self.calibration.spread(key),
-            prompt_rate=rates.rate(replica_id, now),
+            prompt_rate=(rates.computed_rate if by_work else rates.rate)(replica_id, now),
             request_rate=rates.request_rate(replica_id, now),
             input_tokens=query.input_tokens,
             output_tokens=query.max_output_tokens,
             own_prefill_s=own,
             observed=self.tpot_calibration.shares(replica_id, query.max_output_tokens - 1),
             slot_wait_s=slot_wait_s,
+            by_work=by_work,
+            computed_share=rates.computed_share(replica_id) if by_work else 1.0,
+            seconds_per_token=rates.seconds_per_token(replica_id) if by_work else None,
+            tpot_ratio=self.tpot_calibration.ratio(replica_id) if by_work else 1.0,
         )
 
     def _decodes_in_time(
@@ -585,7 +600,11 @@ class SloGate:
         forecast awaits its first token (:meth:`first_token`), the tenant is charged its
         prompt's GPU-seconds on the replica's kind (``state``; None: :attr:`default_rates`),
         the ``cached_tokens`` the route path expects there discounted."""
-        self.prompt_rates.add(replica_id, query.input_tokens, now)
+        work = 0.0
+        if self.tpot_by_work and state is not None:
+            table = decode_step_table(state.accelerator, state.model, state.tp)
+            work = table.prompt_work_s(query.input_tokens, cached_tokens)
+        self.prompt_rates.add(replica_id, query.input_tokens, now, cached_tokens, work)
         self.calibration.dispatched(
             id(query),
             calibration_key(replica_id, query.adapter, seen.slot_wait_s),
@@ -593,7 +612,11 @@ class SloGate:
             now,
         )
         if seen.gaps > 0:
-            self.tpot_calibration.dispatched(id(query), replica_id, seen.step_s, seen.full_step_s)
+            # the expected TPOT teaches the replica's TPOT ratio, used only by work
+            expected = seen.tpot_s if self.tpot_by_work else 0.0
+            self.tpot_calibration.dispatched(
+                id(query), replica_id, seen.step_s, seen.full_step_s, expected
+            )
         rates = (
             self.default_rates
             if state is None

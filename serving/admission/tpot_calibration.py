@@ -35,10 +35,17 @@ by the blend, the TPOT refusals' precision on the head of ``mixed`` at load 1.0 
 The gate feeds it (:meth:`TpotCalibration.dispatched` with the forecast it judged by,
 :meth:`TpotCalibration.first_token`, :meth:`TpotCalibration.finished`). Open requests are
 keyed by the identity of their query, at most :data:`MAX_OPEN` remembered.
+
+For the gate's TPOT forecast by work (``SloGate(tpot_by_work=True)``, off by default) it also
+learns each replica's **TPOT ratio** (:meth:`TpotCalibration.ratio`): its long decodes'
+observed TPOT over the TPOT their forecast expected, a geometric mean shrunk toward 1 — the
+step model's error there (on ``kv-bound`` the observed TPOT ran 1.3–1.6× the step model's).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 BINS = 20
@@ -92,6 +99,12 @@ class _Open:
     step_s: float
     full_step_s: float
     first_token_s: float | None = None
+    tpot_s: float = 0.0  # the forecast's expected TPOT
+
+
+# a decode this long (iterations) averages what shares its iterations: its TPOT over the
+# forecast's expected TPOT measures the forecast's error on the replica, not a coin toss
+RATIO_FROM_GAPS = BUCKET_LIMITS[1]
 
 
 class TpotCalibration:
@@ -100,24 +113,35 @@ class TpotCalibration:
     def __init__(self) -> None:
         self._shares: dict[tuple[str, int], list[float]] = {}
         self._open: dict[int, _Open] = {}
+        self._log_ratio: dict[str, tuple[float, float]] = {}  # replica → (Σ w·ln r, Σ w)
+
+    def ratio(self, replica_id: str) -> float:
+        """The replica's observed TPOT over the forecast's expected TPOT, geometric mean over its
+        recent decodes of at least :data:`RATIO_FROM_GAPS` iterations (decayed by
+        :data:`DECAY` per decode), shrunk toward 1 by :data:`PRIOR_WEIGHT` decodes."""
+        total, weight = self._log_ratio.get(replica_id, (0.0, 0.0))
+        return math.exp(total / (weight + PRIOR_WEIGHT))
 
     def shares(self, replica_id: str, gaps: int) -> ChunkShares | None:
         """What decodes of ``gaps`` iterations saw on the replica (None: nothing yet)."""
         hist = self._shares.get((replica_id, gaps_bucket(gaps)))
         return None if hist is None else ChunkShares(tuple(hist))
 
-    def dispatched(self, key: int, replica_id: str, step_s: float, full_step_s: float) -> None:
-        """A request went to the replica forecast with these steps (a TPOT forecast only)."""
+    def dispatched(
+        self, key: int, replica_id: str, step_s: float, full_step_s: float, tpot_s: float = 0.0
+    ) -> None:
+        """A request went to the replica forecast with these steps and expected TPOT (a TPOT
+        forecast only)."""
         if full_step_s <= step_s:
             return
         if len(self._open) >= MAX_OPEN:
             del self._open[next(iter(self._open))]
-        self._open[key] = _Open(replica_id, step_s, full_step_s)
+        self._open[key] = _Open(replica_id, step_s, full_step_s, None, tpot_s)
 
     def first_token(self, key: int, now: float) -> None:
         record = self._open.get(key)
         if record is not None and record.first_token_s is None:
-            self._open[key] = _Open(record.replica_id, record.step_s, record.full_step_s, now)
+            self._open[key] = dataclasses.replace(record, first_token_s=now)
 
     def finished(self, key: int, output_tokens: int, now: float) -> None:
         """The request ended after ``output_tokens`` (its TPOT: the time since its first token
@@ -128,6 +152,14 @@ class TpotCalibration:
         gaps = output_tokens - 1
         tpot = max(now - record.first_token_s, 0.0) / gaps
         self.observe(record.replica_id, gaps, chunk_share(tpot, record.step_s, record.full_step_s))
+        if gaps >= RATIO_FROM_GAPS and record.tpot_s > 0.0 and tpot > 0.0:
+            self.observe_ratio(record.replica_id, tpot / record.tpot_s)
+
+    def observe_ratio(self, replica_id: str, ratio: float) -> None:
+        """One long decode's observed TPOT over its forecast's expected TPOT."""
+        total, weight = self._log_ratio.get(replica_id, (0.0, 0.0))
+        keep = 1.0 - DECAY
+        self._log_ratio[replica_id] = (total * keep + math.log(ratio), weight * keep + 1.0)
 
     def observe(self, replica_id: str, gaps: int, share: float) -> None:
         key = (replica_id, gaps_bucket(gaps))

@@ -98,13 +98,15 @@ class Settings(BaseSettings):
     # past capacity (the share of SLO refusals past its floor) the gate refuses at this chance
     # of a miss; with a strict threshold, lower still as far as refusals led by the first token
     # say the queues overflow; with a cold-move share, its second look does not load a cached
-    # prefix cold on a replica without that share of the TTFT SLO to spare (the settings
-    # ``placement bench loop`` tunes on a trace's head: its summary's gate_* fields)
+    # prefix cold on a replica without that share of the TTFT SLO to spare; by work, its TPOT
+    # forecast counts prompt tokens to compute and learns each replica's TPOT ratio (the
+    # settings ``placement bench loop`` tunes on a trace's head: its summary's gate_* fields)
     slo_gate_overload_refuse_at: float = Field(
         default=DEFAULT_OVERLOAD_REFUSE_AT, gt=0, le=DEFAULT_REFUSE_AT
     )
     slo_gate_strict_refuse_at: float | None = Field(default=None, gt=0, le=DEFAULT_REFUSE_AT)
     slo_gate_cold_move_ttft_share: float | None = Field(default=None, gt=0)
+    slo_gate_tpot_by_work: bool = False
     # OpenTelemetry: a span per decision sent by OTLP/HTTP to this collector (base URL, e.g.
     # http://127.0.0.1:4318); unset: OTEL_EXPORTER_OTLP_ENDPOINT if set, else no tracing
     otlp_endpoint: str | None = Field(default=None, pattern=r"^https?://\S+$")

@@ -50,6 +50,9 @@ class DecodeStepTable:
     per_context_s: float
     prefill_s_per_token: float
     chunk_tokens: int
+    # prefill attention: per query-key pair and per new token (0: not known, linear only)
+    pair_s: float = 0.0
+    attention_token_s: float = 0.0
 
     def decode_step(self, sequences: float, context_tokens: float) -> float:
         """One decode-only iteration of ``sequences`` over ``context_tokens`` summed context."""
@@ -61,6 +64,15 @@ class DecodeStepTable:
         lo = 1 << j
         step = table[j] + (table[j + 1] - table[j]) * (n - lo) / lo
         return step + max(context_tokens, 0.0) * self.per_context_s
+
+    def prompt_work_s(self, tokens: int, cached_tokens: int = 0) -> float:
+        """Seconds of chunk time a prompt of ``tokens`` costs, ``cached_tokens`` of them cached:
+        its new tokens through the linear layers and their attention over the whole context
+        (the cached prefix and the new tokens before each)."""
+        cached = min(max(cached_tokens, 0), tokens)
+        new = float(tokens - cached)
+        pairs = new * (cached + new / 2.0)
+        return new * (self.prefill_s_per_token + self.attention_token_s) + pairs * self.pair_s
 
     def prompt_budget(self, sequences: float) -> float:
         """Prompt tokens one iteration can take beside ``sequences`` decode tokens."""
@@ -101,4 +113,6 @@ def decode_step_table(accelerator: str, model: str, tp: int) -> DecodeStepTable:
         per_context,
         float(full - one) / (chunk - 1),
         chunk,
+        roof.pair_s,
+        roof.token_s,
     )

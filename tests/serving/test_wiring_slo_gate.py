@@ -18,12 +18,15 @@ def test_the_gate_is_built_with_the_overload_settings(
 ) -> None:
     monkeypatch.setenv("PLACEMENT_SLO_GATE_STRICT_REFUSE_AT", "0.3")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_COLD_MOVE_TTFT_SHARE", "0.75")
+    monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_BY_WORK", "1")
     settings = load_settings(environment="development", slo_gate=True, plan_dir=tmp_path)
     gate = build_app(settings).state.runtime.service.slo_gate
     assert gate is not None
     assert gate.overload_refuse_at == DEFAULT_OVERLOAD_REFUSE_AT
     assert (gate.strict_refuse_at, gate.cold_move_ttft_share) == (0.3, 0.75)
-    # by default neither the strict regime nor the cold-move rule is on
+    assert gate.tpot_by_work
+    # by default neither the strict regime, the cold-move rule nor the TPOT forecast by work
+    # is on
     plain = build_app(
         load_settings(
             environment="development",
@@ -31,10 +34,12 @@ def test_the_gate_is_built_with_the_overload_settings(
             plan_dir=tmp_path,
             slo_gate_strict_refuse_at=None,
             slo_gate_cold_move_ttft_share=None,
+            slo_gate_tpot_by_work=False,
         )
     ).state.runtime.service.slo_gate
     assert plain is not None
     assert (plain.strict_refuse_at, plain.cold_move_ttft_share) == (None, None)
+    assert not plain.tpot_by_work
 
 
 @pytest.mark.parametrize(

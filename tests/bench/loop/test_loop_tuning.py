@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from bench.loop.tuning import (
@@ -81,6 +82,8 @@ def test_the_strict_gate_is_tried_with_the_chosen_route_setting_only() -> None:
         (DEFAULT_OVERLOAD_REFUSE_AT, DEFAULT_CREDIT_CUT, None)
     }
     assert gate_variants(strict) == []
+    # the TPOT forecast by work is not offered (its tails lost on kv-bound): off everywhere
+    assert not any(s.tpot_by_work for s in [*grid(), strict])
 
 
 def test_a_gate_variant_that_loses_at_one_tuning_load_is_not_kept() -> None:
@@ -108,6 +111,10 @@ def test_a_policy_builds_its_gate_with_the_tuned_overload_settings() -> None:
     gate = build(ctx).gate
     assert gate is not None
     assert (gate.overload_refuse_at, gate.credit_cut, gate.credit_slack) == (0.3, 0.0, 300.0)
+    assert not gate.tpot_by_work
+    by_work = PlacementSettings(slo_gate=GateSettings(tpot_by_work=True))
+    gate = build(dataclasses.replace(ctx, settings={"placement": by_work})).gate
+    assert gate is not None and gate.tpot_by_work
     # without a slack no tenant yields for credit alone
     plain = PlacementSettings(slo_gate=GateSettings())
     gate = build(PolicyContext(seed=0, block_tokens=16, settings={"placement": plain})).gate

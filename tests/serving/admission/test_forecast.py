@@ -160,3 +160,62 @@ def test_the_prompts_arriving_through_its_whole_decode_share_its_iterations() ->
     assert seen.tpot_miss(0.1) > 0.9
     light = dataclasses.replace(seen, prompt_rate=7_500.0, request_rate=7_500.0 / 3_500.0)
     assert light.tpot_miss(0.1) < 0.1
+
+
+def _by_work(
+    by_work: bool,
+    *,
+    computed_share: float = 1.0,
+    seconds_per_token: float | None = None,
+    tpot_ratio: float = 1.0,
+) -> Forecast:
+    return forecast(
+        predicted_ttft_s=0.2,
+        state=_state(queued=40_000),
+        table=L40S,
+        ratio=0.7,
+        spread=0.05,
+        prompt_rate=1_000.0,
+        request_rate=1.0,
+        input_tokens=500,
+        output_tokens=12,
+        by_work=by_work,
+        computed_share=computed_share,
+        seconds_per_token=seconds_per_token,
+        tpot_ratio=tpot_ratio,
+    )
+
+
+def test_without_by_work_the_work_inputs_change_nothing() -> None:
+    plain = _by_work(False)
+    assert _by_work(False, computed_share=0.25, seconds_per_token=1e-3, tpot_ratio=2.0) == plain
+    assert plain.tpot_ratio == 1.0
+    # the default: a chunk carries ``budget / ratio`` tokens as received
+    assert plain.budget_tokens == pytest.approx(L40S.prompt_budget(1.0) / 0.7)
+
+
+def test_by_work_counts_the_tokens_to_compute_at_what_they_cost() -> None:
+    # 40k prompt tokens queued, three quarters of them a prefix the replica holds: what it
+    # prefills beside a 12-token decode is 10k, not enough to fill the chunks it needs to miss
+    whole = _by_work(True)
+    cached = _by_work(True, computed_share=0.25)
+    assert whole.budget_tokens == pytest.approx(L40S.prompt_budget(1.0))  # no TTFT ratio
+    assert (whole.queued_tokens, cached.queued_tokens) == pytest.approx((40_000, 10_000))
+    assert cached.tpot_miss(0.1) < 0.5 < 0.9 < whole.tpot_miss(0.1)
+    # a computed token that attends to a long context costs more than the linear layers
+    costly = _by_work(True, seconds_per_token=2 * L40S.prefill_s_per_token)
+    assert costly.full_step_s - costly.step_s == pytest.approx(
+        2 * (whole.full_step_s - whole.step_s)
+    )
+
+
+def test_the_tpot_ratio_scales_the_models_steps_not_the_observed_shares() -> None:
+    seen = _seen(_state(queued=20_000), output_tokens=50, rate=3_000.0)
+    limit = (seen.step_s + seen.full_step_s) / 2
+    slow = dataclasses.replace(seen, tpot_ratio=1.3)
+    fast = dataclasses.replace(seen, tpot_ratio=0.7)
+    assert fast.tpot_miss(limit) < seen.tpot_miss(limit) < slow.tpot_miss(limit)
+    assert dataclasses.replace(seen, tpot_ratio=1.0).tpot_miss(limit) == seen.tpot_miss(limit)
+    # a replica whose decodes all met: the blend's observed side stays 0 whatever the ratio
+    met = dataclasses.replace(slow, observed=_shares(0.0, 1_000.0))
+    assert met.tpot_miss(limit, observed=True) < 0.01

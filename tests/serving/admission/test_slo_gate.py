@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from route_builders import NOW, chain, group, make_path, plan, query, route, states
 
@@ -508,6 +510,55 @@ def test_a_judgement_held_to_a_lower_threshold_refuses_a_doubtful_request() -> N
     gate = SloGate(DEFAULT_CLASSES, credit_cut=0.0)  # no lift for tenants owed credit
     assert not gate.judge("acme", "interactive", doubtful, refuse_at=0.5)
     assert gate.last.rule == TTFT and gate.last.threshold == 0.5
+
+
+def _fed(tpot_by_work: bool, cached: int, slower: float) -> SloGate:
+    """A gate that sent an A100 a stream of 8k-token prompts, ``cached`` tokens of each a
+    prefix held there, whose 300-token decodes ran ``slower`` × their forecast TPOT."""
+    gate = SloGate(DEFAULT_CLASSES, tpot_by_work=tpot_by_work)
+    a100 = dataclasses.replace(
+        _replica("A100-80G"), num_requests_running=20, in_flight=20, kv_cache_usage_perc=0.3
+    )
+    for k in range(100):
+        q, now = _request("a", 8_000, 300), k * 0.25
+        seen = gate.forecast_on(a100, "a", 0.3, q, now, cached_tokens=cached)
+        gate.dispatched("a", q, now, seen, state=a100, cached_tokens=cached)
+        gate.first_token(q, now + 0.3)
+        gate.finished("a", 300, q, now + 0.3 + 299 * seen.tpot_s * slower)
+    return gate
+
+
+def _next(gate: SloGate) -> Forecast:
+    a100 = dataclasses.replace(
+        _replica("A100-80G"), num_requests_running=20, in_flight=20, kv_cache_usage_perc=0.3
+    )
+    return gate.forecast_on(a100, "a", 0.3, _request("a", 500, 100), 25.0)
+
+
+def test_the_tpot_forecast_by_work_counts_what_the_replica_computes() -> None:
+    """Off (the default), a prompt counts whole in the prompt rate, cached or not, and no TPOT
+    ratio is learned: the forecast is the one a gate that never heard of the cache makes. By
+    work, the 7k-token prefix each prompt finds cached is no prompt work: the A100 that looked
+    prefill-bound (29k tok/s received) has 3.6k tok/s to compute, each token at its attention
+    over the cached context too, and the decodes' TPOT ratio (1.5× their forecast) is
+    learned."""
+    off = _next(_fed(False, cached=7_000, slower=1.5))
+    assert off == _next(_fed(False, cached=0, slower=1.5))
+    assert off.tpot_ratio == 1.0
+    limit = DEFAULT_CLASSES["interactive"].tpot_slo_s
+    assert off.tpot_miss(limit) > 0.9
+
+    on = _next(_fed(True, cached=7_000, slower=1.5))
+    assert on.prompt_rate == pytest.approx(off.prompt_rate / 8, rel=0.02)
+    table = decode_step_table("A100-80G", "llama-3-8b", 1)
+    per_token = (on.full_step_s - on.step_s) / on.budget_tokens
+    assert per_token > table.prefill_s_per_token  # attention over the 7k cached
+    assert 1.3 < on.tpot_ratio < 1.5  # shrunk toward 1 by the prior
+    assert on.tpot_miss(limit) < 0.5 < off.tpot_miss(limit)
+    # the same replica, decodes as forecast: the ratio stays near 1 and the chance lower still
+    even = _next(_fed(True, cached=7_000, slower=1.0))
+    assert even.tpot_ratio == pytest.approx(1.0, abs=0.01)
+    assert even.tpot_miss(limit) < on.tpot_miss(limit)
 
 
 def _lora_path(n: int = 2):

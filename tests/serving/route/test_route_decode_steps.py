@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from serving.route.decode_steps import DecodeStepTable, decode_step_table
 
 
@@ -33,3 +35,14 @@ def test_a_full_chunk_is_under_an_interactive_tpot_on_an_h100_not_on_an_l40s() -
 def test_unknown_kind_gets_the_generic_table() -> None:
     t = decode_step_table("NoSuchGPU", "llama-3-8b", 1)
     assert t.label == "generic" and t.decode_step(4, 1_000) > 0
+
+
+def test_a_prompt_token_computed_after_a_long_cached_prefix_costs_its_attention_too() -> None:
+    table = decode_step_table("A100-80G", "llama-3-8b", 1)
+    assert table.pair_s > 0.0
+    short = table.prompt_work_s(1_000)
+    after = table.prompt_work_s(9_000, cached_tokens=8_000)  # the same 1,000 tokens computed
+    assert short >= 1_000 * table.prefill_s_per_token
+    assert after > short  # each attends to the 8,000 cached before it
+    assert after - short == pytest.approx(1_000 * 8_000 * table.pair_s)
+    assert table.prompt_work_s(500, cached_tokens=900) == 0.0  # nothing to compute
