@@ -222,26 +222,17 @@ def forecast(
         # not calibrated: the ratio also learns queueing the prediction misses, which would
         # call a request that only waits too long one that cannot be served in time
         own = min(own_prefill_s, predicted_ttft_s)
-    if state is None or table is None:
-        prior = predicted_ttft_s + slot_wait_s
-        ttft = prior * ratio
-        if own is not None:
-            wait = max(ttft - own, 0.0)
-        return Forecast(
-            ttft_s=ttft,
-            ttft_spread=spread,
-            prior_ttft_s=prior,
-            own_s=own,
-            wait_s=wait,
-            slot_wait_s=slot_wait_s,
-        )
-    running = max(float(state.in_flight), state.num_requests_running) + 1.0
-    others = state.kv_cache_usage_perc * state.kv_capacity_tokens
-    prior = predicted_ttft_s * interleave(table, running, others) + slot_wait_s
+    running = others = 0.0
+    prior = predicted_ttft_s  # an unknown replica: its calibrated TTFT alone
+    if state is not None and table is not None:
+        running = max(float(state.in_flight), state.num_requests_running) + 1.0
+        others = state.kv_cache_usage_perc * state.kv_capacity_tokens
+        prior *= interleave(table, running, others)
+    prior += slot_wait_s
     ttft = prior * ratio
     if own is not None:
         wait = max(ttft - own, 0.0)
-    if output_tokens <= 1:
+    if state is None or table is None or output_tokens <= 1:
         return Forecast(
             ttft_s=ttft,
             ttft_spread=spread,

@@ -44,7 +44,6 @@ step model's error there (on ``kv-bound`` the observed TPOT ran 1.3–1.6× the 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -141,7 +140,9 @@ class TpotCalibration:
     def first_token(self, key: int, now: float) -> None:
         record = self._open.get(key)
         if record is not None and record.first_token_s is None:
-            self._open[key] = dataclasses.replace(record, first_token_s=now)
+            self._open[key] = _Open(
+                record.replica_id, record.step_s, record.full_step_s, now, record.tpot_s
+            )
 
     def finished(self, key: int, output_tokens: int, now: float) -> None:
         """The request ended after ``output_tokens`` (its TPOT: the time since its first token
