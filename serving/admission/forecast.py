@@ -104,8 +104,12 @@ class Forecast:
     observed: ChunkShares | None = None
     # by work: the replica's observed TPOT over the forecast's on its long decodes (1: none)
     tpot_ratio: float = 1.0
-    # the wait for a LoRA adapter slot in ``ttft_s`` (before calibration; 0: none)
+    # the wait for a LoRA adapter slot in ``ttft_s`` (before calibration; 0: none): one of the
+    # two forecasts of it, at the replica's recent release rate and by its place in the queue
+    # for a slot (:mod:`serving.admission.slo_gate`, "LoRA slots"), each calibrated apart
     slot_wait_s: float = 0.0
+    slot_rate_wait_s: float = 0.0
+    slot_queue_wait_s: float = 0.0
 
     def alone_miss(self, limit_s: float) -> float:
         """Chance that the TTFT exceeds ``limit_s`` even with nothing queued ahead (0 when
@@ -200,6 +204,8 @@ def forecast(
     seconds_per_token: float | None = None,
     tpot_ratio: float = 1.0,
     slot_wait_s: float = 0.0,
+    slot_rate_wait_s: float = 0.0,
+    slot_queue_wait_s: float = 0.0,
 ) -> Forecast:
     """The forecast for a request on the replica whose live state is ``state`` and decode
     table is ``table`` (None: an unknown replica, judged by its calibrated TTFT alone).
@@ -211,7 +217,9 @@ def forecast(
     of this length saw (:mod:`serving.admission.tpot_calibration`). ``slot_wait_s``: the wait
     for a LoRA adapter slot before its prefill starts (:mod:`serving.route.adapter_slots`),
     added to the stretched prediction (the caller calibrates such forecasts apart: ``ratio``
-    and ``spread`` are then those of the replica's slot-waiting requests). With ``by_work``
+    and ``spread`` are then those of the replica's slot-waiting requests);
+    ``slot_rate_wait_s`` and ``slot_queue_wait_s``, its two forecasts, are kept in the
+    forecast for the calibrations to learn each (``slot_wait_s`` is one of them). With ``by_work``
     (see the module docstring) ``prompt_rate`` counts prompt tokens to compute,
     ``computed_share`` is their share of the tokens received (it scales the router's count of
     the prompt tokens queued), ``seconds_per_token`` what a computed token cost a chunk there
@@ -240,6 +248,8 @@ def forecast(
             own_s=own,
             wait_s=wait,
             slot_wait_s=slot_wait_s,
+            slot_rate_wait_s=slot_rate_wait_s,
+            slot_queue_wait_s=slot_queue_wait_s,
         )
     step = table.decode_step(running, others + input_tokens)
     budget = table.prompt_budget(running)
@@ -288,4 +298,6 @@ def forecast(
         observed=observed,
         tpot_ratio=tpot_ratio,
         slot_wait_s=slot_wait_s,
+        slot_rate_wait_s=slot_rate_wait_s,
+        slot_queue_wait_s=slot_queue_wait_s,
     )

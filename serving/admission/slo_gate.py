@@ -156,6 +156,12 @@ COLD_MOVE_MIN_TOKENS = 2048
 # kept under its id with these suffixes (:func:`calibration_key`)
 ADAPTER_KEY = "#lora"
 SLOT_WAIT_KEY = "#lora-slot"
+SLOT_QUEUE_KEY = "#lora-queue"  # … forecast by their place in the queue for a slot
+# while the fleet keeps up, a request that waits for a LoRA slot is forecast to wait this long
+# for each slot handover it waits for (the adapters ahead of it, and its own) — a prior scale
+# its replica's calibration (:data:`SLOT_QUEUE_KEY`) corrects: ~0.25 s per adapter ahead on the
+# swap replicas of ``multi-model``'s head at load 1 (bench/RESULTS.md)
+SLOT_HANDOVER_S = 0.25
 
 # what tenants' credits are charged in: GPU-seconds (:mod:`serving.admission.cost`), or the
 # Virtual Token Counter's weighted tokens (what the gate charged before; an ablation)
@@ -462,6 +468,7 @@ class SloGate:
             now,
             cached_tokens=decision.cached_tokens,
             slot_wait_s=decision.slot_wait_s,
+            slot_handovers=decision.slot_handovers,
         )
 
     def forecast_on(
@@ -474,14 +481,21 @@ class SloGate:
         *,
         cached_tokens: int = 0,
         slot_wait_s: float = 0.0,
+        slot_handovers: int = 0,
     ) -> Forecast:
         """What ``query`` would see on the replica ``replica_id`` (live state ``state``, None
         when unknown) whose route-path TTFT prediction is ``predicted_ttft_s``, with
-        ``cached_tokens`` of its prompt already cached there, after ``slot_wait_s`` waiting
-        for a LoRA adapter slot (calibrated apart: :func:`calibration_key`)."""
+        ``cached_tokens`` of its prompt already cached there, after waiting for a LoRA adapter
+        slot: ``slot_wait_s`` at the replica's recent release rate, or, until the fleet is fully
+        past its capacity, by its ``slot_handovers`` (0: it need not wait; see "LoRA slots"
+        above; each forecast calibrated apart: :func:`calibration_key`)."""
         rates = self.prompt_rates
         by_work = self.tpot_by_work
-        key = calibration_key(replica_id, query.adapter, slot_wait_s)
+        queue_wait = slot_handovers * SLOT_HANDOVER_S
+        # before the replica's slots have turned over (no release rate yet) the wait is unknown
+        by_queue = slot_wait_s > 0.0 < queue_wait and self.pressure < 2.0 * PRESSURE_FLOOR
+        wait = queue_wait if by_queue else slot_wait_s
+        key = calibration_key(replica_id, query.adapter, wait, by_queue=by_queue)
         own = None
         if state is not None:
             own = prefill_table(state.accelerator, state.model, state.tp).prefill(
@@ -501,7 +515,9 @@ class SloGate:
             output_tokens=query.max_output_tokens,
             own_prefill_s=own,
             observed=self.tpot_calibration.shares(replica_id, query.max_output_tokens - 1),
-            slot_wait_s=slot_wait_s,
+            slot_wait_s=wait,
+            slot_rate_wait_s=slot_wait_s,
+            slot_queue_wait_s=queue_wait,
             by_work=by_work,
             computed_share=rates.computed_share(replica_id) if by_work else 1.0,
             seconds_per_token=rates.seconds_per_token(replica_id) if by_work else None,
@@ -605,11 +621,15 @@ class SloGate:
             table = decode_step_table(state.accelerator, state.model, state.tp)
             work = table.prompt_work_s(query.input_tokens, cached_tokens)
         self.prompt_rates.add(replica_id, query.input_tokens, now, cached_tokens, work)
+        # a request that waits for a LoRA slot teaches both forecasts of that wait
+        base = seen.prior_ttft_s - seen.slot_wait_s
+        queue = seen.slot_queue_wait_s
         self.calibration.dispatched(
             id(query),
-            calibration_key(replica_id, query.adapter, seen.slot_wait_s),
-            seen.prior_ttft_s,
+            calibration_key(replica_id, query.adapter, seen.slot_rate_wait_s),
+            base + seen.slot_rate_wait_s,
             now,
+            also=(replica_id + SLOT_QUEUE_KEY, base + queue) if queue > 0.0 else None,
         )
         if seen.gaps > 0:
             # the expected TPOT teaches the replica's TPOT ratio, used only by work
@@ -678,7 +698,9 @@ class SloGate:
         self.vtc.set_credit_weights(shares)
 
 
-def calibration_key(replica_id: str, adapter: str = "", slot_wait_s: float = 0.0) -> str:
+def calibration_key(
+    replica_id: str, adapter: str = "", slot_wait_s: float = 0.0, *, by_queue: bool = False
+) -> str:
     """The key a forecast is calibrated under: its replica's for the base model's requests; for
     a LoRA adapter's, the replica's adapter requests' (:data:`ADAPTER_KEY`: a load stalls the
     engine, and a request sent when a slot was free may still find the slots taken when it
@@ -689,6 +711,8 @@ def calibration_key(replica_id: str, adapter: str = "", slot_wait_s: float = 0.0
     requests on the swap replicas forecast at 9.4 s came in 1.0 s), and the other way round."""
     if not adapter:
         return replica_id
+    if by_queue:
+        return replica_id + SLOT_QUEUE_KEY
     return replica_id + (SLOT_WAIT_KEY if slot_wait_s > 0.0 else ADAPTER_KEY)
 
 

@@ -44,8 +44,8 @@ class TtftCalibration:
     def __init__(self) -> None:
         # replica → (Σ obs·pred, Σ pred², Σ pred²·ln(obs / (ratio·pred))²)
         self._sums: dict[str, tuple[float, float, float]] = {}
-        # query identity → (replica, predicted TTFT, dispatch time)
-        self._open: dict[int, tuple[str, float, float]] = {}
+        # query identity → (replica, predicted TTFT, dispatch time, a second (key, prediction))
+        self._open: dict[int, tuple[str, float, float, tuple[str, float] | None]] = {}
 
     def ratio(self, replica_id: str) -> float:
         xy, xx, _ = self._sums.get(replica_id, (0.0, 0.0, 0.0))
@@ -56,17 +56,30 @@ class TtftCalibration:
         _, xx, rr = self._sums.get(replica_id, (0.0, 0.0, 0.0))
         return math.sqrt((rr + PRIOR_WEIGHT_S2 * PRIOR_SPREAD**2) / (xx + PRIOR_WEIGHT_S2))
 
-    def dispatched(self, key: int, replica_id: str, predicted_ttft_s: float, now: float) -> None:
+    def dispatched(
+        self,
+        key: int,
+        replica_id: str,
+        predicted_ttft_s: float,
+        now: float,
+        *,
+        also: tuple[str, float] | None = None,
+    ) -> None:
+        """Query ``key`` was sent at ``now``, its TTFT predicted ``predicted_ttft_s`` under
+        ``replica_id``'s calibration; ``also``: a second (calibration, prediction) its first
+        token teaches as well."""
         if len(self._open) >= MAX_OPEN:
             del self._open[next(iter(self._open))]
-        self._open[key] = (replica_id, predicted_ttft_s, now)
+        self._open[key] = (replica_id, predicted_ttft_s, now, also)
 
     def first_token(self, key: int, now: float) -> None:
         record = self._open.pop(key, None)
         if record is None:
             return
-        replica_id, predicted, sent = record
+        replica_id, predicted, sent, also = record
         self.observe(replica_id, predicted, now - sent)
+        if also is not None:
+            self.observe(also[0], also[1], now - sent)
 
     def forget(self, key: int) -> None:
         """The request ended without a first token worth learning from."""

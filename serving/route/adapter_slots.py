@@ -123,21 +123,28 @@ class SlotBook:
             return None
         return len(releases) / max(now - releases[0], 1e-3)
 
-    def wait_s(self, adapter: str, now: float) -> float:
-        """Seconds a new request for ``adapter`` would wait for a slot (0: none, or unknown)."""
+    def handovers(self, adapter: str) -> int:
+        """How many slot handovers a new request for ``adapter`` waits for: one for each adapter
+        waiting ahead of it, and its own (0: it holds a slot, or one is free for it)."""
         live = self._live
         if self.slots <= 0 or len(live) < self.slots:
-            return 0.0
+            return 0
         own = live.get(adapter)
         if own is not None and own.running:
-            return 0.0
+            return 0
         ahead = -self._free_slots()
         for name, entry in live.items():
             if name == adapter:
                 break
             if not entry.running:
                 ahead += 1
-        if ahead < 0:
-            return 0.0  # a slot is free for it
+        return ahead + 1 if ahead >= 0 else 0  # ahead < 0: a slot is free for it
+
+    def wait_s(self, adapter: str, now: float) -> float:
+        """Seconds a new request for ``adapter`` would wait for a slot at the recent release
+        rate (0: none, or unknown)."""
+        handovers = self.handovers(adapter)
+        if handovers == 0:
+            return 0.0
         rate = self.release_rate(now)
-        return 0.0 if rate is None else (ahead + 1) / rate
+        return 0.0 if rate is None else handovers / rate

@@ -2,7 +2,7 @@
 
 A frozen dataclass's ``__init__`` stores each field through ``object.__setattr__`` and parses
 keyword arguments; building one that way costs more than the rest of a plan lookup. When the
-contract's fields are exactly the eight this module knows, :func:`make_decision` writes the slots
+contract's fields are exactly the nine this module knows, :func:`make_decision` writes the slots
 directly through their descriptors (same object, same equality, no frozen check skipped after
 construction). If the contract grows a field, it falls back to the ordinary constructor so a
 new field always gets its default.
@@ -24,6 +24,7 @@ _KNOWN = (
     "fallbacks",
     "cached_tokens",
     "slot_wait_s",
+    "slot_handovers",
 )
 
 
@@ -36,6 +37,7 @@ def _slow(
     fallbacks: tuple[str, ...],
     cached_tokens: int = 0,
     slot_wait_s: float = 0.0,
+    slot_handovers: int = 0,
 ) -> Decision:
     return Decision(
         replica_id=replica_id,
@@ -46,17 +48,26 @@ def _slow(
         fallbacks=fallbacks,
         cached_tokens=cached_tokens,
         slot_wait_s=slot_wait_s,
+        slot_handovers=slot_handovers,
     )
 
 
 def _fast_builder() -> Callable[
-    [str, str, str, int | None, float, tuple[str, ...], int, float], Decision
+    [str, str, str, int | None, float, tuple[str, ...], int, float, int], Decision
 ]:
     new = object.__new__
     slots = [getattr(Decision, name).__set__ for name in _KNOWN]
-    set_id, set_address, set_reason, set_version, set_ttft, set_fallbacks, set_cached, set_wait = (
-        slots
-    )
+    (
+        set_id,
+        set_address,
+        set_reason,
+        set_version,
+        set_ttft,
+        set_fallbacks,
+        set_cached,
+        set_wait,
+        set_handovers,
+    ) = slots
 
     def build(
         replica_id: str,
@@ -67,6 +78,7 @@ def _fast_builder() -> Callable[
         fallbacks: tuple[str, ...],
         cached_tokens: int = 0,
         slot_wait_s: float = 0.0,
+        slot_handovers: int = 0,
     ) -> Decision:
         d: Decision = new(Decision)
         set_id(d, replica_id)
@@ -77,6 +89,7 @@ def _fast_builder() -> Callable[
         set_fallbacks(d, fallbacks)
         set_cached(d, cached_tokens)
         set_wait(d, slot_wait_s)
+        set_handovers(d, slot_handovers)
         return d
 
     return build

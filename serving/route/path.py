@@ -53,6 +53,7 @@ NO_PLAN = "fallback:no-plan"
 FASTEST = "fallback:fastest"
 TPOT_ALPHA = 0.2  # weight of one completion in a replica's observed TPOT
 _INF = float("inf")
+_NO_SLOT_WAIT = (0.0, 0)  # a request for the base model, or a replica keeping no slot book
 _NO_ADAPTERS: dict[str, object] = {}
 _NOT_HELD: frozenset[int] = frozenset()
 PREFIX_SIGNAL = "router prefix index"  # pickers reading it get the prefix holders first
@@ -227,7 +228,7 @@ class PlacementRoutePath:
                         ),
                         entry.alternates[pos],
                         entry.prefix_tokens,
-                        self._slot_wait(state, query.adapter, now) if query.adapter else 0.0,
+                        *(self._slot_wait(state, query.adapter, now) if query.adapter else _NO_SLOT_WAIT),
                     )
                 if not first_cause:
                     first_cause = refused
@@ -344,13 +345,16 @@ class PlacementRoutePath:
             ttft,
             alternates,
             cached_tokens,
-            self._slot_wait(state, query.adapter, now) if query.adapter else 0.0,
+            *(self._slot_wait(state, query.adapter, now) if query.adapter else _NO_SLOT_WAIT),
         )
 
-    def _slot_wait(self, state: ReplicaState, adapter: str, now: float) -> float:
-        """Seconds a request for ``adapter`` would wait for a LoRA slot on ``state``."""
+    def _slot_wait(self, state: ReplicaState, adapter: str, now: float) -> tuple[float, int]:
+        """Seconds a request for ``adapter`` would wait for a LoRA slot on ``state`` at the
+        recent release rate, and the slot handovers it would wait for."""
         book = self._slots.get(state.id)
-        return 0.0 if book is None else book.wait_s(adapter, now)
+        if book is None:
+            return _NO_SLOT_WAIT
+        return book.wait_s(adapter, now), book.handovers(adapter)
 
     def _book_slots(self, state: ReplicaState, book: SlotBook) -> None:
         """Publish what waits for a slot on ``state`` (the queue signal leaves it out)."""

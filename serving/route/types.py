@@ -54,8 +54,10 @@ class Decision:
     # prompt tokens the route path expects cached on the replica (what the TTFT discounts)
     cached_tokens: int = 0
     # seconds it would wait there for a LoRA adapter slot before its prefill starts
-    # (:mod:`serving.route.adapter_slots`; not in ``predicted_ttft_s``)
+    # (:mod:`serving.route.adapter_slots`; not in ``predicted_ttft_s``), at the recent rate at
+    # which its slots were released, and the slot handovers it waits for (0: it need not wait)
     slot_wait_s: float = 0.0
+    slot_handovers: int = 0
 
 
 @dataclass(slots=True, kw_only=True)
