@@ -60,6 +60,22 @@ threshold on by its own refusals (``tiers`` tail at load 1: pressure past the fl
 interactive decisions with the strict threshold, 28% without; goodput −7%, refusal precision
 0.77). Off by default; the loop tunes it on the head (``bench/loop/tuning.py``).
 
+**LoRA slots.** A request for an adapter that must wait for a slot on its replica
+(:mod:`serving.route.adapter_slots`) waits for as many slot handovers as there are adapters
+waiting ahead of it, and its own. How long that takes is forecast two ways, each calibrated
+apart on the replica's slot-waiting requests (:func:`calibration_key`), and both learn from
+every such request's first token. At the recent release rate (the book's last frees) the
+forecast reads a slowdown at once, which is what sheds load when the fleet is past capacity; but
+frees come in bursts, and below capacity that rate's noise outweighed the signal: on the head
+of ``multi-model`` at loads 1–1.5 a request's place in the queue ranked the requests that then
+missed far better (of the 400 the gate was surest of, 96–99% missed, against 51–92% by the
+rate), so until the fleet is fully past its capacity (``pressure`` below twice
+:data:`PRESSURE_FLOOR`, where the threshold reaches its overload level) the wait is forecast by
+the place in the queue: :data:`SLOT_HANDOVER_S` per handover, scaled by what the replica's
+slot-waiting requests saw. (The refusals' precision on that head rose from 0.64 / 0.79 / 0.77
+to 0.84 / 0.93 / 0.89 at loads 1 / 1.25 / 1.5, bench/RESULTS.md.) Before the replica's slots
+have turned over (no rate yet) the wait is unknown and taken as none, by either forecast.
+
 **TPOT by work.** With ``tpot_by_work`` the TPOT forecast counts prompt work as the tokens each
 replica must compute, at what a computed token cost a chunk there lately (its attention over
 the cached context included), and corrects its steps by the replica's learned TPOT ratio

@@ -27,7 +27,11 @@ What it gives the route path (:mod:`serving.route.path`):
 
 - :meth:`SlotBook.blocked` — requests and prompt tokens waiting for a slot, which the admission
   gate's queue signal leaves out (:func:`serving.route.plugins.base.queued_ahead_tokens`);
-- :meth:`SlotBook.wait_s` — how long a new request for an adapter would wait for a slot.
+- :meth:`SlotBook.handovers` — how many slot handovers a new request for an adapter would wait
+  for (the adapters waiting ahead of it, and its own);
+- :meth:`SlotBook.wait_s` — how long that would take at the recent release rate (the admission
+  gate forecasts by the handovers instead while the fleet keeps up: :mod:`serving.admission.
+  slo_gate`, "LoRA slots").
 
 Replicas without slots (``max_loras`` 0: no LoRA serving) keep no book.
 """

@@ -228,7 +228,11 @@ class PlacementRoutePath:
                         ),
                         entry.alternates[pos],
                         entry.prefix_tokens,
-                        *(self._slot_wait(state, query.adapter, now) if query.adapter else _NO_SLOT_WAIT),
+                        *(
+                            self._slot_wait(state, query.adapter, now)
+                            if query.adapter
+                            else _NO_SLOT_WAIT
+                        ),
                     )
                 if not first_cause:
                     first_cause = refused

@@ -14,6 +14,7 @@ from serving.admission.slo_gate import (
     CREDIT,
     DEFAULT_OVERLOAD_REFUSE_AT,
     PRESSURE_FLOOR,
+    SLOT_HANDOVER_S,
     STRICT_FROM,
     TPOT,
     TTFT,
@@ -618,6 +619,43 @@ def test_the_wait_for_a_slot_is_forecast_and_calibrated_apart_from_the_prefill()
     assert gate.calibration.ratio(calibration_key(r, "x", 1.0)) < 0.4
     assert gate.calibration.ratio(r) == gate.calibration.ratio(calibration_key(r, "x")) == 1.0
     assert gate.admit_decision(path, q, waiting, NOW) is not None
+
+
+def test_a_slot_wait_is_forecast_by_the_queue_for_a_slot_until_the_fleet_is_past_capacity() -> None:
+    _fleet, path = _lora_path(1)
+    gate = SloGate(DEFAULT_CLASSES)
+    q = _adapter_query("cold")
+    plain = path.decide(q, NOW)
+
+    def waiting(rate_wait_s: float) -> Decision:
+        """Two handovers to wait for; at the recent release rate, ``rate_wait_s``."""
+        return dataclasses.replace(plain, slot_wait_s=rate_wait_s, slot_handovers=2)
+
+    alone = gate.forecast(path, q, plain, NOW).ttft_s
+    # while the fleet keeps up: by its place in the queue (a rate read off a few bursty frees
+    # said 3 s)
+    seen = gate.forecast(path, q, waiting(3.0), NOW)
+    assert seen.slot_wait_s == pytest.approx(2 * SLOT_HANDOVER_S)
+    assert seen.slot_rate_wait_s == 3.0
+    assert seen.ttft_s == pytest.approx(alone + 2 * SLOT_HANDOVER_S)
+    # before the replica's slots have turned over (no rate yet) the wait is unknown: none
+    assert gate.forecast(path, q, waiting(0.0), NOW).slot_wait_s == 0.0
+    # fully past capacity: at the recent release rate, which reads a slowdown at once
+    gate.pressure = 2 * PRESSURE_FLOOR
+    assert gate.forecast(path, q, waiting(3.0), NOW).slot_wait_s == 3.0
+    assert not gate.admit_decision(path, q, waiting(3.0), NOW)  # 3 s for a slot: misses 2 s
+    gate.pressure = PRESSURE_FLOOR  # the threshold on its way down: still by the queue
+    assert gate.forecast(path, q, waiting(3.0), NOW).slot_wait_s == pytest.approx(0.5)
+    # the two forecasts are calibrated apart, and each learns from every slot-waiting request
+    r = plain.replica_id
+    by_rate = calibration_key(r, "cold", 3.0)
+    by_queue = calibration_key(r, "cold", 0.5, by_queue=True)
+    assert len({by_rate, by_queue, calibration_key(r, "cold"), r}) == 4
+    gate.pressure = 0.0
+    assert gate.admit_decision(path, q, waiting(3.0), NOW) is not None
+    gate.first_token(q, NOW + 1.0)  # its slot came after 1 s
+    assert gate.calibration.ratio(by_rate) < 1.0 < gate.calibration.ratio(by_queue)
+    assert gate.calibration.ratio(r) == gate.calibration.ratio(calibration_key(r, "cold")) == 1.0
 
 
 def test_the_second_look_leaves_an_adapter_request_where_the_plan_sent_it() -> None:

@@ -33,6 +33,16 @@ def test_first_tokens_match_their_dispatch_and_strays_are_ignored() -> None:
     assert cal.ratio("r0") == pytest.approx(0.5, abs=0.05)
 
 
+def test_a_first_token_can_teach_a_second_calibration_with_its_own_prediction() -> None:
+    cal = TtftCalibration()
+    for k in range(100):
+        cal.dispatched(k, "r0#a", 4.0, 10.0, also=("r0#b", 1.0))
+        cal.first_token(k, 12.0)  # 2 s: half of one prediction, twice the other
+    assert cal.ratio("r0#a") == pytest.approx(0.5, abs=0.05)
+    assert cal.ratio("r0#b") == pytest.approx(2.0, abs=0.1)
+    assert cal.ratio("r0") == 1.0
+
+
 def test_open_requests_are_bounded() -> None:
     cal = TtftCalibration()
     for k in range(MAX_OPEN + 10):

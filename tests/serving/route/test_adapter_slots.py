@@ -63,6 +63,22 @@ def test_the_wait_is_unknown_until_slots_have_turned_over_then_counts_those_ahea
     assert book.wait_s("x", 10 * t) > book.wait_s("x", t)
 
 
+def test_the_handovers_a_request_waits_for_are_the_adapters_ahead_of_it_and_its_own() -> None:
+    book = SlotBook(2)
+    _running(book, "a")
+    assert book.handovers("new") == 0  # one slot is free
+    _running(book, "b")
+    assert book.handovers("a") == 0  # it holds its slot
+    assert book.handovers("new") == 1  # its own: the next slot to free
+    book.dispatched("c", 10)
+    book.dispatched("d", 10)
+    assert book.handovers("c") == 1  # first in line
+    assert book.handovers("d") == 2  # behind c
+    assert book.handovers("new") == 3  # behind c and d
+    # the rate's wait is the same count over the release rate (unknown yet: none)
+    assert book.wait_s("new", 1.0) == 0.0
+
+
 def test_a_slot_frees_when_an_adapters_last_running_request_ends_though_more_wait() -> None:
     book = SlotBook(1)
     _running(book, "a")

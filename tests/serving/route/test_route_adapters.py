@@ -145,4 +145,7 @@ def test_the_route_path_books_requests_waiting_for_a_slot_and_their_wait() -> No
     held = _ask("e")
     path.on_dispatch(path.decide(held, NOW + 4), held, NOW + 4)
     path.on_first_token("r0", held, NOW + 4)
-    assert path.decide(_ask("d"), NOW + 4).slot_wait_s > 0.0  # b and e hold both slots
+    behind = path.decide(_ask("d"), NOW + 4)
+    assert behind.slot_wait_s > 0.0  # b and e hold both slots
+    assert behind.slot_handovers == 1  # d is first in line for one of them
+    assert path.decide(_ask("b"), NOW + 4).slot_handovers == 0
