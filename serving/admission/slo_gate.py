@@ -178,6 +178,9 @@ SLOT_QUEUE_KEY = "#lora-queue"  # … forecast by their place in the queue for a
 # its replica's calibration (:data:`SLOT_QUEUE_KEY`) corrects: ~0.25 s per adapter ahead on the
 # swap replicas of ``multi-model``'s head at load 1 (bench/RESULTS.md)
 SLOT_HANDOVER_S = 0.25
+# … once that calibration has learned from slot waits worth this many first tokens forecast at
+# 1 s (its decayed Σ forecast², s²): until then the release rate's forecast stands
+SLOT_QUEUE_MIN_WEIGHT_S2 = 4.0
 
 # what tenants' credits are charged in: GPU-seconds (:mod:`serving.admission.cost`), or the
 # Virtual Token Counter's weighted tokens (what the gate charged before; an ablation)
@@ -508,8 +511,13 @@ class SloGate:
         rates = self.prompt_rates
         by_work = self.tpot_by_work
         queue_wait = slot_handovers * SLOT_HANDOVER_S
-        # before the replica's slots have turned over (no release rate yet) the wait is unknown
-        by_queue = slot_wait_s > 0.0 < queue_wait and self.pressure < 2.0 * PRESSURE_FLOOR
+        # before the replica's slots have turned over (no release rate yet) the wait is unknown;
+        # by the queue once its calibration has learned from slot waits
+        by_queue = (
+            slot_wait_s > 0.0 < queue_wait
+            and self.pressure < 2.0 * PRESSURE_FLOOR
+            and self.calibration.weight(replica_id + SLOT_QUEUE_KEY) >= SLOT_QUEUE_MIN_WEIGHT_S2
+        )
         wait = queue_wait if by_queue else slot_wait_s
         key = calibration_key(replica_id, query.adapter, wait, by_queue=by_queue)
         own = None

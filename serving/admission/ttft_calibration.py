@@ -51,6 +51,11 @@ class TtftCalibration:
         xy, xx, _ = self._sums.get(replica_id, (0.0, 0.0, 0.0))
         return (xy + PRIOR_WEIGHT_S2) / (xx + PRIOR_WEIGHT_S2)
 
+    def weight(self, replica_id: str) -> float:
+        """The evidence behind this replica's ratio, in the prior's units (s²: the decayed
+        Σ predicted²; 0 before any first token)."""
+        return self._sums.get(replica_id, (0.0, 0.0, 0.0))[1]
+
     def spread(self, replica_id: str) -> float:
         """σ of the calibrated forecast's log error on this replica."""
         _, xx, rr = self._sums.get(replica_id, (0.0, 0.0, 0.0))
