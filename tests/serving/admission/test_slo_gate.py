@@ -15,6 +15,7 @@ from serving.admission.slo_gate import (
     DEFAULT_OVERLOAD_REFUSE_AT,
     PRESSURE_FLOOR,
     SLOT_HANDOVER_S,
+    SLOT_QUEUE_MIN_WEIGHT_S2,
     STRICT_FROM,
     TPOT,
     TTFT,
@@ -632,8 +633,16 @@ def test_a_slot_wait_is_forecast_by_the_queue_for_a_slot_until_the_fleet_is_past
         return dataclasses.replace(plain, slot_wait_s=rate_wait_s, slot_handovers=2)
 
     alone = gate.forecast(path, q, plain, NOW).ttft_s
-    # while the fleet keeps up: by its place in the queue (a rate read off a few bursty frees
-    # said 3 s)
+    r = plain.replica_id
+    by_rate = calibration_key(r, "cold", 3.0)
+    by_queue = calibration_key(r, "cold", 0.5, by_queue=True)
+    # until the queue's calibration has learned from slot waits, the release rate's forecast
+    assert gate.forecast(path, q, waiting(3.0), NOW).slot_wait_s == 3.0
+    for _ in range(10):
+        gate.calibration.observe(by_queue, 1.0, 1.0)  # slot waits that came as forecast
+    assert gate.calibration.weight(by_queue) >= SLOT_QUEUE_MIN_WEIGHT_S2
+    # then, while the fleet keeps up: by its place in the queue (a rate read off a few bursty
+    # frees said 3 s)
     seen = gate.forecast(path, q, waiting(3.0), NOW)
     assert seen.slot_wait_s == pytest.approx(2 * SLOT_HANDOVER_S)
     assert seen.slot_rate_wait_s == 3.0
@@ -647,14 +656,13 @@ def test_a_slot_wait_is_forecast_by_the_queue_for_a_slot_until_the_fleet_is_past
     gate.pressure = PRESSURE_FLOOR  # the threshold on its way down: still by the queue
     assert gate.forecast(path, q, waiting(3.0), NOW).slot_wait_s == pytest.approx(0.5)
     # the two forecasts are calibrated apart, and each learns from every slot-waiting request
-    r = plain.replica_id
-    by_rate = calibration_key(r, "cold", 3.0)
-    by_queue = calibration_key(r, "cold", 0.5, by_queue=True)
     assert len({by_rate, by_queue, calibration_key(r, "cold"), r}) == 4
     gate.pressure = 0.0
     assert gate.admit_decision(path, q, waiting(3.0), NOW) is not None
+    queue_ratio = gate.calibration.ratio(by_queue)
     gate.first_token(q, NOW + 1.0)  # its slot came after 1 s
-    assert gate.calibration.ratio(by_rate) < 1.0 < gate.calibration.ratio(by_queue)
+    assert gate.calibration.ratio(by_rate) < 1.0
+    assert gate.calibration.ratio(by_queue) > queue_ratio
     assert gate.calibration.ratio(r) == gate.calibration.ratio(calibration_key(r, "cold")) == 1.0
 
 

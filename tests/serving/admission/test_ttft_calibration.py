@@ -41,6 +41,8 @@ def test_a_first_token_can_teach_a_second_calibration_with_its_own_prediction() 
     assert cal.ratio("r0#a") == pytest.approx(0.5, abs=0.05)
     assert cal.ratio("r0#b") == pytest.approx(2.0, abs=0.1)
     assert cal.ratio("r0") == 1.0
+    # the evidence behind each: its decayed sum of squared predictions
+    assert cal.weight("r0") == 0.0 < cal.weight("r0#b") < cal.weight("r0#a")
 
 
 def test_open_requests_are_bounded() -> None:
