@@ -72,9 +72,11 @@ missed far better (of the 400 the gate was surest of, 96–99% missed, against 5
 rate), so until the fleet is fully past its capacity (``pressure`` below twice
 :data:`PRESSURE_FLOOR`, where the threshold reaches its overload level) the wait is forecast by
 the place in the queue: :data:`SLOT_HANDOVER_S` per handover, scaled by what the replica's
-slot-waiting requests saw. (The refusals' precision on that head rose from 0.64 / 0.79 / 0.77
-to 0.84 / 0.93 / 0.89 at loads 1 / 1.25 / 1.5, bench/RESULTS.md.) Before the replica's slots
-have turned over (no rate yet) the wait is unknown and taken as none, by either forecast.
+slot-waiting requests saw, once that calibration has learned from some
+(:data:`SLOT_QUEUE_MIN_WEIGHT_S2`; a run past capacity starts with the rate's forecast, as
+before). The refusals' precision on that head rose from 0.64 / 0.79 / 0.77 to 0.84 / 0.92 / 0.89
+at loads 1 / 1.25 / 1.5 (bench/RESULTS.md). Before the replica's slots have turned over (no rate
+yet) the wait is unknown and taken as none, by either forecast.
 
 **TPOT by work.** With ``tpot_by_work`` the TPOT forecast counts prompt work as the tokens each
 replica must compute, at what a computed token cost a chunk there lately (its attention over
