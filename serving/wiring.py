@@ -103,6 +103,7 @@ def build_app(
             strict_refuse_at=settings.slo_gate_strict_refuse_at,
             cold_move_ttft_share=settings.slo_gate_cold_move_ttft_share,
             tpot_by_work=settings.slo_gate_tpot_by_work,
+            tpot_shed_from=settings.slo_gate_tpot_shed_from,
         )
         if settings.slo_gate
         else None,

@@ -153,6 +153,7 @@ class CaseContext:
     strict_credit_cut: float = 0.0
     credit_slack: float | None = None  # past capacity, a tenant this far ahead yields
     tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
+    tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -213,6 +214,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 # the slack is in GPU-seconds: the token-charged ablation has none
                 credit_slack=ctx.credit_slack if v.credits and v.charge == GPU_SECONDS else None,
                 tpot_by_work=ctx.tpot_by_work,
+                tpot_shed_from=ctx.tpot_shed_from,
                 shadow=v.shadow,
                 charge=v.charge,
             )
@@ -330,6 +332,7 @@ def peer(
             strict_credit_cut=ctx.strict_credit_cut,
             credit_slack=ctx.credit_slack,
             tpot_by_work=ctx.tpot_by_work,
+            tpot_shed_from=ctx.tpot_shed_from,
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)
@@ -365,6 +368,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         ctx.strict_credit_cut = setting.strict_credit_cut
         ctx.credit_slack = setting.credit_slack
         ctx.tpot_by_work = setting.tpot_by_work
+        ctx.tpot_shed_from = setting.tpot_shed_from
         got = []
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
@@ -400,6 +404,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx.strict_credit_cut = chosen.strict_credit_cut
     ctx.credit_slack = chosen.credit_slack
     ctx.tpot_by_work = chosen.tpot_by_work
+    ctx.tpot_shed_from = chosen.tpot_shed_from
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
@@ -409,7 +414,8 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         f"refuses at {chosen.overload_refuse_at}, credit cut {chosen.credit_cut}, strict "
         f"(by the queue) at {chosen.strict_refuse_at}, credit cut {chosen.strict_credit_cut}, "
         f"credit slack {chosen.credit_slack}, "
-        f"TPOT forecast by work {chosen.tpot_by_work}"
+        f"TPOT forecast by work {chosen.tpot_by_work}, TPOT rule sheds from "
+        f"{chosen.tpot_shed_from}"
     )
     return ctx
 
@@ -569,6 +575,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_strict_credit_cut": ctx.strict_credit_cut,
         "gate_credit_slack": ctx.credit_slack,
         "gate_tpot_by_work": ctx.tpot_by_work,
+        "gate_tpot_shed_from": ctx.tpot_shed_from,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
         "our_knee_load": knee(our_rows),
