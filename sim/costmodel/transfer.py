@@ -369,9 +369,7 @@ def fit_surface(family: Family, per_accelerator: Sequence[Observations]) -> Surf
     return Surface(family=family, values=values, median_ape=float(np.median(ape)), rows=len(y))
 
 
-def _column_effects(
-    surface: Surface, parts: Sequence[Observations]
-) -> dict[Column, float]:
+def _column_effects(surface: Surface, parts: Sequence[Observations]) -> dict[Column, float]:
     """Per GEMM column: the median over GPUs of each GPU's median log residual to ``surface``,
     shrunk by ``g / (g + COLUMN_PRIOR_GPUS)`` for the ``g`` GPUs that measured it."""
     per_gpu: dict[Column, list[float]] = {}
@@ -611,9 +609,7 @@ def fit_transfer(
         else fit_surface(family, [m[family] for m in measured.values() if family in m])
         for family in FAMILIES
     }
-    return TransferModel(
-        surfaces=surfaces, fitted_on=tuple(sorted(measured)), gemm_columns=columns
-    )
+    return TransferModel(surfaces=surfaces, fitted_on=tuple(sorted(measured)), gemm_columns=columns)
 
 
 def _curve(xs: Sequence[float], ys: FloatArray) -> Curve:
