@@ -39,9 +39,9 @@ than the surface says for reasons of its own shape, shared by every GPU that run
 same library: tile and wave quantization of ``n`` and ``k``, the kernel the library picks for it.
 So the GEMM fit is joint: ``log(latency / SOL) = U_gemm(...) + c(n, k)``, alternating the surface
 (on calls less their column's effect) and the column effects (per column, the median over GPUs of
-each GPU's median residual, shrunk by ``g / (g + 1)`` for ``g`` GPUs: the GPU being predicted
-counts as one more whose effect is unknown, i.e. 0). A column no GPU measured has no effect.
-Nothing is fitted per GPU.
+each GPU's median residual, centred on the median column, shrunk by ``g / (g + 1)`` for ``g``
+GPUs: the GPU being predicted counts as one more whose effect is unknown, i.e. 0). A column no
+GPU measured is taken to be the typical one (effect 0). Nothing is fitted per GPU.
 
 **MoE routing.** The MoE surface learns the fused experts under **balanced** routing, the tables
 the cost model reads first. A table measured only under skewed routing (``power_law``: fewer
@@ -371,7 +371,9 @@ def fit_surface(family: Family, per_accelerator: Sequence[Observations]) -> Surf
 
 def _column_effects(surface: Surface, parts: Sequence[Observations]) -> dict[Column, float]:
     """Per GEMM column: the median over GPUs of each GPU's median log residual to ``surface``,
-    shrunk by ``g / (g + COLUMN_PRIOR_GPUS)`` for the ``g`` GPUs that measured it."""
+    less the median of that over every column (0 is the typical column, what a column no GPU
+    measured is taken to be), shrunk by ``g / (g + COLUMN_PRIOR_GPUS)`` for the ``g`` GPUs that
+    measured it."""
     per_gpu: dict[Column, list[float]] = {}
     for part in parts:
         if part.columns is None:
@@ -384,8 +386,10 @@ def _column_effects(surface: Surface, parts: Sequence[Observations]) -> dict[Col
         for j, (n, k) in enumerate(codes.tolist()):
             rows = order[bounds[j] : bounds[j + 1]]
             per_gpu.setdefault((int(n), int(k)), []).append(float(np.median(residual[rows])))
+    raw = {column: float(np.median(values)) for column, values in per_gpu.items()}
+    typical = float(np.median(list(raw.values()))) if raw else 0.0
     return {
-        column: float(np.median(values)) * len(values) / (len(values) + COLUMN_PRIOR_GPUS)
+        column: (raw[column] - typical) * len(values) / (len(values) + COLUMN_PRIOR_GPUS)
         for column, values in per_gpu.items()
     }
 
