@@ -60,9 +60,9 @@ from placement.domain.fleet import Fleet
 from placement.plan import Plan
 from placement.solver.capacity import CapacitySource, class_slos
 from placement.solver.instance import WARM_KV_SHARE
-from placement.solver.model import Weights
+from placement.solver.model import DEFAULT_WEIGHTS, Weights
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
-from placement.solver.solve import SolveOptions
+from placement.solver.solve import AttainmentModel, SolveOptions
 from serving.admission.slo_gate import (
     DEFAULT_CREDIT_CUT,
     DEFAULT_OVERLOAD_REFUSE_AT,
@@ -153,6 +153,7 @@ class CaseContext:
     strict_credit_cut: float = 0.0
     credit_slack: float | None = None  # past capacity, a tenant this far ahead yields
     tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
+    attainment: AttainmentModel = "replica"  # the plans' predicted-attainment model (reported)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -268,7 +269,10 @@ def ours_with_policy(
         capacity=ctx.capacity if v.learned else roofline_capacity(class_slos(ctx.tune.classes)),
         block_tokens=ctx.tune.block_tokens,
         rule=planning_rule(v),
-        options=SolveOptions(weights=Weights(churn=0.0)) if not v.churn else SolveOptions(),
+        options=SolveOptions(
+            weights=Weights(churn=0.0) if not v.churn else DEFAULT_WEIGHTS,
+            attainment=ctx.attainment,
+        ),
         warm_kv_share=ctx.warm_kv_share,
         keep_plans=keep_plans,
     )

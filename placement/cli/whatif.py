@@ -10,6 +10,7 @@ from rich.progress import Progress
 
 from placement.cli.errors import user_errors
 from placement.cli.profiles import ProfilesOption, use_profiles
+from placement.errors import InputError
 
 app = typer.Typer()
 
@@ -32,6 +33,14 @@ def whatif(
             help="also run each plan in the simulator (default: the scenario's base.simulate)",
         ),
     ] = None,
+    attainment: Annotated[
+        str | None,
+        typer.Option(
+            help="model of the plans' predicted attainment: replica (each replica its own "
+            "queue) or pooled (each pool of replicas one queue); default: the scenario's "
+            "base.attainment"
+        ),
+    ] = None,
     profiles: ProfilesOption = None,
 ) -> None:
     """Solve every case of a what-if scenario; print and write the table, plans and plots."""
@@ -45,6 +54,10 @@ def whatif(
     out_console = console()
     with out_console.status("reading the scenario (fleet, workload, names)…"):
         spec = load_scenario(scenario)
+    if attainment is not None:
+        if attainment not in ("replica", "pooled"):
+            raise InputError(f"--attainment: {attainment!r} is not one of: replica, pooled")
+        spec = spec.model_copy(update={"attainment": attainment})
     sim = spec.simulate if simulate is None else simulate
     with Progress(console=out_console, transient=True) as progress:
         task = progress.add_task(f"{spec.name}: solving", total=task_count(spec))

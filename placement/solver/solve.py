@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
@@ -42,6 +43,8 @@ from placement.solver.lp import LinearProgram, LpResult, solve
 from placement.solver.model import DEFAULT_WEIGHTS, PoolModel, Weights, build_pool_model
 from placement.solver.previous import pair_shares, previous_shares
 from placement.solver.solution import PoolSolution, Solution
+
+AttainmentModel = Literal["replica", "pooled"]
 
 MIN_ROUTE_SHARE = 1e-3
 OPTIMAL_GAP = 1e-4
@@ -59,6 +62,10 @@ class SolveOptions:
     integer_warm: bool = False
     top_k: int = TOP_K
     weights: Weights = DEFAULT_WEIGHTS
+    # the model of the plan's reported predicted attainment (not of its objective):
+    # per replica (:mod:`placement.solver.attainment`) or per pool of replicas the route path
+    # shares a request between (:mod:`placement.solver.pooled_attainment`)
+    attainment: AttainmentModel = "replica"
 
 
 #: Relaxation outcomes with no solution to use: the pool takes the greedy plan (status
@@ -385,7 +392,15 @@ def solve_plan(
         previous=previous,
         time_limit_s=time_limit_s,
         created_at=time.time() if created_at is None else created_at,
+        attainment=options.attainment,
     )
 
 
-__all__ = ["Solution", "SolveOptions", "SolverFailed", "solve_instance", "solve_plan"]
+__all__ = [
+    "AttainmentModel",
+    "Solution",
+    "SolveOptions",
+    "SolverFailed",
+    "solve_instance",
+    "solve_plan",
+]

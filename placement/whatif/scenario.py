@@ -8,6 +8,7 @@ base:
   window_s: 120                    # seconds of the workload planned for
   seed: 0
   capacity: auto                   # auto (champion, else prior) | prior | champion
+  attainment: replica              # predicted attainment per replica | per pool (pooled)
   tenants: {azure-conv: {credit_share: 0.3}}
   demand: {all: 2.0}               # every case's demand multiplied by this first
 accelerators:                      # new kinds from datasheet figures, for this scenario only
@@ -40,6 +41,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from placement.errors import InputError, read_text
+from placement.solver.solve import AttainmentModel
 
 BASE_CASE = "base"
 CapacityMode = Literal["auto", "prior", "champion"]
@@ -191,6 +193,7 @@ class Base(_Strict):
     tenants: dict[str, TenantChange] = Field(default_factory=dict)
     demand: DemandChange = DemandChange()  # applied to every case (multiplies the case's)
     simulate: bool = True
+    attainment: AttainmentModel = "replica"  # the model of the plans' predicted attainment
 
 
 class _ScenarioDoc(_Strict):
@@ -229,6 +232,7 @@ class Scenario(_Strict):
     base_tenants: dict[str, TenantChange]
     base_demand: DemandChange
     simulate: bool
+    attainment: AttainmentModel
     accelerators: tuple[AcceleratorSpec, ...]
     cases: tuple[Case, ...]  # the base case first
     sweep_vary: str | None
@@ -389,6 +393,7 @@ def build_scenario(raw: Any, *, source: str = "<scenario>", folder: Path | None 
         base_tenants=b.tenants,
         base_demand=b.demand,
         simulate=b.simulate,
+        attainment=b.attainment,
         accelerators=doc.accelerators,
         cases=tuple(cases),
         sweep_vary=doc.sweep.vary if doc.sweep is not None else None,
