@@ -61,8 +61,9 @@ from placement.plan import Plan
 from placement.solver.capacity import CapacitySource, class_slos
 from placement.solver.instance import WARM_KV_SHARE
 from placement.solver.model import DEFAULT_WEIGHTS, Weights
+from placement.solver.pooled_attainment import AttainmentModel, attainment_for
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
-from placement.solver.solve import AttainmentModel, SolveOptions
+from placement.solver.solve import SolveOptions
 from serving.admission.slo_gate import (
     DEFAULT_CREDIT_CUT,
     DEFAULT_OVERLOAD_REFUSE_AT,
@@ -71,6 +72,7 @@ from serving.admission.slo_gate import (
     SloGate,
 )
 from serving.admission.vtc import TokenWeights
+from serving.route import load_profile
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
 from sim.faults import Fault
@@ -153,7 +155,9 @@ class CaseContext:
     strict_credit_cut: float = 0.0
     credit_slack: float | None = None  # past capacity, a tenant this far ahead yields
     tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
-    attainment: AttainmentModel = "replica"  # the plans' predicted-attainment model (reported)
+    # the plans' reported predicted-attainment model (None: the route profile's, pooled for
+    # the scored picker, :func:`~placement.solver.pooled_attainment.attainment_for`)
+    attainment: AttainmentModel | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -162,6 +166,12 @@ class CaseContext:
 
     def at_load(self, w: Workload, load: float) -> Workload:
         return w.scaled(rate_multiplier(load, w, self.nominal_rps))
+
+
+def _attainment_of(profile: Path | None) -> AttainmentModel:
+    """The attainment model of the route path on ``profile`` (None: the default profile's
+    weighted lookup)."""
+    return attainment_for(load_profile(profile).plan_picker)
 
 
 def _simulate(
@@ -271,7 +281,7 @@ def ours_with_policy(
         rule=planning_rule(v),
         options=SolveOptions(
             weights=Weights(churn=0.0) if not v.churn else DEFAULT_WEIGHTS,
-            attainment=ctx.attainment,
+            attainment=ctx.attainment or _attainment_of(ctx.profile if v.scored else None),
         ),
         warm_kv_share=ctx.warm_kv_share,
         keep_plans=keep_plans,

@@ -28,6 +28,7 @@ weight of a partly shed unit's traffic, as in the per-replica model.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Literal
 
 import numpy as np
 
@@ -45,6 +46,20 @@ from placement.solver.attainment import (
     ttft_meet,
 )
 from placement.solver.instance import FloatArray, Instance
+
+#: the models of a plan's reported predicted attainment: each replica its own queue, or each
+#: pool one multi-server queue
+AttainmentModel = Literal["replica", "pooled"]
+#: the route path's plan pickers that pool: they score a planned request over the model's
+#: replicas by live load (``plan_picker: scored``, data/profiles/scored.yaml); the weighted
+#: lookup (the default profile) follows the plan's split, and ``warm``/``planned`` score
+#: among the plan's own replicas only (a pool per route, not modelled: per replica)
+POOLING_PLAN_PICKERS = ("scored",)
+
+
+def attainment_for(plan_picker: str) -> AttainmentModel:
+    """The attainment model of the route path a plan runs on, by its profile's plan picker."""
+    return "pooled" if plan_picker in POOLING_PLAN_PICKERS else "replica"
 
 
 def pool_key(inst: Instance, r: int) -> tuple[int, tuple[bool, ...]]:

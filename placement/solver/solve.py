@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
 
@@ -41,10 +40,9 @@ from placement.solver.greedy import greedy_shares
 from placement.solver.instance import BoolArray, FloatArray, Instance, IntArray
 from placement.solver.lp import LinearProgram, LpResult, solve
 from placement.solver.model import DEFAULT_WEIGHTS, PoolModel, Weights, build_pool_model
+from placement.solver.pooled_attainment import AttainmentModel
 from placement.solver.previous import pair_shares, previous_shares
 from placement.solver.solution import PoolSolution, Solution
-
-AttainmentModel = Literal["replica", "pooled"]
 
 MIN_ROUTE_SHARE = 1e-3
 OPTIMAL_GAP = 1e-4

@@ -264,7 +264,7 @@ def answer_capacity_question(scenario: Scenario) -> MinCostResult:
                     chosen,
                     time_limit_s=scenario.time_limit_s,
                     created_at=0.0,
-                    options=SolveOptions(attainment=scenario.attainment),
+                    options=SolveOptions(attainment=scenario.plan_attainment),
                 )
             except InfeasiblePlan as exc:
                 last = _replace(

@@ -135,7 +135,7 @@ def _solve(
             time_limit_s=scenario.time_limit_s,
             version=(previous.version + 1) if previous is not None else 1,
             created_at=0.0,  # a what-if plan is a hypothesis, not a publication
-            options=SolveOptions(attainment=scenario.attainment),
+            options=SolveOptions(attainment=scenario.plan_attainment),
         )
     except InfeasiblePlan as exc:
         return None, exc.explanation or [str(exc)], "infeasible", inst.capacity_source

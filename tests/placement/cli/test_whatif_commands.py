@@ -72,11 +72,8 @@ def test_the_example_scenarios_load() -> None:
 def test_an_unknown_attainment_model_exits_2_naming_the_option(
     doc: dict[str, Any], write: Any, tmp_path: Path
 ) -> None:
-    res = CliRunner().invoke(
-        app,
-        ["whatif", str(write(doc)), "--out", str(tmp_path / "o"), "--local-sync"]
-        + ["--attainment", "queue"],
-    )
+    args = ["whatif", str(write(doc)), "--out", str(tmp_path / "o"), "--local-sync"]
+    res = CliRunner().invoke(app, [*args, "--attainment", "queue"])
     assert res.exit_code == 2
     assert "--attainment" in res.output and "pooled" in res.output
     assert "Traceback" not in res.output
