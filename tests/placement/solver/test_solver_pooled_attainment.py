@@ -14,7 +14,7 @@ from placement.domain.requests import Request
 from placement.solver import FixedCapacity, SolveOptions, build_instance, solve_plan
 from placement.solver.attainment import erlang_c, predicted_meet, ttft_meet
 from placement.solver.instance import Instance
-from placement.solver.pooled_attainment import pool_key, pooled_meet
+from placement.solver.pooled_attainment import attainment_for, pool_key, pooled_meet
 
 
 def _erlang_c_closed_form(c: int, a: float) -> float:
@@ -126,3 +126,15 @@ def test_the_option_changes_the_reported_prediction_not_the_plan() -> None:
     assert [t.admitted_rps for t in apart.tenants] == [t.admitted_rps for t in pooled.tenants]
     got = [t.predicted_attainment for t in pooled.tenants]
     assert all(p is not None and 0.0 <= p <= 1.0 for p in got)
+
+
+def test_the_model_follows_the_route_profiles_plan_picker() -> None:
+    from placement.paths import repo_root
+    from serving.route import load_profile
+
+    assert attainment_for("scored") == "pooled"
+    assert {attainment_for(p) for p in ("weighted", "warm", "planned")} == {"replica"}
+    profiles = repo_root() / "data" / "profiles"
+    # the loop's profile scores over the fleet; the default one looks the plan's split up
+    assert attainment_for(load_profile(profiles / "scored.yaml").plan_picker) == "pooled"
+    assert attainment_for(load_profile(profiles / "default.yaml").plan_picker) == "replica"
