@@ -31,7 +31,9 @@ simulator's own):
     utilisation ``ρ = Σ λ_d·w_d``, Poisson inside the bin (``c_a² = 1``) and the service
     times' squared CV ``c_s²`` from the mix *and* each unit's prompt-length spread
     (``E[w_d²] = w_d²·(1 + cv²(P_d))``), with the exponential tail of that mean
-    (``P(wait > x) = ρ·exp(−x·ρ/W)``).
+    (``P(wait > x) = ρ·exp(−x·ρ/W)``). :func:`ttft_meet` computes both parts for ``c`` servers
+    sharing the work (Allen–Cunneen's M/G/c, Erlang C in place of ``ρ``); this model takes one
+    server per replica, :mod:`placement.solver.pooled_attainment` one queue per pool.
 
   A request misses when backlog + wait exceeds ``SLO − own latency``, its own latency taken at
   the unit's prompt spread (lognormal of the unit's mean and cv², three Gauss–Hermite nodes):
