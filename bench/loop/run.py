@@ -60,7 +60,8 @@ from placement.domain.fleet import Fleet
 from placement.plan import Plan
 from placement.solver.capacity import CapacitySource, class_slos
 from placement.solver.instance import WARM_KV_SHARE
-from placement.solver.model import Weights
+from placement.solver.model import DEFAULT_WEIGHTS, Weights
+from placement.solver.pooled_attainment import AttainmentModel, attainment_for
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
 from serving.admission.slo_gate import (
@@ -71,6 +72,7 @@ from serving.admission.slo_gate import (
     SloGate,
 )
 from serving.admission.vtc import TokenWeights
+from serving.route import load_profile
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
 from sim.faults import Fault
@@ -154,6 +156,9 @@ class CaseContext:
     credit_slack: float | None = None  # past capacity, a tenant this far ahead yields
     tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
     tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
+    # the plans' reported predicted-attainment model (None: the route profile's, pooled for
+    # the scored picker, :func:`~placement.solver.pooled_attainment.attainment_for`)
+    attainment: AttainmentModel | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -162,6 +167,12 @@ class CaseContext:
 
     def at_load(self, w: Workload, load: float) -> Workload:
         return w.scaled(rate_multiplier(load, w, self.nominal_rps))
+
+
+def _attainment_of(profile: Path | None) -> AttainmentModel:
+    """The attainment model of the route path on ``profile`` (None: the default profile's
+    weighted lookup)."""
+    return attainment_for(load_profile(profile).plan_picker)
 
 
 def _simulate(
@@ -270,7 +281,10 @@ def ours_with_policy(
         capacity=ctx.capacity if v.learned else roofline_capacity(class_slos(ctx.tune.classes)),
         block_tokens=ctx.tune.block_tokens,
         rule=planning_rule(v),
-        options=SolveOptions(weights=Weights(churn=0.0)) if not v.churn else SolveOptions(),
+        options=SolveOptions(
+            weights=Weights(churn=0.0) if not v.churn else DEFAULT_WEIGHTS,
+            attainment=ctx.attainment or _attainment_of(ctx.profile if v.scored else None),
+        ),
         warm_kv_share=ctx.warm_kv_share,
         keep_plans=keep_plans,
     )
