@@ -107,6 +107,13 @@ class PredictorBench:
             seed=seed,
         )
 
+    @classmethod
+    def chosen(cls, *, quick: bool, trailing_share: float, seed: int) -> PredictorBench:
+        """The quick bench or the full one, as a command's ``--quick`` flag says."""
+        if quick:
+            return cls.quick(trailing_share=trailing_share, seed=seed)
+        return cls(trailing_share=trailing_share, seed=seed)
+
 
 @dataclass(frozen=True, slots=True)
 class SimulatedRuns:

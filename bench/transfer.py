@@ -146,12 +146,12 @@ def _bracket(grid: tuple[int, ...], value: int) -> set[int]:
 
 
 def _apes(model: TransferModel, family: Family, calls: Observations) -> FloatArray:
-    predicted = model.latency(family, calls.sol)
+    predicted = model.predict(family, calls)
     return np.asarray(np.abs(predicted / calls.latency - 1.0), dtype=np.float64)
 
 
 def _subset(calls: Observations, mask: FloatArray) -> Observations:
-    return Observations(calls.sol.select(mask), calls.latency[mask])
+    return calls.select(mask)
 
 
 def _fits(accelerator: Accelerator, model: ModelArchitecture, tp: int) -> bool:

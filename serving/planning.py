@@ -19,6 +19,7 @@ from placement.domain.fleet import Fleet
 from placement.domain.requests import DEFAULT_CLASSES, RequestClass, Tenant
 from placement.plan import Plan
 from placement.solver.capacity import CapacitySource
+from placement.solver.pooled_attainment import AttainmentModel
 from serving.demand import DemandRow, decode_demand, encode_demand, rows_of_shared
 from serving.plan_guard import check_replacement
 from serving.planner import SolveSkipped
@@ -47,12 +48,15 @@ class SolveInputs:
     capacity: CapacitySource | None = None  # None: the champion predictor, else the prior
     tenants: Mapping[str, Tenant] = field(default_factory=dict)  # their credits reach the plan
     classes: Mapping[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
+    attainment: AttainmentModel = "replica"  # the model of the plan's predicted attainment
 
 
 class ServicePlanning:
     """``capacity`` replaces the capacity at SLO the worker loads (tests: a fixed one);
     ``shared_demand`` reads every process's recent requests (Redis), solved for instead of this
-    process's own window whenever it answers."""
+    process's own window whenever it answers; ``attainment`` is the model of the plans'
+    predicted attainment, the one that matches the service's route path
+    (:func:`~placement.solver.pooled_attainment.attainment_for` its profile's plan picker)."""
 
     def __init__(
         self,
@@ -62,8 +66,10 @@ class ServicePlanning:
         capacity: CapacitySource | None = None,
         shared_demand: Callable[[], list[bytes]] | None = None,
         window: int = 50_000,
+        attainment: AttainmentModel = "replica",
     ) -> None:
         self.fleet = fleet
+        self.attainment = attainment
         self.service = service
         self.capacity = capacity
         self.shared_demand = shared_demand
@@ -114,6 +120,7 @@ class ServicePlanning:
             snapshot.capacity,
             tenants=snapshot.tenants,
             classes=snapshot.classes,
+            attainment=self.attainment,
         )
 
     def validate(self, plan: Plan, installed: Plan | None) -> None:
@@ -126,7 +133,7 @@ def solve_in_worker(
 ) -> Plan:
     """The planner's solve (module level: it is pickled into the worker process)."""
     from placement.solver.instance import build_instance
-    from placement.solver.solve import solve_plan
+    from placement.solver.solve import SolveOptions, solve_plan
 
     # a class removed since the requests were routed is no longer planned for
     demand = [r for r in decode_demand(inputs.demand) if r.request_class in inputs.classes]
@@ -139,4 +146,10 @@ def solve_in_worker(
         unhealthy=inputs.unhealthy,
         shed_unreachable=True,
     )
-    return solve_plan(instance, previous=previous, time_limit_s=time_limit_s, version=version)
+    return solve_plan(
+        instance,
+        previous=previous,
+        time_limit_s=time_limit_s,
+        version=version,
+        options=SolveOptions(attainment=inputs.attainment),
+    )

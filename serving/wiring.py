@@ -13,6 +13,7 @@ from placement.domain.requests import DEFAULT_CLASSES
 from placement.domain.tenancy import load_tenancy
 from placement.errors import InputError
 from placement.solver.capacity import CapacitySource
+from placement.solver.pooled_attainment import attainment_for
 from serving.admission.slo_gate import SloGate
 from serving.api.main import create_app
 from serving.api.runtime import build_runtime
@@ -103,6 +104,7 @@ def build_app(
             strict_refuse_at=settings.slo_gate_strict_refuse_at,
             cold_move_ttft_share=settings.slo_gate_cold_move_ttft_share,
             tpot_by_work=settings.slo_gate_tpot_by_work,
+            tpot_shed_from=settings.slo_gate_tpot_shed_from,
         )
         if settings.slo_gate
         else None,
@@ -145,6 +147,7 @@ def build_app(
             capacity=capacity,
             shared_demand=shared.demand_chunks if shared is not None else None,
             window=DEMAND_WINDOW,
+            attainment=attainment_for(profile.plan_picker),
         )
         planner = Planner(
             solve=solve_in_worker,

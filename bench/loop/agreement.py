@@ -209,14 +209,18 @@ def off_plan_share(
 
 def main(argv: Sequence[str]) -> None:
     """``python -m bench.loop.agreement WORKLOAD FLEET LOAD [--learn] [--no-gate] [--replicas]
-    [--planned] [--engine-capacity]``: our loop (the full service, the route
-    profile and gate at their defaults, not tuned; ``--no-gate``: without the admission
-    gate) on the report part of the workload, and the agreement table of its plans
+    [--planned] [--engine-capacity] [--pooled | --per-replica]``: our loop (the full
+    service, the route profile and gate at their defaults, not tuned; ``--no-gate``: without
+    the admission gate) on the report part of the workload, and the agreement table of its plans
     (``--replicas``: and each plan's per-replica table; ``--planned``: and each plan at the
     load it planned for, :func:`at_planned_load`; ``--engine-capacity``: the plans' capacity
     at SLO from the engine's iteration times, :mod:`placement.solver.engine_capacity`; and,
     per plan, the share of its traffic the route path sent away from its split,
-    :func:`off_plan_share`)."""
+    :func:`off_plan_share`; ``--pooled`` / ``--per-replica``: the plans' predicted
+    attainment from the pooled model (:mod:`placement.solver.pooled_attainment`; the default
+    with the loop's scored route profile) or the per-replica one
+    (:mod:`placement.solver.attainment`) — the plans and the simulation are the same, only
+    the prediction differs)."""
     from bench.loop.cases import build_cases
     from bench.loop.run import (
         FULL,
@@ -246,6 +250,10 @@ def main(argv: Sequence[str]) -> None:
         from placement.solver.engine_capacity import EngineCapacity
 
         ctx.capacity = EngineCapacity(slos=class_slos(ctx.tune.classes))
+    if "--pooled" in argv:
+        ctx.attainment = "pooled"
+    if "--per-replica" in argv:
+        ctx.attainment = "replica"
     variant = NO_ADMISSION if "--no-gate" in argv else FULL
     planned = "--planned" in argv
     result, target, planning, _ = ours_with_policy(ctx, load, variant, keep_plans=True)

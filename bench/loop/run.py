@@ -60,7 +60,8 @@ from placement.domain.fleet import Fleet
 from placement.plan import Plan
 from placement.solver.capacity import CapacitySource, class_slos
 from placement.solver.instance import WARM_KV_SHARE
-from placement.solver.model import Weights
+from placement.solver.model import DEFAULT_WEIGHTS, Weights
+from placement.solver.pooled_attainment import AttainmentModel, attainment_for
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
 from serving.admission.slo_gate import (
@@ -71,6 +72,7 @@ from serving.admission.slo_gate import (
     SloGate,
 )
 from serving.admission.vtc import TokenWeights
+from serving.route import load_profile
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
 from sim.faults import Fault
@@ -153,6 +155,10 @@ class CaseContext:
     strict_credit_cut: float = 0.0
     credit_slack: float | None = None  # past capacity, a tenant this far ahead yields
     tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
+    tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
+    # the plans' reported predicted-attainment model (None: the route profile's, pooled for
+    # the scored picker, :func:`~placement.solver.pooled_attainment.attainment_for`)
+    attainment: AttainmentModel | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -161,6 +167,12 @@ class CaseContext:
 
     def at_load(self, w: Workload, load: float) -> Workload:
         return w.scaled(rate_multiplier(load, w, self.nominal_rps))
+
+
+def _attainment_of(profile: Path | None) -> AttainmentModel:
+    """The attainment model of the route path on ``profile`` (None: the default profile's
+    weighted lookup)."""
+    return attainment_for(load_profile(profile).plan_picker)
 
 
 def _simulate(
@@ -213,6 +225,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 # the slack is in GPU-seconds: the token-charged ablation has none
                 credit_slack=ctx.credit_slack if v.credits and v.charge == GPU_SECONDS else None,
                 tpot_by_work=ctx.tpot_by_work,
+                tpot_shed_from=ctx.tpot_shed_from,
                 shadow=v.shadow,
                 charge=v.charge,
             )
@@ -268,7 +281,10 @@ def ours_with_policy(
         capacity=ctx.capacity if v.learned else roofline_capacity(class_slos(ctx.tune.classes)),
         block_tokens=ctx.tune.block_tokens,
         rule=planning_rule(v),
-        options=SolveOptions(weights=Weights(churn=0.0)) if not v.churn else SolveOptions(),
+        options=SolveOptions(
+            weights=Weights(churn=0.0) if not v.churn else DEFAULT_WEIGHTS,
+            attainment=ctx.attainment or _attainment_of(ctx.profile if v.scored else None),
+        ),
         warm_kv_share=ctx.warm_kv_share,
         keep_plans=keep_plans,
     )
@@ -330,6 +346,7 @@ def peer(
             strict_credit_cut=ctx.strict_credit_cut,
             credit_slack=ctx.credit_slack,
             tpot_by_work=ctx.tpot_by_work,
+            tpot_shed_from=ctx.tpot_shed_from,
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)
@@ -365,6 +382,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         ctx.strict_credit_cut = setting.strict_credit_cut
         ctx.credit_slack = setting.credit_slack
         ctx.tpot_by_work = setting.tpot_by_work
+        ctx.tpot_shed_from = setting.tpot_shed_from
         got = []
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
@@ -400,6 +418,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx.strict_credit_cut = chosen.strict_credit_cut
     ctx.credit_slack = chosen.credit_slack
     ctx.tpot_by_work = chosen.tpot_by_work
+    ctx.tpot_shed_from = chosen.tpot_shed_from
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
@@ -409,7 +428,8 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         f"refuses at {chosen.overload_refuse_at}, credit cut {chosen.credit_cut}, strict "
         f"(by the queue) at {chosen.strict_refuse_at}, credit cut {chosen.strict_credit_cut}, "
         f"credit slack {chosen.credit_slack}, "
-        f"TPOT forecast by work {chosen.tpot_by_work}"
+        f"TPOT forecast by work {chosen.tpot_by_work}, TPOT rule sheds from "
+        f"{chosen.tpot_shed_from}"
     )
     return ctx
 
@@ -569,6 +589,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_strict_credit_cut": ctx.strict_credit_cut,
         "gate_credit_slack": ctx.credit_slack,
         "gate_tpot_by_work": ctx.tpot_by_work,
+        "gate_tpot_shed_from": ctx.tpot_shed_from,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
         "our_knee_load": knee(our_rows),

@@ -29,6 +29,9 @@ The gate's TPOT forecast by work (``Setting.tpot_by_work``: prompt tokens to com
 attention over the cached context, each replica's learned TPOT ratio) is not offered: tried on
 top of the chosen setting under the same rule, the heads of both ``kv-bound`` fleets kept it
 and their tails lost 3–9% at loads 3–4 (bench/RESULTS.md). A ``Case.settings`` may still fix it.
+Nor is ``Setting.tpot_shed_from`` (the TPOT rule refusing only at a 0.9 chance of a miss until
+that share of SLO refusals): on the tails, with the chosen settings fixed, it lost 2–5% at
+loads 3–4 of ``tiers`` and of ``kv-bound`` over the heterogeneous fleet (bench/RESULTS.md).
 
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
@@ -89,6 +92,7 @@ class Setting:
     strict_credit_cut: float = STRICT_CREDIT_CUT
     credit_slack: float | None = None  # None: no tenant yields for credit alone
     tpot_by_work: bool = False  # the gate's TPOT forecast by work
+    tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
 
 
 def grid(

@@ -3,6 +3,8 @@ service's own route path (``placement``, :mod:`bench.policies.route_path`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench.policies import route_path
 from bench.policies.route_path import GateSettings, PlacementPolicy, PlacementSettings
 from placement.plan import Plan
@@ -23,11 +25,13 @@ def make_policy(name: str, ctx: PolicyContext) -> RoutingPolicy:
     return make_from(POLICIES, name, ctx)
 
 
-def policy_for_plan(plan: Plan, seed: int, block_tokens: int) -> RoutingPolicy:
-    """The service's route path with ``plan`` installed (what-if's simulated column)."""
-    ctx = PolicyContext(
-        seed=seed, block_tokens=block_tokens, settings={OURS: PlacementSettings(plan=plan)}
-    )
+def policy_for_plan(
+    plan: Plan, seed: int, block_tokens: int, route_profile: Path | None = None
+) -> RoutingPolicy:
+    """The service's route path with ``plan`` installed (what-if's simulated column), on
+    ``route_profile`` (None: the default profile)."""
+    settings = PlacementSettings(plan=plan, route_profile=route_profile)
+    ctx = PolicyContext(seed=seed, block_tokens=block_tokens, settings={OURS: settings})
     return route_path.build(ctx)
 
 

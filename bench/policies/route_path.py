@@ -64,6 +64,8 @@ class GateSettings:
     credit_slack: float | None = None
     # the TPOT forecast by work (prompt tokens to compute, learned TPOT ratio; off: received)
     tpot_by_work: bool = False
+    # the TPOT rule refuses only at the gate's own threshold below this share of SLO refusals
+    tpot_shed_from: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,6 +215,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             cold_move_ttft_share=cfg.slo_gate.cold_move_ttft_share,
             credit_slack=cfg.slo_gate.credit_slack,
             tpot_by_work=cfg.slo_gate.tpot_by_work,
+            tpot_shed_from=cfg.slo_gate.tpot_shed_from,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

@@ -144,11 +144,7 @@ def predictors(
     """Accuracy of the latency/throughput predictors: held-out, Splitwise, unseen accelerator."""
     from bench.predictors import PredictorBench, run_predictor_bench
 
-    bench = (
-        PredictorBench.quick(trailing_share=trailing_share, seed=seed)
-        if quick
-        else PredictorBench(trailing_share=trailing_share, seed=seed)
-    )
+    bench = PredictorBench.chosen(quick=quick, trailing_share=trailing_share, seed=seed)
     run_predictor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
 
@@ -415,11 +411,7 @@ def predictor_floor(
     from bench.predictor_floor import run_predictor_floor_bench
     from bench.predictors import PredictorBench
 
-    bench = (
-        PredictorBench.quick(trailing_share=trailing_share, seed=seed)
-        if quick
-        else PredictorBench(trailing_share=trailing_share, seed=seed)
-    )
+    bench = PredictorBench.chosen(quick=quick, trailing_share=trailing_share, seed=seed)
     run_predictor_floor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
 

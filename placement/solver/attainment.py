@@ -31,7 +31,9 @@ simulator's own):
     utilisation ``ρ = Σ λ_d·w_d``, Poisson inside the bin (``c_a² = 1``) and the service
     times' squared CV ``c_s²`` from the mix *and* each unit's prompt-length spread
     (``E[w_d²] = w_d²·(1 + cv²(P_d))``), with the exponential tail of that mean
-    (``P(wait > x) = ρ·exp(−x·ρ/W)``).
+    (``P(wait > x) = ρ·exp(−x·ρ/W)``). :func:`ttft_meet` computes both parts for ``c`` servers
+    sharing the work (Allen–Cunneen's M/G/c, Erlang C in place of ``ρ``); this model takes one
+    server per replica, :mod:`placement.solver.pooled_attainment` one queue per pool.
 
   A request misses when backlog + wait exceeds ``SLO − own latency``, its own latency taken at
   the unit's prompt spread (lognormal of the unit's mean and cv², three Gauss–Hermite nodes):
@@ -214,7 +216,8 @@ def _normal_cdf(x: FloatArray) -> FloatArray:
 
 
 def wait_exceeds(rho: float, mean_wait: float, x: FloatArray) -> FloatArray:
-    """P(wait > x) at utilisation ``rho`` < 1 and mean wait ``mean_wait`` (see module doc)."""
+    """P(wait > x) when an arrival waits with probability ``rho`` (a single server's
+    utilisation; Erlang C on several) and the mean wait is ``mean_wait`` (see module doc)."""
     if rho <= 0 or mean_wait <= 0:
         return np.where(x < 0, 1.0, 0.0)
     tail = np.minimum(rho * np.exp(-np.maximum(x, 0.0) * (rho / mean_wait)), 1.0)
@@ -239,6 +242,128 @@ _NODES = np.asarray([-math.sqrt(3.0), 0.0, math.sqrt(3.0)])
 _WEIGHTS = np.asarray([1.0 / 6.0, 2.0 / 3.0, 1.0 / 6.0])
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaService:
+    """What a replica's planned mix fixes for each of its units: a request's work on the
+    prefill server (s), its own latency at the unit's prompt-spread nodes (s, ``[d, node]``)
+    and the probability it meets its TPOT SLO (the decode batch the mix runs)."""
+
+    work: FloatArray
+    own: FloatArray
+    tpot_ok: FloatArray
+
+
+def replica_service(
+    load: ReplicaLoad,
+    cost: IterationCostModel | None,
+    prefill_table: FloatArray | None = None,
+    linear_table: FloatArray | None = None,
+) -> ReplicaService:
+    """The service ``load`` gets on a replica of ``cost``'s kind (see the module doc: prefill,
+    decoding, TPOT; ``work`` is infinite where a fallback capacity is 0)."""
+    lam = load.rate
+    scv_p = load.prompt_scv if load.prompt_scv is not None else np.zeros_like(lam)
+    if cost is None:
+        with np.errstate(divide="ignore"):
+            work = np.where(load.capacity > 0, UTILISATION_AT_CAPACITY / load.capacity, np.inf)
+        return ReplicaService(work, np.zeros((len(lam), len(_NODES))), np.ones_like(lam))
+    # the unit's mean prompt, then its prompt spread (the request's own prefill)
+    sigma = np.sqrt(np.log1p(scv_p))[:, None]
+    prompts = load.prompt[:, None] * np.exp(sigma * _NODES - sigma**2 / 2)
+    every = np.concatenate([load.prompt, prompts.ravel()])
+    times = (
+        prefill_times(prefill_table, every)
+        if prefill_table is not None
+        else np.asarray([_prefill_s(cost, p) for p in every])
+    )
+    prefill, own_pre = times[: len(lam)], times[len(lam) :].reshape(prompts.shape)
+    linear = linear_table if linear_table is not None else _linear_of(cost)
+    total = max(float(lam.sum()), 1e-12)
+    context = float((lam * (load.prompt + load.output / 2)).sum() / total)
+    chunk_context = float((lam * load.prompt).sum() / total) / 2.0
+    n, tpot = 1.0, _iteration_s(cost, 1.0, context)
+    for _ in range(FIXED_POINT_STEPS):
+        # what the prompts add to the decodes' iterations they ride (the weights are read
+        # once an iteration: the decodes pay for that)
+        share = marginal_share(cost, linear, n, load.prompt)
+        rho_p = float((lam * prefill * share).sum())
+        # decodes take one token of every iteration and prefill the rest of the token
+        # budget: prefill stretches a decode step to at most a full iteration
+        tpot = min(
+            _iteration_s(cost, n, context) / max(1.0 - rho_p, 0.05),
+            _full_iteration_s(cost, n, context, chunk_context),
+        )
+        n = max(float((lam * (prefill + load.output * tpot)).sum()), 1.0)
+    # prefill tokens ride iterations with the running decodes, up to a token budget per
+    # iteration: a request's work holds its share of those iterations, its own latency at
+    # least one whole iteration per chunk
+    it = _iteration_s(cost, n, context)
+    work = prefill + np.maximum(load.prompt, 1.0) / CHUNK_TOKENS * it
+    own = own_pre + np.ceil(np.maximum(prompts, 1.0) / CHUNK_TOKENS) * it
+    with np.errstate(divide="ignore"):
+        z = np.log(load.tpot_slo / tpot) / TPOT_SPREAD
+    return ReplicaService(work, own, _normal_cdf(z))
+
+
+def erlang_c(servers: int, offered: float) -> float:
+    """The probability an arrival waits in an M/M/c queue of ``servers`` servers offered
+    ``offered`` Erlangs (< ``servers``), from Erlang B's recursion; ``offered`` itself (the
+    utilisation) for one server."""
+    b = 1.0
+    for k in range(1, servers + 1):
+        b = offered * b / (k + offered * b)
+    rho = offered / servers
+    return b / (1.0 - rho * (1.0 - b))
+
+
+def ttft_meet(
+    rate: FloatArray,
+    work: FloatArray,
+    prompt_scv: FloatArray,
+    slack: FloatArray,
+    arrivals: FloatArray | None = None,
+    bin_s: float = 0.0,
+    servers: int = 1,
+) -> FloatArray:
+    """Per request stream (rate ``rate``, work ``work`` s with prompt spread ``prompt_scv``,
+    TTFT slack ``slack[d, node]`` left after its own latency at the prompt-spread nodes):
+    the probability its wait meets that slack on a queue of ``servers`` equal servers that
+    share the work (each doing a second of it per second): the fluid backlog of the measured
+    ``arrivals[d, b]`` per bin of ``bin_s`` s over the servers' summed capacity, plus the
+    short-scale wait inside a bin — Kingman's G/G/1 mean on one server, the Allen–Cunneen
+    M/G/c mean on several (Erlang C times the M/M/c wait, times ``(1 + c_s²)/2``), with the
+    exponential tail of that mean. Without arrivals, Poisson at ``rate``, of which only
+    ``1/ρ`` is served in time at ``ρ ≥ 1``."""
+    if not np.all(np.isfinite(work)):
+        return np.zeros_like(rate)
+    rho = float((rate * work).sum()) / servers
+    mean_w = float((rate * work).sum()) / float(rate.sum())
+    # service times' second moment: across units and inside each (its prompt spread)
+    second = float((rate * work**2 * (1.0 + prompt_scv)).sum() / rate.sum())
+    scv = second / mean_w**2 - 1.0 if mean_w > 0 else 0.0
+    r = min(rho, RHO_MAX)
+    p_wait = erlang_c(servers, servers * r) if servers > 1 else r
+    # Allen–Cunneen (Kingman on one server: p_wait = r), Poisson arrivals inside a bin
+    mean_wait = p_wait / (servers * (1.0 - r)) * (1.0 + scv) / 2.0 * mean_w
+    if arrivals is None or arrivals.shape[1] == 0 or bin_s <= 0:
+        ok0: FloatArray = (1.0 - wait_exceeds(p_wait, mean_wait, slack)) @ _WEIGHTS
+        over = min(1.0, 1.0 / rho) if rho > 0 else 1.0
+        return ok0 * over
+    # the bursts: the fluid backlog of each bin's work, halfway through the bin (it moves
+    # linearly inside it); only the bins some unit arrives in
+    bin_work = (work @ arrivals) / servers
+    backlog = fluid_backlog(bin_work, bin_s)
+    busy = arrivals.sum(axis=0) > 0
+    arrivals = arrivals[:, busy]
+    fluid = np.maximum(backlog[busy] + (bin_work[busy] - bin_s) / 2.0, 0.0)
+    x = slack[:, :, None] - fluid  # [d, node, b]
+    ok = np.where(x < 0, 0.0, 1.0 - wait_exceeds(p_wait, mean_wait, x))
+    ok_n = np.einsum("dnb,n,db->d", ok, _WEIGHTS, arrivals)
+    total = arrivals.sum(axis=1)
+    out: FloatArray = np.where(total > 0, ok_n / np.maximum(total, 1e-12), 1.0)
+    return out
+
+
 def meet_probability(
     load: ReplicaLoad,
     cost: IterationCostModel | None,
@@ -256,87 +381,39 @@ def meet_probability(
     if lam.sum() <= 0:
         return np.ones_like(lam)
     scv_p = load.prompt_scv if load.prompt_scv is not None else np.zeros_like(lam)
-    if cost is None:
-        work = np.where(load.capacity > 0, UTILISATION_AT_CAPACITY / load.capacity, np.inf)
-        prefill = np.zeros_like(lam)
-        own = np.zeros((len(lam), len(_NODES)))
-        tpot_ok = np.ones_like(lam)
-    else:
-        # the unit's mean prompt, then its prompt spread (the request's own prefill)
-        sigma = np.sqrt(np.log1p(scv_p))[:, None]
-        prompts = load.prompt[:, None] * np.exp(sigma * _NODES - sigma**2 / 2)
-        every = np.concatenate([load.prompt, prompts.ravel()])
-        times = (
-            prefill_times(prefill_table, every)
-            if prefill_table is not None
-            else np.asarray([_prefill_s(cost, p) for p in every])
-        )
-        prefill, own_pre = times[: len(lam)], times[len(lam) :].reshape(prompts.shape)
-        linear = linear_table if linear_table is not None else _linear_of(cost)
-        context = float((lam * (load.prompt + load.output / 2)).sum() / lam.sum())
-        chunk_context = float((lam * load.prompt).sum() / lam.sum()) / 2.0
-        n, tpot = 1.0, _iteration_s(cost, 1.0, context)
-        for _ in range(FIXED_POINT_STEPS):
-            # what the prompts add to the decodes' iterations they ride (the weights are read
-            # once an iteration: the decodes pay for that)
-            share = marginal_share(cost, linear, n, load.prompt)
-            rho_p = float((lam * prefill * share).sum())
-            # decodes take one token of every iteration and prefill the rest of the token
-            # budget: prefill stretches a decode step to at most a full iteration
-            tpot = min(
-                _iteration_s(cost, n, context) / max(1.0 - rho_p, 0.05),
-                _full_iteration_s(cost, n, context, chunk_context),
-            )
-            n = max(float((lam * (prefill + load.output * tpot)).sum()), 1.0)
-        # prefill tokens ride iterations with the running decodes, up to a token budget per
-        # iteration: a request's work holds its share of those iterations, its own latency at
-        # least one whole iteration per chunk
-        it = _iteration_s(cost, n, context)
-        work = prefill + np.maximum(load.prompt, 1.0) / CHUNK_TOKENS * it
-        own = own_pre + np.ceil(np.maximum(prompts, 1.0) / CHUNK_TOKENS) * it
-        with np.errstate(divide="ignore"):
-            z = np.log(load.tpot_slo / tpot) / TPOT_SPREAD
-        tpot_ok = _normal_cdf(z)
-    if not np.all(np.isfinite(work)):
-        return np.zeros_like(lam)
-    rho = float((lam * work).sum())
-    mean_w = rho / float(lam.sum())
-    # service times' second moment: across units and inside each (its prompt spread)
-    second = float((lam * work**2 * (1.0 + scv_p)).sum() / lam.sum())
-    scv = second / mean_w**2 - 1.0 if mean_w > 0 else 0.0
-    r = min(rho, RHO_MAX)
-    mean_wait = r / (1.0 - r) * (1.0 + scv) / 2.0 * mean_w  # Kingman, Poisson arrivals
-    slack = load.ttft_slo[:, None] - own  # [d, node]
-    if arrivals is None or arrivals.shape[1] == 0 or bin_s <= 0:
-        ttft_ok = (1.0 - wait_exceeds(r, mean_wait, slack)) @ _WEIGHTS
-        over = min(1.0, 1.0 / rho) if rho > 0 else 1.0
-        poisson: FloatArray = np.clip(ttft_ok * tpot_ok * over, 0.0, 1.0)
-        return poisson
-    # the bursts: the fluid backlog of each bin's work, halfway through the bin (it moves
-    # linearly inside it); only the bins some unit arrives in
-    bin_work = work @ arrivals
-    backlog = fluid_backlog(bin_work, bin_s)
-    busy = arrivals.sum(axis=0) > 0
-    arrivals = arrivals[:, busy]
-    fluid = np.maximum(backlog[busy] + (bin_work[busy] - bin_s) / 2.0, 0.0)
-    x = slack[:, :, None] - fluid  # [d, node, b]
-    ok = np.where(x < 0, 0.0, 1.0 - wait_exceeds(r, mean_wait, x))
-    ok_n = np.einsum("dnb,n,db->d", ok, _WEIGHTS, arrivals)
-    total = arrivals.sum(axis=1)
-    ttft_ok = np.where(total > 0, ok_n / np.maximum(total, 1e-12), 1.0)
-    out: FloatArray = np.clip(ttft_ok * tpot_ok, 0.0, 1.0)
+    svc = replica_service(load, cost, prefill_table, linear_table)
+    slack = load.ttft_slo[:, None] - svc.own  # [d, node]
+    ttft_ok = ttft_meet(lam, svc.work, scv_p, slack, arrivals, bin_s)
+    out: FloatArray = np.clip(ttft_ok * svc.tpot_ok, 0.0, 1.0)
     return out
 
 
-def predicted_meet(
+@dataclass(frozen=True, slots=True)
+class PlanPairs:
+    """A plan's (unit, replica) pairs, flattened over its pools, with what the route path sends
+    on each (its weight of the unit's whole rate) and what a request there needs."""
+
+    units: np.ndarray
+    replicas: np.ndarray
+    rate: FloatArray
+    prompt: FloatArray  # uncached prompt tokens (the warm prefix taken off)
+    output: FloatArray
+    ttft: FloatArray
+    tpot: FloatArray
+    capacity: FloatArray
+    share: FloatArray  # of the unit's arrivals
+    prompt_scv: FloatArray | None
+    timed: bool  # the instance has each unit's arrivals per bin
+
+
+def plan_pairs(
     inst: Instance,
     pair_unit: list[np.ndarray],
     pair_replica: list[np.ndarray],
     pair_rate: list[np.ndarray],
     pair_warm: list[np.ndarray],
-) -> list[FloatArray]:
-    """Per pool's (unit, replica) pairs: the probability a request sent on that pair meets
-    its SLO, from each replica's whole planned mix."""
+) -> PlanPairs:
+    """The pools' pairs flattened (see :class:`PlanPairs`)."""
     units = np.concatenate(pair_unit) if pair_unit else np.zeros(0, dtype=np.int64)
     reps = np.concatenate(pair_replica) if pair_replica else np.zeros(0, dtype=np.int64)
     rate = np.concatenate(pair_rate) if pair_rate else np.zeros(0)
@@ -351,45 +428,88 @@ def predicted_meet(
         np.maximum(inst.unit_input[units] - inst.unit_prefix[units], 1.0),
         inst.unit_input[units],
     )
-    ttft = np.asarray([s.ttft_p95_s for s in inst.class_slo])[inst.unit_class[units]]
-    tpot = np.asarray([s.tpot_p95_s for s in inst.class_slo])[inst.unit_class[units]]
     kinds = inst.replica_kind[reps]
-    cap = np.where(warm, inst.capacity[units, kinds], inst.capacity_cold[units, kinds])
-    timed = inst.unit_arrivals.shape[0] == inst.n_units and inst.arrival_bin_s > 0
-    share = rate / np.maximum(inst.unit_rate[units], 1e-12)  # of the unit's arrivals
-    scv_p = inst.unit_prompt_scv[units] if len(inst.unit_prompt_scv) == inst.n_units else None
-    meet = np.ones(len(units))
-    on = rate > 0
-    order = np.argsort(reps, kind="stable")
-    order = order[on[order]]
-    bounds = np.flatnonzero(np.diff(reps[order])) + 1
-    for idx in np.split(order, bounds):
-        if len(idx) == 0:
-            continue
-        r = int(reps[idx[0]])
-        k = int(inst.replica_kind[r])
-        name = (
-            inst.kind_accelerator[k],
-            inst.models[int(inst.replica_model[r])],
-            int(inst.kind_tp[k]),
-        )
-        cost = _cost_model(*name)
-        load = ReplicaLoad(
-            rate[idx],
-            prompt[idx],
-            inst.unit_output[units[idx]],
-            ttft[idx],
-            tpot[idx],
-            cap[idx],
-            scv_p[idx] if scv_p is not None else None,
-        )
-        arrivals = inst.unit_arrivals[units[idx]] * share[idx, None] if timed else None
-        meet[idx] = meet_probability(
-            load, cost, _prefill_table(*name), arrivals, inst.arrival_bin_s, _linear_table(*name)
-        )
+    return PlanPairs(
+        units=units,
+        replicas=reps,
+        rate=rate,
+        prompt=prompt,
+        output=inst.unit_output[units],
+        ttft=np.asarray([s.ttft_p95_s for s in inst.class_slo])[inst.unit_class[units]],
+        tpot=np.asarray([s.tpot_p95_s for s in inst.class_slo])[inst.unit_class[units]],
+        capacity=np.where(warm, inst.capacity[units, kinds], inst.capacity_cold[units, kinds]),
+        share=rate / np.maximum(inst.unit_rate[units], 1e-12),
+        prompt_scv=inst.unit_prompt_scv[units]
+        if len(inst.unit_prompt_scv) == inst.n_units
+        else None,
+        timed=inst.unit_arrivals.shape[0] == inst.n_units and inst.arrival_bin_s > 0,
+    )
+
+
+def by_replica(pairs: PlanPairs) -> list[np.ndarray]:
+    """The indices of the pairs the route path sends traffic on, one array per replica."""
+    order = np.argsort(pairs.replicas, kind="stable")
+    order = order[pairs.rate[order] > 0]
+    bounds = np.flatnonzero(np.diff(pairs.replicas[order])) + 1
+    return [idx for idx in np.split(order, bounds) if len(idx)]
+
+
+def kind_name(inst: Instance, r: int) -> tuple[str, str, int]:
+    """Replica ``r``'s (accelerator, model, tensor parallelism): its cost model's key."""
+    k = int(inst.replica_kind[r])
+    return inst.kind_accelerator[k], inst.models[int(inst.replica_model[r])], int(inst.kind_tp[k])
+
+
+def replica_load(pairs: PlanPairs, idx: np.ndarray) -> ReplicaLoad:
+    """The planned mix of the pairs ``idx`` (one replica's)."""
+    return ReplicaLoad(
+        pairs.rate[idx],
+        pairs.prompt[idx],
+        pairs.output[idx],
+        pairs.ttft[idx],
+        pairs.tpot[idx],
+        pairs.capacity[idx],
+        pairs.prompt_scv[idx] if pairs.prompt_scv is not None else None,
+    )
+
+
+def pair_arrivals(inst: Instance, pairs: PlanPairs, idx: np.ndarray) -> FloatArray | None:
+    """The arrivals per bin the plan sends on the pairs ``idx`` (None: untimed instance)."""
+    if not pairs.timed:
+        return None
+    out: FloatArray = inst.unit_arrivals[pairs.units[idx]] * pairs.share[idx, None]
+    return out
+
+
+def per_pool(meet: FloatArray, pair_unit: list[np.ndarray]) -> list[FloatArray]:
+    """The flattened pairs' ``meet`` split back into the pools' pair arrays."""
     out = []
     start = 0
     for u in pair_unit:
         out.append(meet[start : start + len(u)])
         start += len(u)
     return out
+
+
+def predicted_meet(
+    inst: Instance,
+    pair_unit: list[np.ndarray],
+    pair_replica: list[np.ndarray],
+    pair_rate: list[np.ndarray],
+    pair_warm: list[np.ndarray],
+) -> list[FloatArray]:
+    """Per pool's (unit, replica) pairs: the probability a request sent on that pair meets
+    its SLO, from each replica's whole planned mix."""
+    pairs = plan_pairs(inst, pair_unit, pair_replica, pair_rate, pair_warm)
+    meet = np.ones(len(pairs.units))
+    for idx in by_replica(pairs):
+        name = kind_name(inst, int(pairs.replicas[idx[0]]))
+        meet[idx] = meet_probability(
+            replica_load(pairs, idx),
+            _cost_model(*name),
+            _prefill_table(*name),
+            pair_arrivals(inst, pairs, idx),
+            inst.arrival_bin_s,
+            _linear_table(*name),
+        )
+    return per_pool(meet, pair_unit)

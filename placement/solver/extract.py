@@ -10,8 +10,9 @@
   sends there (planned / utilisation; the pool's mix when idle).
 * **Predicted attainment** per tenant and class: of the traffic the plan admits, the share
   predicted to meet its SLO on the replicas it is sent to, from each replica's planned mix
-  with queueing (:mod:`placement.solver.attainment`); shed traffic is reported as shed, not
-  counted as missed.
+  with queueing (:mod:`placement.solver.attainment`; ``attainment="pooled"``: each pool's
+  wait as one multi-server queue, :mod:`placement.solver.pooled_attainment`); shed traffic is
+  reported as shed, not counted as missed.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ from placement.plan.schema import (
 )
 from placement.solver.attainment import predicted_meet
 from placement.solver.instance import FloatArray, Instance
+from placement.solver.pooled_attainment import pooled_meet
 from placement.solver.solution import PoolSolution, Solution
 
 SECONDARY_REPLICAS = 2
+#: the models of the reported predicted attainment, by name (``SolveOptions.attainment``)
+ATTAINMENT_MODELS = {"replica": predicted_meet, "pooled": pooled_meet}
 
 
 def _route(weights: dict[int, float], inst: Instance, spare_order: list[int]) -> Route | None:
@@ -87,6 +91,7 @@ def extract_plan(
     previous: Plan | None,
     time_limit_s: float,
     created_at: float,
+    attainment: str = "replica",
 ) -> Plan:
     n_r = inst.n_replicas
     util = np.zeros(n_r)
@@ -188,7 +193,7 @@ def extract_plan(
 
     attain = np.zeros(inst.n_units)
     pools = solution.pools
-    meets = predicted_meet(
+    meets = ATTAINMENT_MODELS[attainment](
         inst,
         [p.pair_unit for p in pools],
         [p.pair_replica for p in pools],

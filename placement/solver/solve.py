@@ -40,6 +40,7 @@ from placement.solver.greedy import greedy_shares
 from placement.solver.instance import BoolArray, FloatArray, Instance, IntArray
 from placement.solver.lp import LinearProgram, LpResult, solve
 from placement.solver.model import DEFAULT_WEIGHTS, PoolModel, Weights, build_pool_model
+from placement.solver.pooled_attainment import AttainmentModel
 from placement.solver.previous import pair_shares, previous_shares
 from placement.solver.solution import PoolSolution, Solution
 
@@ -59,6 +60,10 @@ class SolveOptions:
     integer_warm: bool = False
     top_k: int = TOP_K
     weights: Weights = DEFAULT_WEIGHTS
+    # the model of the plan's reported predicted attainment (not of its objective):
+    # per replica (:mod:`placement.solver.attainment`) or per pool of replicas the route path
+    # shares a request between (:mod:`placement.solver.pooled_attainment`)
+    attainment: AttainmentModel = "replica"
 
 
 #: Relaxation outcomes with no solution to use: the pool takes the greedy plan (status
@@ -385,7 +390,15 @@ def solve_plan(
         previous=previous,
         time_limit_s=time_limit_s,
         created_at=time.time() if created_at is None else created_at,
+        attainment=options.attainment,
     )
 
 
-__all__ = ["Solution", "SolveOptions", "SolverFailed", "solve_instance", "solve_plan"]
+__all__ = [
+    "AttainmentModel",
+    "Solution",
+    "SolveOptions",
+    "SolverFailed",
+    "solve_instance",
+    "solve_plan",
+]

@@ -223,7 +223,7 @@ def answer_capacity_question(scenario: Scenario) -> MinCostResult:
     q = scenario.capacity_question
     if q is None:
         raise InputError("the scenario asks no capacity question", field="capacity_question")
-    from placement.solver import solve_plan
+    from placement.solver import SolveOptions, solve_plan
 
     with scenario_accelerators(scenario.accelerators):
         inputs = case_inputs(
@@ -260,7 +260,12 @@ def answer_capacity_question(scenario: Scenario) -> MinCostResult:
                 return result
             chosen = _instance(scenario, inputs, candidate_fleet_doc(q, model, sizing.counts))
             try:
-                plan = solve_plan(chosen, time_limit_s=scenario.time_limit_s, created_at=0.0)
+                plan = solve_plan(
+                    chosen,
+                    time_limit_s=scenario.time_limit_s,
+                    created_at=0.0,
+                    options=SolveOptions(attainment=scenario.plan_attainment),
+                )
             except InfeasiblePlan as exc:
                 last = _replace(
                     result, verified=False, status="unverified", explanation=exc.explanation

@@ -116,7 +116,7 @@ def _solve(
     scenario: Scenario, case: Case, inputs: CaseInputs, previous: Plan | None
 ) -> tuple[Plan | None, list[str], str, str]:
     """(plan, explanation, status, capacity source) of one case."""
-    from placement.solver import build_instance, solve_plan
+    from placement.solver import SolveOptions, build_instance, solve_plan
 
     source = capacity_source(scenario)
     inst = build_instance(
@@ -135,6 +135,7 @@ def _solve(
             time_limit_s=scenario.time_limit_s,
             version=(previous.version + 1) if previous is not None else 1,
             created_at=0.0,  # a what-if plan is a hypothesis, not a publication
+            options=SolveOptions(attainment=scenario.plan_attainment),
         )
     except InfeasiblePlan as exc:
         return None, exc.explanation or [str(exc)], "infeasible", inst.capacity_source

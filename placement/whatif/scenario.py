@@ -8,6 +8,8 @@ base:
   window_s: 120                    # seconds of the workload planned for
   seed: 0
   capacity: auto                   # auto (champion, else prior) | prior | champion
+  attainment: replica              # predicted attainment per replica | per pool (pooled);
+                                   # default: the route profile's (whatif --route-profile)
   tenants: {azure-conv: {credit_share: 0.3}}
   demand: {all: 2.0}               # every case's demand multiplied by this first
 accelerators:                      # new kinds from datasheet figures, for this scenario only
@@ -40,6 +42,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from placement.errors import InputError, read_text
+from placement.solver.solve import AttainmentModel
 
 BASE_CASE = "base"
 CapacityMode = Literal["auto", "prior", "champion"]
@@ -191,6 +194,7 @@ class Base(_Strict):
     tenants: dict[str, TenantChange] = Field(default_factory=dict)
     demand: DemandChange = DemandChange()  # applied to every case (multiplies the case's)
     simulate: bool = True
+    attainment: AttainmentModel | None = None  # the plans' predicted-attainment model
 
 
 class _ScenarioDoc(_Strict):
@@ -229,10 +233,17 @@ class Scenario(_Strict):
     base_tenants: dict[str, TenantChange]
     base_demand: DemandChange
     simulate: bool
+    attainment: AttainmentModel | None  # None: the route profile's (see plan_attainment)
     accelerators: tuple[AcceleratorSpec, ...]
     cases: tuple[Case, ...]  # the base case first
     sweep_vary: str | None
     capacity_question: CapacityQuestion | None
+
+    @property
+    def plan_attainment(self) -> AttainmentModel:
+        """The model of the plans' predicted attainment: ``base.attainment``, else the default
+        route profile's (its weighted lookup follows the plan's split: per replica)."""
+        return self.attainment or "replica"
 
 
 # ---------------------------------------------------------------- parse
@@ -389,6 +400,7 @@ def build_scenario(raw: Any, *, source: str = "<scenario>", folder: Path | None 
         base_tenants=b.tenants,
         base_demand=b.demand,
         simulate=b.simulate,
+        attainment=b.attainment,
         accelerators=doc.accelerators,
         cases=tuple(cases),
         sweep_vary=doc.sweep.vary if doc.sweep is not None else None,

@@ -86,6 +86,23 @@ the head of ``kv-bound`` it made the TPOT refusals right (load 1.5: precision 0.
 not on its tail (0.09 → 0.20), where it lost 3–9% past the knee (loads 3–4), and it loses on
 the heads of ``tiers`` and ``synthetic`` past capacity (bench/RESULTS.md).
 
+**The TPOT rule's two roles** (``tpot_shed_from``, off by default). Past the pressure floor the
+TPOT chance is judged at the lowered thresholds too, and there a TPOT refusal is load shedding
+as much as a forecast miss: the shadow runs find those refusals right 0.1–0.8 of the time
+(``tiers`` tail at load 1: 377 at 0.77). With ``tpot_shed_from`` set, the TPOT chance alone
+refuses only at ``refuse_at`` (a TPOT chance under it no longer counts in the judgement) while
+the share of SLO refusals stays under ``tpot_shed_from``; from there to
+:data:`TPOT_SHED_SPAN` times it the TPOT threshold falls to the one the TTFT chance is judged
+at, and the rule sheds as before; until it sheds, a long decode is judged by the model alone (the
+observed blend of long decodes lags). On the ``tiers`` tail at 0.05 it raised the gate's precision
+at load 1 from 0.878 to 0.916, but left it at 0.88 at load 2 (there the shadow run's pressure
+is past the span) and lost 2.8% / 2.2% of the goodput at loads 3 / 4; on ``kv-bound`` over the
+heterogeneous fleet at 0.1 it lost 2.5% at load 1.5 and 4.8% at 4. Judging the TPOT by the
+forecast by work (or with the prompt rate's own spread) below the signal and as received past
+it did no better: the queue's signal never engages on ``tiers``, whose TPOT refusals keep
+the queues short, and the forecast by work's head precision does not hold on the tails
+(bench/RESULTS.md). So it is a setting, not tuned by the loop.
+
 **Fairness.** Tenants are charged what their requests cost: GPU-seconds on the replica it goes
 to (:mod:`serving.admission.cost`) of the prompt (its cached prefix discounted) and of the
 output it asks for at dispatch, settled for the output generated at completion, into the
@@ -190,6 +207,15 @@ GPU_SECONDS = "gpu_s"
 TOKENS = "tokens"
 CHARGES = (GPU_SECONDS, TOKENS)
 
+# with ``tpot_shed_from``, the TPOT threshold falls from ``refuse_at`` to the gate's own as the
+# share of SLO refusals goes from ``tpot_shed_from`` to this many times it
+TPOT_SHED_SPAN = 3.0
+# … and, until it sheds, a decode this long (iterations) is judged by the model alone, not
+# blended with the replica's observed decodes of its length: a 400-token decode's share is
+# known 15–20 s after the conditions it describes (``tiers`` at load 2: 140 TPOT refusals of
+# long decodes by the blend, none of which would have missed)
+BLEND_BELOW_GAPS = 16
+
 # the rule behind a judgement (:attr:`Judgement.rule`)
 ADMITTED = ""
 TTFT = "ttft"  # likely to miss, mostly for its TTFT
@@ -235,6 +261,7 @@ class SloGate:
         strict_credit_cut: float = 0.0,
         cold_move_ttft_share: float | None = None,
         tpot_by_work: bool = False,
+        tpot_shed_from: float | None = None,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -264,6 +291,8 @@ class SloGate:
                 field="strict_refuse_at",
                 expected=f"in (0, overload_refuse_at = {overload_refuse_at}]",
             )
+        if tpot_shed_from is not None and not 0 < tpot_shed_from < 1:
+            raise InputError(f"{tpot_shed_from}", field="tpot_shed_from", expected="in (0, 1)")
         if not 0 <= strict_credit_cut < 1:
             raise InputError(
                 f"{strict_credit_cut}", field="strict_credit_cut", expected="in [0, 1)"
@@ -278,6 +307,7 @@ class SloGate:
         self.strict_credit_cut = strict_credit_cut
         self.cold_move_ttft_share = cold_move_ttft_share
         self.tpot_by_work = tpot_by_work
+        self.tpot_shed_from = tpot_shed_from
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
         self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
         self.tpot_headroom = tpot_headroom
@@ -355,6 +385,29 @@ class SloGate:
         span = PRESSURE_FLOOR - STRICT_FROM
         return min(max((self.ttft_pressure - STRICT_FROM) / span, 0.0), 1.0)
 
+    def _tpot_chance(self, seen: Forecast, tpot_limit_s: float) -> float:
+        """The chance of a TPOT miss a judgement counts: the model's while the fleet keeps up,
+        blended with the replica's observed decodes past the pressure floor — with
+        ``tpot_shed_from``, for a long decode (:data:`BLEND_BELOW_GAPS` iterations or more)
+        only as far as the TPOT rule sheds (:meth:`tpot_shedding`): the blend of long
+        decodes lags the conditions it describes."""
+        past = self.pressure >= PRESSURE_FLOOR
+        chance = seen.tpot_miss(tpot_limit_s, observed=past)
+        if self.tpot_shed_from is None or not past or seen.gaps < BLEND_BELOW_GAPS:
+            return chance
+        shedding = self.tpot_shedding()
+        return shedding * chance + (1.0 - shedding) * seen.tpot_miss(tpot_limit_s)
+
+    def tpot_shedding(self) -> float:
+        """How far the TPOT rule sheds (0: it refuses only at ``refuse_at``, 1: at the gate's
+        threshold, as the TTFT chance): 1 without ``tpot_shed_from``; with it, the share of SLO
+        refusals from ``tpot_shed_from`` to :data:`TPOT_SHED_SPAN` times it."""
+        start = self.tpot_shed_from
+        if start is None:
+            return 1.0
+        span = start * (TPOT_SHED_SPAN - 1.0)
+        return min(max((self.pressure - start) / span, 0.0), 1.0)
+
     def _owed_threshold(self, base: float, cut: float, owed: float) -> float:
         """The threshold of a tenant ``owed`` (0 furthest over its share, 1 most owed) when
         the base threshold is ``base`` and the lift's cut ``cut``."""
@@ -417,13 +470,18 @@ class SloGate:
         ttft_limit = self.limit_s(request_class, budget_s)
         tpot_limit = self.tpot_limit_s(request_class)
         ttft_miss = seen.ttft_miss(ttft_limit)
-        tpot_miss = seen.tpot_miss(tpot_limit, observed=self.pressure >= PRESSURE_FLOOR)
+        tpot_miss = self._tpot_chance(seen, tpot_limit)
         miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
         base, cut = self._base_and_cut()
         if refuse_at is not None:
             base = min(base, refuse_at)
         threshold = self._owed_threshold(base, cut, 1.0 - self.vtc.over_credit(tenant))
         owed_at = self._owed_threshold(base, cut, 1.0)  # the most owed tenant's
+        if self.tpot_shed_from is not None:
+            # while the fleet keeps up, a TPOT chance under ``refuse_at`` is not a refusal
+            held = threshold + (1.0 - self.tpot_shedding()) * max(self.refuse_at - threshold, 0.0)
+            if tpot_miss < held:
+                tpot_miss, miss = 0.0, ttft_miss
         rule = ADMITTED
         best_effort = False
         if miss >= threshold:

@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     slo_gate_strict_refuse_at: float | None = Field(default=None, gt=0, le=DEFAULT_REFUSE_AT)
     slo_gate_cold_move_ttft_share: float | None = Field(default=None, gt=0)
     slo_gate_tpot_by_work: bool = False
+    # below this share of SLO refusals the TPOT rule refuses only at the gate's own threshold
+    # (0.9); up to 3× it, it comes to shed as the TTFT rule does (None: it always does)
+    slo_gate_tpot_shed_from: float | None = Field(default=None, gt=0, lt=1)
     # OpenTelemetry: a span per decision sent by OTLP/HTTP to this collector (base URL, e.g.
     # http://127.0.0.1:4318); unset: OTEL_EXPORTER_OTLP_ENDPOINT if set, else no tracing
     otlp_endpoint: str | None = Field(default=None, pattern=r"^https?://\S+$")

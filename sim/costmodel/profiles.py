@@ -27,7 +27,7 @@ cached context).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -40,6 +40,7 @@ from placement.paths import shared_data
 
 DTYPE = "bfloat16"
 MOE_DISTRIBUTIONS = ("balanced", "power_law_1.01")
+BALANCED = MOE_DISTRIBUTIONS[0]
 FRAMEWORK = "vllm"
 _MS = 1e-3
 
@@ -66,7 +67,8 @@ class OperatorProfile:
 
     ``gemm[(n, k)]`` is latency over ``m``; ``context_attention[head][batch]`` latency over
     ``isl``; ``generation_attention[head][batch]`` latency over context length;
-    ``all_reduce[num_gpus]`` latency over message bytes; ``moe[key]`` latency over tokens.
+    ``all_reduce[num_gpus]`` latency over message bytes; ``moe[key]`` latency over tokens,
+    measured under the token routing ``moe_routing[key]`` (``balanced`` when absent).
     """
 
     name: str
@@ -78,6 +80,7 @@ class OperatorProfile:
     generation_attention: dict[HeadKey, dict[int, Curve]]
     all_reduce: dict[int, Curve]
     moe: dict[MoeKey, Curve]
+    moe_routing: dict[MoeKey, str] = field(default_factory=dict)
     # operators predicted from a datasheet rather than measured (synthetic profiles only)
     predicted: tuple[str, ...] = ()
 
@@ -214,19 +217,23 @@ def _load_all_reduce(path: Path) -> dict[int, Curve]:
     return {key[0]: c for key, c in _curves(frame, ["num_gpus"], "message_size").items()}
 
 
-def _load_moe(path: Path) -> dict[MoeKey, Curve]:
+def _load_moe(path: Path) -> tuple[dict[MoeKey, Curve], dict[MoeKey, str]]:
+    """The MoE curves and the routing distribution each was measured under."""
     keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
     frame = _read(
         path, (*keys, "moe_dtype", "moe_ep_size", "distribution", "num_tokens", "latency")
     )
     frame = frame[(frame["moe_dtype"] == DTYPE) & (frame["moe_ep_size"] == 1)]
     out: dict[MoeKey, Curve] = {}
+    routing: dict[MoeKey, str] = {}
     # the preferred distribution wins: fill from the least preferred up, overwriting
     for distribution in reversed(MOE_DISTRIBUTIONS):
         rows = frame[frame["distribution"] == distribution]
         for key, curve in _curves(rows, keys, "num_tokens").items():
-            out[(key[0], key[1], key[2], key[3], key[4])] = curve
-    return out
+            moe_key = (key[0], key[1], key[2], key[3], key[4])
+            out[moe_key] = curve
+            routing[moe_key] = distribution
+    return out, routing
 
 
 def load_profile(profile: str) -> OperatorProfile:
@@ -254,6 +261,7 @@ def _load_folder(folder: Path, name: str) -> OperatorProfile:
     moe_dir = _version_dir(folder, "moe")
     all_reduce_path = None if comm_dir is None else comm_dir / "custom_allreduce_perf.parquet"
     moe_path = None if moe_dir is None else moe_dir / "moe_perf.parquet"
+    moe, routing = ({}, {}) if moe_path is None or not moe_path.exists() else _load_moe(moe_path)
     return OperatorProfile(
         name=name,
         version=gemm_dir.name,
@@ -267,5 +275,6 @@ def _load_folder(folder: Path, name: str) -> OperatorProfile:
         all_reduce={}
         if all_reduce_path is None or not all_reduce_path.exists()
         else _load_all_reduce(all_reduce_path),
-        moe={} if moe_path is None or not moe_path.exists() else _load_moe(moe_path),
+        moe=moe,
+        moe_routing=routing,
     )

@@ -33,6 +33,22 @@ work). A surface is fitted by iteratively reweighted least squares (Huber on log
 accelerator weighted equally) with a second-difference smoothness penalty, on the tables of
 the accelerators given; :func:`fit_transfer` is deterministic.
 
+**GEMM columns.** The GEMM tables of every profiled GPU share their weight shapes ``(n, k)``
+(440 columns in common). At the same SOL and balance a column runs nearer to or further from SOL
+than the surface says for reasons of its own shape, shared by every GPU that runs it with the
+same library: tile and wave quantization of ``n`` and ``k``, the kernel the library picks for it.
+So the GEMM fit is joint: ``log(latency / SOL) = U_gemm(...) + c(n, k)``, alternating the surface
+(on calls less their column's effect) and the column effects (per column, the median over GPUs of
+each GPU's median residual, centred on the median column, shrunk by ``g / (g + 1)`` for ``g``
+GPUs: the GPU being predicted counts as one more whose effect is unknown, i.e. 0). A column no
+GPU measured is taken to be the typical one (effect 0). Nothing is fitted per GPU.
+
+**MoE routing.** The MoE surface learns the fused experts under **balanced** routing, the tables
+the cost model reads first. A table measured only under skewed routing (``power_law``: fewer
+experts touched by a few tokens, one expert's rows on the critical path by many) is another
+operator, so its curves are left out of the fit (``OperatorProfile.moe_routing``); A100's
+``0.14.0`` tables have no balanced rows.
+
 :func:`synthetic_profile` turns a :class:`TransferModel` and a datasheet into an
 :class:`~sim.costmodel.profiles.OperatorProfile` holding the curves a model needs (its GEMM
 columns, its head shape's attention, its all-reduce, its fused MoE experts),
@@ -46,7 +62,7 @@ left out.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -61,7 +77,7 @@ from placement.domain.llm import ModelArchitecture
 from placement.errors import InputError
 from sim.costmodel.interpolate import FloatArray, gemm_latency_many
 from sim.costmodel.operators import MoeShape, ShardShapes, shard_shapes
-from sim.costmodel.profiles import Curve, HeadKey, OperatorProfile, ShapeNotProfiled
+from sim.costmodel.profiles import BALANCED, Curve, HeadKey, OperatorProfile, ShapeNotProfiled
 
 Family = Literal["gemm", "context_attention", "generation_attention", "communication", "moe"]
 FAMILIES: tuple[Family, ...] = (
@@ -91,6 +107,8 @@ SOL_CLOCK = f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOC
 SMOOTHNESS = 1.0  # weight of the second-difference penalty, per knot
 HUBER_LOG = 0.1  # residuals beyond ~10 % count linearly
 IRLS_STEPS = 6
+COLUMN_ROUNDS = 4  # surface / GEMM column effects, alternated
+COLUMN_PRIOR_GPUS = 1.0  # a column's effect is shrunk by g / (g + this) for g GPUs measuring it
 ROWS_PER_FIT = 12_000  # per (accelerator, family): a seeded sample of larger tables
 DTYPE_BYTES = 2
 
@@ -290,25 +308,45 @@ class Surface:
         return np.asarray(sol.seconds * np.exp(self.log_ratio(sol)), dtype=np.float64)
 
 
+Column = tuple[int, int]  # a GEMM's weight shape (n, k)
+
+
 @dataclass(frozen=True, slots=True)
 class Observations:
-    """Measured calls of one family on one accelerator: their SOL and latency (s)."""
+    """Measured calls of one family on one accelerator: their SOL and latency (s); for GEMMs
+    each call's column ``(n, k)`` (``[rows, 2]``); ``skewed`` marks calls measured under a
+    condition the surfaces do not model (MoE under skewed routing), reported but not fitted."""
 
     sol: Sol
     latency: FloatArray
+    columns: npt.NDArray[np.int64] | None = None
+    skewed: npt.NDArray[np.bool_] | None = None
+
+    def select(self, rows: npt.NDArray[Any]) -> Observations:
+        columns = None if self.columns is None else self.columns[rows]
+        skewed = None if self.skewed is None else self.skewed[rows]
+        return Observations(self.sol.select(rows), self.latency[rows], columns, skewed)
+
+    def fitted(self) -> Observations:
+        """The calls a surface learns from (all but the skewed ones)."""
+        return self if self.skewed is None else self.select(~self.skewed)
 
     def sample(self, limit: int, seed: int = 0) -> Observations:
         n = len(self.latency)
         if n <= limit:
             return self
-        rows = np.sort(np.random.default_rng(seed).choice(n, limit, replace=False))
-        return Observations(self.sol.select(rows), self.latency[rows])
+        return self.select(np.sort(np.random.default_rng(seed).choice(n, limit, replace=False)))
+
+    def scaled(self, factor: FloatArray) -> Observations:
+        """The same calls with every latency multiplied by ``factor``."""
+        return Observations(self.sol, self.latency * factor, self.columns, self.skewed)
 
 
 def fit_surface(family: Family, per_accelerator: Sequence[Observations]) -> Surface:
     """The smooth surface closest (Huber on log-ratios) to every accelerator's calls, each
     accelerator weighted equally whatever its table size."""
-    parts = [o.sample(ROWS_PER_FIT) for o in per_accelerator if len(o.latency)]
+    parts = [o.fitted().sample(ROWS_PER_FIT) for o in per_accelerator]
+    parts = [o for o in parts if len(o.latency)]
     if not parts:
         raise InputError(f"no measured {family} calls to fit on", field=family)
     sol = Sol.concatenate([o.sol for o in parts])
@@ -331,15 +369,75 @@ def fit_surface(family: Family, per_accelerator: Sequence[Observations]) -> Surf
     return Surface(family=family, values=values, median_ape=float(np.median(ape)), rows=len(y))
 
 
+def _column_effects(surface: Surface, parts: Sequence[Observations]) -> dict[Column, float]:
+    """Per GEMM column: the median over GPUs of each GPU's median log residual to ``surface``,
+    less the median of that over every column (0 is the typical column, what a column no GPU
+    measured is taken to be), shrunk by ``g / (g + COLUMN_PRIOR_GPUS)`` for the ``g`` GPUs that
+    measured it."""
+    per_gpu: dict[Column, list[float]] = {}
+    for part in parts:
+        if part.columns is None:
+            continue
+        residual = np.log(part.latency / part.sol.seconds) - surface.log_ratio(part.sol)
+        codes, inverse = np.unique(part.columns, axis=0, return_inverse=True)
+        inverse = np.asarray(inverse).ravel()
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(len(codes) + 1))
+        for j, (n, k) in enumerate(codes.tolist()):
+            rows = order[bounds[j] : bounds[j + 1]]
+            per_gpu.setdefault((int(n), int(k)), []).append(float(np.median(residual[rows])))
+    raw = {column: float(np.median(values)) for column, values in per_gpu.items()}
+    typical = float(np.median(list(raw.values()))) if raw else 0.0
+    return {
+        column: (raw[column] - typical) * len(values) / (len(values) + COLUMN_PRIOR_GPUS)
+        for column, values in per_gpu.items()
+    }
+
+
+def _effects_of(effects: Mapping[Column, float], columns: npt.NDArray[np.int64]) -> FloatArray:
+    return np.asarray([effects.get((int(n), int(k)), 0.0) for n, k in columns], np.float64)
+
+
+def fit_gemm(per_accelerator: Sequence[Observations]) -> tuple[Surface, dict[Column, float]]:
+    """The GEMM surface and the column effects, fitted jointly (alternating)."""
+    parts = [o for o in per_accelerator if len(o.latency)]  # fit_surface samples each
+    effects: dict[Column, float] = {}
+    surface = fit_surface("gemm", parts)
+    for _ in range(COLUMN_ROUNDS - 1):
+        effects = _column_effects(surface, parts)
+        surface = fit_surface(
+            "gemm",
+            [
+                p if p.columns is None else p.scaled(np.exp(-_effects_of(effects, p.columns)))
+                for p in parts
+            ],
+        )
+    return surface, _column_effects(surface, parts)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TransferModel:
-    """One surface per family and the accelerators they were learned on."""
+    """One surface per family, the GEMM column effects (log, added to the surface) and the
+    accelerators they were learned on."""
 
     surfaces: Mapping[Family, Surface]
     fitted_on: tuple[str, ...]
+    gemm_columns: Mapping[Column, float] = field(default_factory=dict)
 
     def latency(self, family: Family, sol: Sol) -> FloatArray:
+        """Predicted latency (s) of calls known by their SOL only (no column effect)."""
         return self.surfaces[family].latency(sol)
+
+    def predict(self, family: Family, calls: Observations) -> FloatArray:
+        """Predicted latency (s) of ``calls``, with their GEMM columns' effects."""
+        latency = self.latency(family, calls.sol)
+        if family != "gemm" or calls.columns is None or not self.gemm_columns:
+            return latency
+        return np.asarray(latency * np.exp(_effects_of(self.gemm_columns, calls.columns)))
+
+    def column_effect(self, n: int, k: int) -> float:
+        """Log effect of the GEMM column ``(n, k)``; 0 for a column no GPU measured."""
+        return self.gemm_columns.get((n, k), 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -355,6 +453,9 @@ class TransferModel:
                 }
                 for f, s in self.surfaces.items()
             },
+            "gemm_column_effects": [
+                [n, k, round(v, 5)] for (n, k), v in sorted(self.gemm_columns.items())
+            ],
         }
 
     @classmethod
@@ -390,7 +491,14 @@ class TransferModel:
                     median_ape=float(s["median_ape_in_sample"]),
                     rows=int(s["rows"]),
                 )
-            return cls(surfaces=surfaces, fitted_on=tuple(str(a) for a in raw["fitted_on"]))
+            columns = {
+                (int(n), int(k)): float(v) for n, k, v in raw.get("gemm_column_effects") or []
+            }
+            return cls(
+                surfaces=surfaces,
+                fitted_on=tuple(str(a) for a in raw["fitted_on"]),
+                gemm_columns=columns,
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"not a transfer model ({exc})", source=source) from None
 
@@ -439,7 +547,8 @@ def observations(accelerator: Accelerator, profile: OperatorProfile) -> dict[Fam
     ]
     if rows:
         m, n, k, y = _arrays(rows)
-        out["gemm"] = Observations(gemm_sol(peaks, m, n, k), y)
+        columns = np.stack([n, k], axis=1).astype(np.int64)
+        out["gemm"] = Observations(gemm_sol(peaks, m, n, k), y, columns)
     for family, table in (
         ("context_attention", profile.context_attention),
         ("generation_attention", profile.generation_attention),
@@ -470,12 +579,18 @@ def observations(accelerator: Accelerator, profile: OperatorProfile) -> dict[Fam
         g, size, y = _arrays(comm)
         out["communication"] = Observations(all_reduce_sol(peaks, g, size), y)
     moe = [
-        (moe_sol(peaks, _moe_shape(key), np.asarray(c.xs, dtype=np.float64)), np.asarray(c.ys))
+        (
+            moe_sol(peaks, _moe_shape(key), np.asarray(c.xs, dtype=np.float64)),
+            np.asarray(c.ys),
+            np.full(len(c.xs), profile.moe_routing.get(key, BALANCED) != BALANCED),
+        )
         for key, c in profile.moe.items()
     ]
     if moe:
         out["moe"] = Observations(
-            Sol.concatenate([sol for sol, _ in moe]), np.concatenate([y for _, y in moe])
+            Sol.concatenate([sol for sol, _, _ in moe]),
+            np.concatenate([y for _, y, _ in moe]),
+            skewed=np.concatenate([skewed for _, _, skewed in moe]),
         )
     return out
 
@@ -489,12 +604,16 @@ def fit_transfer(
     measured: Mapping[str, Mapping[Family, Observations]],
 ) -> TransferModel:
     """Surfaces learned on the calls of every accelerator in ``measured`` (name → family →
-    calls); a family no accelerator measured cannot be fitted."""
+    calls), GEMM jointly with its column effects; a family no accelerator measured cannot be
+    fitted."""
+    gemm, columns = fit_gemm([m["gemm"] for m in measured.values() if "gemm" in m])
     surfaces = {
-        family: fit_surface(family, [m[family] for m in measured.values() if family in m])
+        family: gemm
+        if family == "gemm"
+        else fit_surface(family, [m[family] for m in measured.values() if family in m])
         for family in FAMILIES
     }
-    return TransferModel(surfaces=surfaces, fitted_on=tuple(sorted(measured)))
+    return TransferModel(surfaces=surfaces, fitted_on=tuple(sorted(measured)), gemm_columns=columns)
 
 
 def _curve(xs: Sequence[float], ys: FloatArray) -> Curve:
@@ -533,6 +652,7 @@ def synthetic_profile(
         if ys is None:
             n, k = np.full_like(m, float(g.n)), np.full_like(m, float(g.k))
             ys = transfer.latency("gemm", gemm_sol(peaks, m, n, k))
+            ys = ys * np.exp(transfer.column_effect(g.n, g.k))
             predicted.append(f"GEMM {g.name}")
         gemm[(g.n, g.k)] = _curve(GEMM_M, ys)
     head = shapes.head_key

@@ -134,3 +134,11 @@ def test_another_seed_gives_other_traces_and_the_same_seed_the_same() -> None:
     assert len(first) != len(other) or not np.array_equal(
         first["input_tokens"].to_numpy(), other["input_tokens"].to_numpy()
     )
+
+
+def test_chosen_bench_follows_the_quick_flag_and_keeps_the_options() -> None:
+    quick = PredictorBench.chosen(quick=True, trailing_share=0.25, seed=3)
+    full = PredictorBench.chosen(quick=False, trailing_share=0.25, seed=3)
+    assert quick == PredictorBench.quick(trailing_share=0.25, seed=3)
+    assert full == PredictorBench(trailing_share=0.25, seed=3)
+    assert quick.duration_s < full.duration_s

@@ -164,3 +164,11 @@ def test_the_same_seed_gives_the_same_figures(tmp_path: Path) -> None:
     assert first["runs"] == second["runs"]
     assert first["summary"]["ratio_vs_best_peer"] == second["summary"]["ratio_vs_best_peer"]
     assert first["summary"]["gate_by_load"] == second["summary"]["gate_by_load"]
+
+
+def test_the_loops_plans_report_the_attainment_of_the_route_path_that_runs_them() -> None:
+    from bench.loop.run import _attainment_of
+    from bench.loop.tuning import BASE_PROFILE
+
+    assert _attainment_of(BASE_PROFILE) == "pooled"  # scored: the route path pools
+    assert _attainment_of(None) == "replica"  # the weighted lookup follows the split

@@ -114,7 +114,10 @@ def test_a_policy_builds_its_gate_with_the_tuned_overload_settings() -> None:
     assert not gate.tpot_by_work
     by_work = PlacementSettings(slo_gate=GateSettings(tpot_by_work=True))
     gate = build(dataclasses.replace(ctx, settings={"placement": by_work})).gate
-    assert gate is not None and gate.tpot_by_work
+    assert gate is not None and gate.tpot_by_work and gate.tpot_shed_from is None
+    held = PlacementSettings(slo_gate=GateSettings(tpot_shed_from=0.05))
+    gate = build(dataclasses.replace(ctx, settings={"placement": held})).gate
+    assert gate is not None and gate.tpot_shed_from == 0.05
     # without a slack no tenant yields for credit alone
     plain = PlacementSettings(slo_gate=GateSettings())
     gate = build(PolicyContext(seed=0, block_tokens=16, settings={"placement": plain})).gate

@@ -67,3 +67,13 @@ def test_the_example_scenarios_load() -> None:
     for path in examples:
         s = load_scenario(path, check=False)  # names are checked by `placement whatif` itself
         assert s.cases[0].name == "base"
+
+
+def test_an_unknown_attainment_model_exits_2_naming_the_option(
+    doc: dict[str, Any], write: Any, tmp_path: Path
+) -> None:
+    args = ["whatif", str(write(doc)), "--out", str(tmp_path / "o"), "--local-sync"]
+    res = CliRunner().invoke(app, [*args, "--attainment", "queue"])
+    assert res.exit_code == 2
+    assert "--attainment" in res.output and "pooled" in res.output
+    assert "Traceback" not in res.output

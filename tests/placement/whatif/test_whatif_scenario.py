@@ -139,3 +139,12 @@ def test_loading_leaves_the_catalogue_as_it_was(doc: dict[str, Any], write: Any)
     doc["cases"] = [{"name": "x", "add_replicas": [{"accelerator": "X1", "count": 1}]}]
     load_scenario(write(doc))
     assert before == CATALOGUE
+
+
+def test_the_attainment_model_is_one_the_solver_has(doc: dict[str, Any], write: Any) -> None:
+    unset = load_scenario(write(doc))
+    assert unset.attainment is None and unset.plan_attainment == "replica"
+    pooled = {**doc, "base": {**doc["base"], "attainment": "pooled"}}
+    assert load_scenario(write(pooled)).attainment == "pooled"
+    bad = {**doc, "base": {**doc["base"], "attainment": "queue"}}
+    assert _refused(write, bad).field == "base.attainment"

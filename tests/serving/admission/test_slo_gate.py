@@ -13,16 +13,19 @@ from serving.admission.slo_gate import (
     ADMITTED,
     CREDIT,
     DEFAULT_OVERLOAD_REFUSE_AT,
+    DEFAULT_REFUSE_AT,
     PRESSURE_FLOOR,
     SLOT_HANDOVER_S,
     SLOT_QUEUE_MIN_WEIGHT_S2,
     STRICT_FROM,
     TPOT,
+    TPOT_SHED_SPAN,
     TTFT,
     SloGate,
     calibration_key,
     cold_move_crowds,
 )
+from serving.admission.tpot_calibration import ChunkShares
 from serving.admission.vtc import VirtualTokenCounter
 from serving.route.decode_steps import decode_step_table
 from serving.route.ttft import prefill_table
@@ -203,6 +206,57 @@ def test_the_strict_threshold_engages_only_when_refusals_led_by_the_first_token_
     assert gate.last.rule == TTFT
 
 
+def _judged_at(gate: SloGate, pressure: float, seen: Forecast) -> str:
+    gate.pressure = pressure
+    gate.judge("a", "interactive", seen)
+    return gate.last.rule
+
+
+def test_below_tpot_shed_from_the_tpot_rule_refuses_only_what_is_sure_to_miss() -> None:
+    """Past the pressure floor the gate refuses what is likelier to miss than its lowered
+    threshold, and a TPOT refusal there sheds load as much as it forecasts a miss. With
+    ``tpot_shed_from`` the TPOT chance refuses only at ``refuse_at`` until the share of SLO
+    refusals reaches it, and sheds again (as the TTFT chance) at :data:`TPOT_SHED_SPAN` times
+    it; a TTFT chance is judged as before throughout."""
+    doubtful_tpot = _decoding(L40S_STEP, L40S_FULL, gaps=4, queued=7_000.0)  # ~75% to miss
+    sure_tpot = _decoding(L40S_STEP, L40S_FULL, gaps=4, queued=20_000.0)  # ~99%
+    doubtful_ttft = Forecast(ttft_s=2.05, ttft_spread=0.05)  # ~70% to miss
+    assert 0.7 < doubtful_tpot.tpot_miss(0.1) < DEFAULT_REFUSE_AT < sure_tpot.tpot_miss(0.1)
+    plain = SloGate(DEFAULT_CLASSES, credit_cut=0.0)
+    held = SloGate(DEFAULT_CLASSES, credit_cut=0.0, tpot_shed_from=0.1)
+    past_floor = 0.08  # the threshold is down to ~0.66, under the TPOT rule's start
+    assert _judged_at(plain, past_floor, doubtful_tpot) == TPOT
+    assert _judged_at(held, past_floor, doubtful_tpot) == ADMITTED
+    assert _judged_at(held, past_floor, sure_tpot) == TPOT
+    assert _judged_at(held, past_floor, doubtful_ttft) == TTFT
+    assert _judged_at(held, 0.1 * TPOT_SHED_SPAN, doubtful_tpot) == TPOT  # it sheds again
+    for pressure, shedding in ((0.0, 0.0), (0.1, 0.0), (0.2, 0.5), (0.3, 1.0), (0.9, 1.0)):
+        held.pressure = pressure
+        assert held.tpot_shedding() == pytest.approx(shedding)
+    assert plain.tpot_shedding() == 1.0
+
+
+def test_until_the_tpot_rule_sheds_a_long_decode_is_judged_by_the_model_alone() -> None:
+    """Past the pressure floor the replica's observed decodes blend into the TPOT chance; for
+    a long decode that share lags what it describes, so with ``tpot_shed_from`` it counts only
+    as far as the TPOT rule sheds. A short decode's blend is kept."""
+    missed = ChunkShares(tuple([0.0] * 19 + [20.0]))  # the replica's recent decodes all missed
+    long = dataclasses.replace(
+        _decoding(L40S_STEP, L40S_FULL, gaps=400, queued=8_000.0, rate=1_000.0), observed=missed
+    )
+    assert long.tpot_miss(0.1) < 0.01 and long.tpot_miss(0.1, observed=True) > 0.9
+    plain = SloGate(DEFAULT_CLASSES, credit_cut=0.0)
+    held = SloGate(DEFAULT_CLASSES, credit_cut=0.0, tpot_shed_from=0.1)
+    assert _judged_at(plain, 0.08, long) == TPOT
+    assert _judged_at(held, 0.08, long) == ADMITTED
+    assert _judged_at(held, 0.3, long) == TPOT
+    short = dataclasses.replace(
+        _decoding(L40S_STEP, L40S_FULL, gaps=4, queued=0.0, rate=500.0), observed=missed
+    )
+    held.pressure = 0.08
+    assert held._tpot_chance(short, 0.1) == pytest.approx(short.tpot_miss(0.1, observed=True))
+
+
 def test_the_strict_regime_grows_from_half_the_floor_and_is_off_without_a_setting() -> None:
     gate = SloGate(DEFAULT_CLASSES, strict_refuse_at=0.3)
     for share, strictness in ((0.0, 0.0), (STRICT_FROM, 0.0), (PRESSURE_FLOOR, 1.0), (0.5, 1.0)):
@@ -229,6 +283,8 @@ def test_the_strict_regime_grows_from_half_the_floor_and_is_off_without_a_settin
         ({"strict_refuse_at": 0.6}, "strict_refuse_at"),
         ({"strict_refuse_at": 0.0}, "strict_refuse_at"),
         ({"strict_credit_cut": 1.0}, "strict_credit_cut"),
+        ({"tpot_shed_from": 0.0}, "tpot_shed_from"),
+        ({"tpot_shed_from": 1.0}, "tpot_shed_from"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, float], field: str) -> None:

@@ -72,6 +72,7 @@ def test_moe_prefers_balanced_routing_when_measured(profile, distribution):
     ]
     curve = load_profile(profile).moe[(4096, 14336, 2, 8, 2)]
     assert curve.ys[curve.xs.index(256)] == pytest.approx(rows.latency.min() / 1e3)
+    assert load_profile(profile).moe_routing[(4096, 14336, 2, 8, 2)] == distribution
 
 
 def test_all_reduce_uses_the_fastest_variant_and_is_optional():

@@ -15,11 +15,14 @@ from sim.costmodel.profiled import ProfiledCostModel
 from sim.costmodel.profiles import load_profile, profiles_root
 from sim.costmodel.roofline import RooflineCostModel
 from sim.costmodel.transfer import (
+    COLUMN_PRIOR_GPUS,
     FAMILIES,
     Observations,
     Peaks,
+    Sol,
     TransferModel,
     default_transfer,
+    fit_gemm,
     fit_surface,
     fit_transfer,
     gemm_sol,
@@ -37,6 +40,59 @@ def _gemm_calls(peaks: Peaks, utilization: float, floor_s: float) -> Observation
     m, n, k = (a.ravel() for a in np.meshgrid(grid, grid * 4, grid * 2))
     sol = gemm_sol(peaks, m, n, k)
     return Observations(sol, floor_s + sol.seconds / utilization)
+
+
+def _columned(peaks: Peaks, slow: dict[tuple[int, int], float]) -> Observations:
+    """GEMM calls at 70 % of SOL, but the columns in ``slow`` run that many times slower."""
+    calls = _gemm_calls(peaks, 0.7, 3e-6)
+    grid = np.asarray([1, 4, 16, 64, 256, 1024, 4096, 16384], dtype=np.float64)
+    _, n, k = (a.ravel() for a in np.meshgrid(grid, grid * 4, grid * 2))  # as _gemm_calls
+    columns = np.stack([n, k], axis=1).astype(np.int64)
+    factor = np.asarray([slow.get((int(a), int(b)), 1.0) for a, b in columns])
+    return Observations(calls.sol, calls.latency * factor, columns)
+
+
+def test_a_gemm_column_slow_on_every_gpu_is_predicted_slow_on_a_gpu_left_out():
+    slow = {(4096, 2048): 1.6, (256, 8): 1.4}
+    a, b, c = (Peaks(f, w, 4e11) for f, w in ((3e14, 2e12), (1e15, 3.3e12), (1.2e15, 3.5e12)))
+    surface, effects = fit_gemm([_columned(a, slow), _columned(b, slow)])
+    # shrunk towards 0: two GPUs measured it, the one predicted counts as a third
+    assert (
+        np.log(1.6) * 0.5 < effects[(4096, 2048)] < np.log(1.6) * 2 / (2 + COLUMN_PRIOR_GPUS) + 0.1
+    )
+    assert abs(effects[(256, 128)]) < 0.02  # an ordinary column
+    assert np.median(list(effects.values())) == pytest.approx(0.0, abs=1e-9)  # the typical is 0
+    model = TransferModel(
+        surfaces={"gemm": surface},
+        fitted_on=("a", "b"),
+        gemm_columns=effects,  # type: ignore[dict-item]
+    )
+    held = _columned(c, slow)
+    assert held.columns is not None
+    mask = (held.columns[:, 0] == 4096) & (held.columns[:, 1] == 2048)
+    with_effects = model.predict("gemm", held)[mask] / held.latency[mask]
+    without = model.latency("gemm", held.sol)[mask] / held.latency[mask]
+    # 1.6× slow; the effect shrunk to about 2/3 of log 1.6 leaves about 15 %
+    assert np.median(np.abs(with_effects - 1)) < 0.2 and np.median(np.abs(without - 1)) > 0.3
+    assert (
+        model.column_effect(4096, 2048) == effects[(4096, 2048)]
+        and model.column_effect(3, 5) == 0.0
+    )
+
+
+def test_skewed_calls_are_reported_but_not_fitted():
+    a, b = Peaks(3e14, 2e12, 4e11), Peaks(1e15, 3.3e12, 4e11)
+    clean = [_gemm_calls(a, 0.7, 3e-6), _gemm_calls(b, 0.7, 3e-6)]
+    other = _gemm_calls(a, 0.2, 3e-5)  # another operator: far slower
+    skewed = np.r_[np.zeros(len(clean[0].latency), bool), np.ones(len(other.latency), bool)]
+    mixed = Observations(
+        Sol.concatenate([clean[0].sol, other.sol]),
+        np.r_[clean[0].latency, other.latency],
+        skewed=skewed,
+    )
+    assert len(mixed.fitted().latency) == len(clean[0].latency)
+    kept = fit_surface("moe", [mixed, clean[1]])
+    assert np.allclose(kept.values, fit_surface("moe", clean).values)
 
 
 def test_a_surface_learned_on_two_gpus_predicts_a_third_with_the_same_behaviour():
@@ -79,6 +135,9 @@ def test_the_shipped_surfaces_load_and_round_trip(tmp_path: Path):
     again = TransferModel.from_dict(raw)
     for family in FAMILIES:
         assert np.allclose(again.surfaces[family].values, shipped.surfaces[family].values)
+    assert again.gemm_columns and again.gemm_columns.keys() == shipped.gemm_columns.keys()
+    older = TransferModel.from_dict({k: v for k, v in raw.items() if k != "gemm_column_effects"})
+    assert not older.gemm_columns  # a file from before the column effects still loads
     with pytest.raises(InputError, match="sol_clock"):  # surfaces fitted on SOL in seconds
         TransferModel.from_dict({k: v for k, v in raw.items() if k != "sol_clock"})
 
@@ -94,6 +153,27 @@ def test_the_shipped_surfaces_are_a_refit_of_the_profiles():
         assert np.allclose(
             refit.surfaces[family].values, default_transfer().surfaces[family].values, atol=1e-3
         )
+    shipped = default_transfer().gemm_columns
+    assert refit.gemm_columns.keys() == shipped.keys()
+    assert max(abs(v - shipped[c]) for c, v in refit.gemm_columns.items()) < 1e-3
+    # A100's MoE tables are skewed routing only: reported, not fitted
+    a100 = calls["A100-80G"]["moe"]
+    assert a100.skewed is not None and a100.skewed.all()
+    h100 = calls["H100-SXM"]["moe"]
+    assert h100.skewed is not None and 0 < h100.skewed.mean() < 0.1  # a few shapes lack balanced
+
+
+def test_a_datasheet_gemm_carries_its_column_effect():
+    h200, model = get_accelerator("H200"), get_model("llama-3-8b")
+    shipped = default_transfer()
+    profile = synthetic_profile(h200, model, 1, shipped)
+    plain = synthetic_profile(
+        h200, model, 1, TransferModel(surfaces=shipped.surfaces, fitted_on=shipped.fitted_on)
+    )
+    ratios = {nk: profile.gemm[nk].ys[0] / plain.gemm[nk].ys[0] for nk in profile.gemm}
+    assert any(abs(np.log(r)) > 1e-3 for r in ratios.values())
+    for (n, k), r in ratios.items():
+        assert np.log(r) == pytest.approx(shipped.column_effect(n, k), abs=1e-9)
 
 
 def test_a_datasheet_gives_every_table_a_model_needs():
