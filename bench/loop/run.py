@@ -102,6 +102,7 @@ class Variant:
     credits: bool = True
     scored: bool = True  # data/profiles/scored.yaml (False: the default weighted lookup)
     shadow: bool = False  # the gate judges but admits all (its precision and recall)
+    audit: float = 0.0  # this share of the gate's refusals admitted anyway (its precision)
     charge: str = GPU_SECONDS  # credits charged in GPU-seconds (TOKENS: per weighted token)
 
 
@@ -117,6 +118,8 @@ ABLATIONS = (
 NO_ADMISSION = next(v for v in ABLATIONS if not v.gate)
 LOCALITY_ONLY = Variant(name="ours:locality_only", credits=False)
 SHADOW_GATE = Variant(name="ours:shadow_gate", shadow=True)
+AUDIT_SHARE = 0.1
+AUDIT_GATE = Variant(name="ours:audit_gate", audit=AUDIT_SHARE)
 TOKEN_CREDITS = Variant(name="ours:token_credits", charge=TOKENS)
 
 
@@ -227,6 +230,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 tpot_by_work=ctx.tpot_by_work,
                 tpot_shed_from=ctx.tpot_shed_from,
                 shadow=v.shadow,
+                audit_share=v.audit,
                 charge=v.charge,
             )
             if v.gate
@@ -323,6 +327,14 @@ def shadow_gate(ctx: CaseContext, load: float) -> dict[str, Any]:
     """The gate's precision and recall at ``load`` (:mod:`bench.loop.gate_quality`)."""
     result, target, _, policy = ours_with_policy(ctx, load, SHADOW_GATE)
     return gate_quality(result.requests, target.classes, policy.would_refuse, policy.judgements)
+
+
+def audit_gate(ctx: CaseContext, load: float) -> dict[str, Any]:
+    """The gate's precision at ``load`` in the gated run itself: :data:`AUDIT_SHARE` of its
+    refusals admitted anyway (recall is not measured: the refusals not audited are shed)."""
+    result, target, _, policy = ours_with_policy(ctx, load, AUDIT_GATE)
+    quality = gate_quality(result.requests, target.classes, policy.would_refuse, policy.judgements)
+    return {"precision": quality["precision"], "audited": len(policy.would_refuse)}
 
 
 def planning_rule(v: Variant) -> GroupRule:

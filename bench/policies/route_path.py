@@ -66,6 +66,10 @@ class GateSettings:
     tpot_by_work: bool = False
     # the TPOT rule refuses only at the gate's own threshold below this share of SLO refusals
     tpot_shed_from: float | None = None
+    # audit: this share of the refusals (chosen by request id) is admitted anyway and recorded
+    # like the shadow's — the gate's precision under the regime it runs in, where the shadow
+    # judges a fleet that nothing guards
+    audit_share: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,11 +93,18 @@ class PlacementPolicy:
     name = "placement"
 
     def __init__(
-        self, path: PlacementRoutePath, gate: SloGate | None = None, *, shadow: bool = False
+        self,
+        path: PlacementRoutePath,
+        gate: SloGate | None = None,
+        *,
+        shadow: bool = False,
+        audit_share: float = 0.0,
     ) -> None:
         self.path = path
         self.gate = gate
         self.shadow = shadow
+        self.audit_share = audit_share
+        # in shadow (or audited): the requests the gate refused but that were admitted anyway
         self.would_refuse: set[int] = set()
         # in shadow: why the gate would have refused each of those (rule and forecast)
         self.judgements: dict[int, Judgement] = {}
@@ -156,7 +167,7 @@ class PlacementPolicy:
         gate = self.gate
         if gate is not None:
             admitted = gate.admit_decision(self.path, query, decision, now)
-            if admitted is None and self.shadow:
+            if admitted is None and (self.shadow or self.audited(req.id)):
                 self.would_refuse.add(req.id)
                 self.judgements[req.id] = gate.last
                 # admitted after all, where the route path sent it
@@ -177,6 +188,13 @@ class PlacementPolicy:
         self.path.on_dispatch(decision, query, now)
         self._queries[req.id] = query
         return self._index[decision.replica_id]
+
+    def audited(self, request_id: int) -> bool:
+        """Whether a refusal of ``request_id`` is admitted for the audit: a fixed hash of the
+        id below :attr:`audit_share`, so every run of a trace audits the same requests."""
+        if self.audit_share <= 0.0:
+            return False
+        return (request_id * 2654435761) % 2**32 < self.audit_share * 2**32
 
     def on_first_token(self, req: Request, replica: ReplicaView, now: float) -> None:
         query = self._queries.get(req.id)
@@ -219,6 +237,9 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow
-    policy = PlacementPolicy(PlacementRoutePath(profile=profile), gate, shadow=shadow)
+    audit = cfg.slo_gate.audit_share if cfg.slo_gate is not None else 0.0
+    policy = PlacementPolicy(
+        PlacementRoutePath(profile=profile), gate, shadow=shadow, audit_share=audit
+    )
     policy.install_plan(cfg.plan)
     return policy

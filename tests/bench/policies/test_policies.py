@@ -62,3 +62,36 @@ def test_ours_reads_each_replicas_tp_and_judges_a_70b_on_4_gpus_by_its_own_table
     assert policy.path.replica(gateway.views[idx].id).tp == 4
     assert policy.gate is not None and policy.gate.last.forecast is not None
     assert policy.gate.last.forecast.full_step_s < 0.25
+
+
+def _refusing_policy(audit_share: float):
+    from placement.domain.requests import RequestClass
+
+    tight = RequestClass(name="tight", priority=0, ttft_slo_s=1e-6, tpot_slo_s=1e-6, sheddable=True)
+    settings = PlacementSettings(
+        slo_gate=GateSettings(audit_share=audit_share), classes={"tight": tight}
+    )
+    return make_policy(OURS, PolicyContext(seed=0, settings={OURS: settings}))
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 1.0])
+def test_an_audit_admits_its_share_of_refusals_by_request_id_and_records_them(share):
+    from placement.domain.fleet import load_fleet
+    from placement.domain.requests import Request
+    from placement.paths import repo_root
+    from sim.gateway import Gateway
+
+    fleet = load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml")
+    policy = _refusing_policy(share)
+    gateway = Gateway(fleet.replicas, policy)
+    routed = [
+        policy.route(Request(i, 0.0, 1000, 50, request_class="tight"), gateway.views, 0.0)
+        for i in range(400)
+    ]
+    admitted = {i for i, idx in enumerate(routed) if idx >= 0}
+    # a microsecond SLO: the gate refuses every request; the audit admits some anyway
+    assert admitted == set(policy.would_refuse) == {i for i in range(400) if policy.audited(i)}
+    assert policy.shed == 400 - len(admitted)
+    assert abs(len(admitted) / 400 - share) < 0.07
+    again = _refusing_policy(share)
+    assert {i for i in range(400) if again.audited(i)} == admitted  # the same ids every run
