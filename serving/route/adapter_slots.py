@@ -29,7 +29,7 @@ What it gives the route path (:mod:`serving.route.path`):
   gate's queue signal leaves out (:func:`serving.route.plugins.base.queued_ahead_tokens`);
 - :meth:`SlotBook.handovers` — how many slot handovers a new request for an adapter would wait
   for (the adapters waiting ahead of it, and its own);
-- :meth:`SlotBook.wait_s` — how long that would take at the recent release rate (the admission
+- :meth:`SlotBook.wait` — how long that would take at the recent release rate (the admission
   gate forecasts by the handovers instead while the fleet keeps up: :mod:`serving.admission.
   slo_gate`, "LoRA slots").
 
@@ -144,11 +144,15 @@ class SlotBook:
                 ahead += 1
         return ahead + 1 if ahead >= 0 else 0  # ahead < 0: a slot is free for it
 
-    def wait_s(self, adapter: str, now: float) -> float:
+    def wait(self, adapter: str, now: float) -> tuple[float, int]:
         """Seconds a new request for ``adapter`` would wait for a slot at the recent release
-        rate (0: none, or unknown)."""
+        rate (0: none, or unknown), and the :meth:`handovers` it waits for — counted once."""
         handovers = self.handovers(adapter)
         if handovers == 0:
-            return 0.0
+            return 0.0, 0
         rate = self.release_rate(now)
-        return 0.0 if rate is None else handovers / rate
+        return (0.0 if rate is None else handovers / rate), handovers
+
+    def wait_s(self, adapter: str, now: float) -> float:
+        """The seconds of :meth:`wait` alone."""
+        return self.wait(adapter, now)[0]

@@ -356,9 +356,7 @@ class PlacementRoutePath:
         """Seconds a request for ``adapter`` would wait for a LoRA slot on ``state`` at the
         recent release rate, and the slot handovers it would wait for."""
         book = self._slots.get(state.id)
-        if book is None:
-            return _NO_SLOT_WAIT
-        return book.wait_s(adapter, now), book.handovers(adapter)
+        return _NO_SLOT_WAIT if book is None else book.wait(adapter, now)
 
     def _book_slots(self, state: ReplicaState, book: SlotBook) -> None:
         """Publish what waits for a slot on ``state`` (the queue signal leaves it out)."""
