@@ -146,6 +146,7 @@ class PlacementPolicy:
                 s.num_requests_running = v.num_running
                 s.num_requests_waiting = v.num_waiting
                 s.kv_cache_usage_perc = v.kv_usage
+                s.first_tokens_at_scrape = s.first_tokens
 
     def route(self, req: Request, replicas: Sequence[ReplicaView], now: float) -> int:
         if len(self._states) != len(replicas):
