@@ -22,12 +22,13 @@ A profile file::
       unseen_prefix: {picker: bounded-load-hash-picker, epsilon: 0.25}
       planned_unavailable: least-predicted-ttft-picker
       no_plan: max-score-picker
-    waiting: {price: dispatched, since_scrape: false}   # the scraped queue in tokens
+    waiting: {price: constant, since_scrape: false}   # the scraped queue in tokens
 
 ``waiting`` says how the scraped ``num_requests_waiting`` counts in the queue ahead of a request
 (:mod:`serving.route.waiting_queue`): each at the mean uncached prompt the router dispatched
-there (``dispatched``) or at a fixed 1,024 tokens (``constant``), less the first tokens seen
-since the scrape (``since_scrape``).
+there (``dispatched``) or at a fixed 1,024 tokens (``constant``, the default), less the first
+tokens seen since the scrape (``since_scrape``, off by default): both measured, neither kept on
+(bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ DEFAULTS: dict[str, Any] = {
         "planned_unavailable": "least-predicted-ttft-picker",
         "no_plan": "max-score-picker",
     },
-    "waiting": {"price": "dispatched", "since_scrape": False},
+    "waiting": {"price": "constant", "since_scrape": False},
 }
 
 
@@ -111,7 +112,7 @@ class RouteProfile:
     no_plan: FallbackPicker
     # the scraped waiting queue: each request at the mean uncached prompt dispatched there
     # (else the constant), less the first tokens seen since the scrape
-    price_waiting: bool = True
+    price_waiting: bool = False
     waiting_since_scrape: bool = False
 
     @property

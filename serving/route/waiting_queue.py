@@ -1,8 +1,8 @@
 """The scraped waiting queue in prompt tokens, as the router prices it.
 
 The route path's queue signal (:func:`serving.route.plugins.base.queued_prefill_tokens`) is the
-larger of two counts of the uncached prompt tokens ahead of a new request on a replica: the
-router's own (``in_flight_prefill_tokens``: the prompts it dispatched there that have no first
+larger of two counts of the prompt tokens ahead of a new request on a replica: the router's
+own (``in_flight_prefill_tokens``: the whole prompts it dispatched there that have no first
 token yet) and the replica's scraped ``num_requests_waiting`` at so many tokens a request. The
 scrape covers what the router's own count does not (other routers' requests, a restart); the
 gauge does not say how long the waiting prompts are.
@@ -24,6 +24,15 @@ gauge does not say how long the waiting prompts are.
 
 Both hooks are O(1) attribute stores on the dispatch and first-token paths; with a setting off
 its fields never move and the signal is exactly the constant rule.
+
+**Both off by default** (bench/RESULTS.md, "The scraped waiting queue priced by what the router
+dispatched"). The price raised the gate's precision where the constant was furthest off
+(``multi-model``, short prompts) and its goodput past capacity, but on the tails of ``kv-bound``
+(both fleets), ``tiers`` and ``mixed`` over the heterogeneous fleet it lost 3–10% at some load
+past the knee (not diagnosed; the constant's larger count of a scraped queue may have been
+holding load back there, where the gate sheds most). Priced at whole prompts (the own count's
+unit) it lost too (``kv-bound`` over the heterogeneous fleet −12% at load 4). Counting first
+tokens since the scrape lowered goodput at load 4 of ``multi-model``'s head.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def test_default_profile_loads() -> None:
 def test_empty_profile_takes_defaults() -> None:
     p = profile_from_text("", source="empty.yaml")
     assert p.candidates == 8 and p.key_blocks == 1
-    assert p.price_waiting and not p.waiting_since_scrape
+    assert not p.price_waiting and not p.waiting_since_scrape  # the constant price
     assert isinstance(p.planned_unavailable, LeastPredictedTtftPicker)
 
 
@@ -85,8 +85,8 @@ def test_errors_name_the_field(text: str, field: str) -> None:
 def test_the_waiting_queue_settings_are_read() -> None:
     p = profile_from_text("waiting: {price: constant, since_scrape: true}", source="w.yaml")
     assert not p.price_waiting and p.waiting_since_scrape
-    p = profile_from_text("waiting: {since_scrape: true}", source="w.yaml")
-    assert p.price_waiting  # the key left out takes its default
+    p = profile_from_text("waiting: {price: dispatched}", source="w.yaml")
+    assert p.price_waiting and not p.waiting_since_scrape  # the key left out: its default
 
 
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:

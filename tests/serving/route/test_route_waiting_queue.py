@@ -18,7 +18,7 @@ from serving.route.waiting_queue import (
     waiting_tokens,
 )
 
-CONSTANT = TEST_PROFILE + "waiting: {price: constant}\n"
+DISPATCHED = TEST_PROFILE + "waiting: {price: dispatched}\n"
 SINCE_SCRAPE = TEST_PROFILE + "waiting: {since_scrape: true}\n"
 
 
@@ -67,7 +67,7 @@ def test_slot_waiters_and_first_tokens_since_the_scrape_leave_the_waiting_count(
 
 def test_the_route_path_prices_what_it_dispatches_uncached() -> None:
     fleet = states(1)
-    path = make_path(fleet)
+    path = make_path(fleet, DISPATCHED)
     q = query(tokens=300)
     d = dataclasses.replace(path.decide(q, NOW), cached_tokens=100)
     path.on_dispatch(d, q, NOW)
@@ -76,9 +76,9 @@ def test_the_route_path_prices_what_it_dispatches_uncached() -> None:
     assert fleet[0].first_tokens == 0  # since_scrape is off by default
 
 
-def test_with_the_constant_price_the_route_path_leaves_the_price_alone() -> None:
+def test_by_default_the_constant_prices_a_waiting_request() -> None:
     fleet = states(1)
-    path = make_path(fleet, CONSTANT)
+    path = make_path(fleet)
     q = query(tokens=300)
     path.on_dispatch(path.decide(q, NOW), q, NOW)
     assert fleet[0].prompts_priced == 0
