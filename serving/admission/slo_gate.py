@@ -532,12 +532,15 @@ class SloGate:
     ) -> Forecast:
         """What ``query`` would see on ``decision``'s replica if admitted now: the route path's
         TTFT prediction, its queue taken without the requests waiting for a LoRA adapter slot
-        (the replica lets the request pass them), and the wait for a slot of its own."""
+        (the replica lets the request pass them) and, on a replica scheduling by priority,
+        without those of a worse priority than the query's (it passes them too), and the wait
+        for a slot of its own."""
         state = path.replica(decision.replica_id)
         predicted = decision.predicted_ttft_s
-        if state is not None and state.slot_waiting_requests:
+        if state is not None and (state.slot_waiting_requests or state.prefill_tokens_by_priority):
             predicted = prefill_table(state.accelerator, state.model, state.tp).ttft(
-                query.input_tokens - decision.cached_tokens, queued_ahead_tokens(state)
+                query.input_tokens - decision.cached_tokens,
+                queued_ahead_tokens(state, query.priority),
             )
         return self.forecast_on(
             state,
