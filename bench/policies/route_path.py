@@ -93,7 +93,8 @@ class PlacementSettings:
     classes: Mapping[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
     credits: Mapping[str, float] = field(default_factory=dict)
     # the engine priority each request is sent with (None: none; "class" or "credit", see
-    # :mod:`serving.admission.engine_priority`)
+    # :mod:`serving.admission.engine_priority`; "credit" without credits or a gate to count
+    # them is "class")
     engine_priority: str | None = None
 
 
@@ -254,8 +255,9 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
     priorities = None
     if cfg.engine_priority is not None:
         mode = cfg.engine_priority
-        if mode == CREDIT and not cfg.credits:
-            mode = CLASS  # no credits (an ablation): every tenant stands alike
+        if mode == CREDIT and (gate is None or not cfg.credits):
+            # no credits, or no gate to count them (ablations): every tenant stands alike
+            mode = CLASS
         standing = gate.vtc.over_credit if gate is not None else None
         priorities = EnginePriority(cfg.classes, mode=mode, standing=standing)
     policy = PlacementPolicy(

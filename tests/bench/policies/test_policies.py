@@ -119,16 +119,21 @@ def test_ours_sends_each_request_with_its_engine_priority(mode, priorities):
     assert any(kept) == (mode is not None)
 
 
-def test_ours_by_credit_sends_an_owed_tenant_first_and_without_credits_by_class():
+def test_ours_by_credit_sends_an_owed_tenant_first_and_without_credits_or_gate_by_class():
     from placement.domain.fleet import load_fleet
     from placement.domain.requests import Request
     from placement.paths import repo_root
     from sim.gateway import Gateway
 
     fleet = load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml")
-    for credits, expected in (({"a": 0.5, "b": 0.5}, [0, 1]), ({}, [0, 0])):
+    both = {"a": 0.5, "b": 0.5}
+    for credits, gate, expected in (
+        (both, True, [0, 1]),
+        ({}, True, [0, 0]),
+        (both, False, [0, 0]),
+    ):
         settings = PlacementSettings(
-            slo_gate=GateSettings(), engine_priority="credit", credits=credits
+            slo_gate=GateSettings() if gate else None, engine_priority="credit", credits=credits
         )
         policy = make_policy(OURS, PolicyContext(seed=0, settings={OURS: settings}))
         gateway = Gateway(fleet.replicas, policy)
