@@ -503,6 +503,17 @@ def gate_summary(
     }
 
 
+def audit_load(by_load: dict[str, dict[str, Any]]) -> float | None:
+    """The swept load (not the overload) where the shadow precision is worst, over loads with
+    at least :data:`MIN_REFUSALS` refusals (None: no such load)."""
+    judged = {
+        k: float(q["precision"])
+        for k, q in by_load.items()
+        if not k.startswith("overload") and q["refused"] >= MIN_REFUSALS
+    }
+    return float(min(judged, key=lambda k: (judged[k], float(k)))) if judged else None
+
+
 def ratio_load(rows: Sequence[dict[str, Any]]) -> float | None:
     """The first swept load at which attainment is below 90% (None: never in the sweep)."""
     for r in sorted(rows, key=lambda r: float(r["load"])):
@@ -672,6 +683,17 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         say(f"{name}: ours with the gate in shadow @ overload {overload:.3g}")
         gate_by_load[f"overload {overload:.3g}"] = shadow_gate(ctx, overload)
         summary.update(gate_summary(gate_by_load, overload, our_rows))
+    # the shadow's precision is the gate's in a fleet that admitted everything it refused; the
+    # audit measures it in the gated run itself, at the load where the shadow's is worst
+    worst = audit_load(gate_by_load)
+    if worst is not None:
+        say(f"{name}: ours with a share of its refusals audited @ load {worst}")
+        audit = audit_gate(ctx, worst)
+        summary["gate_precision_audited"] = audit["precision"]
+        summary["gate_audit"] = {"load": worst, **audit}
+    else:
+        summary["gate_precision_audited"] = None
+        summary["gate_audit"] = None
     if several_classes_on_several_kinds(diagnostics):
         # what each tenant's kinds give its traffic alone (the bound cannot see its bursts)
         say(f"{name}: each tenant alone on its kinds @ load {ablation_load}")
