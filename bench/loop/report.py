@@ -34,6 +34,7 @@ SUMMARY_COLUMNS = (
     "lost_requests",
     "gate_headroom",
     "gate_precision",
+    "gate_precision_audited",
     "gate_recall_overload",
     "gate_gain_min",
 )

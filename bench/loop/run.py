@@ -75,6 +75,7 @@ from serving.admission.vtc import TokenWeights
 from serving.route import load_profile
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
+from sim.engine import FCFS, PRIORITY
 from sim.faults import Fault
 from sim.metrics import request_table, summarise
 from sim.router import RoutingPolicy
@@ -136,6 +137,10 @@ class Case:
     seed: int = 0
     settings: tuple[Setting, ...] = ()  # what to tune over on the head (empty: the full grid)
     learn: bool = True  # False: the roofline prior stands in for the trained predictors
+    # the fleet's engines schedule by the priority ours sends each request with ("class" or
+    # "credit", :mod:`serving.admission.engine_priority`; None: FCFS engines). The peers run
+    # on the same engines and send none (every request alike: served by arrival)
+    engine_priority: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -188,7 +193,11 @@ def _simulate(
         wl,
         cost_model=cost_model_for_replica,
         # ~200 samples per run for the diagnostic plots (queues, hit rate over time)
-        config=SimConfig(faults=faults, sample_interval_s=max(wl.duration_s / 200, 0.05)),
+        config=SimConfig(
+            faults=faults,
+            sample_interval_s=max(wl.duration_s / 200, 0.05),
+            scheduling=FCFS if ctx.case.engine_priority is None else PRIORITY,
+        ),
         weights=[w / top for w in ctx.weights],
     ).run()
 
@@ -239,6 +248,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
         classes=wl.classes,
         credits=_credits(wl) if v.credits else {},
         route_profile=ctx.profile if v.scored else None,
+        engine_priority=ctx.case.engine_priority,
     )
     return PolicyContext(
         seed=ctx.case.seed, block_tokens=wl.block_tokens, settings={OURS: settings}
@@ -493,6 +503,17 @@ def gate_summary(
     }
 
 
+def audit_load(by_load: dict[str, dict[str, Any]]) -> float | None:
+    """The swept load (not the overload) where the shadow precision is worst, over loads with
+    at least :data:`MIN_REFUSALS` refusals (None: no such load)."""
+    judged = {
+        k: float(q["precision"])
+        for k, q in by_load.items()
+        if not k.startswith("overload") and q["refused"] >= MIN_REFUSALS
+    }
+    return float(min(judged, key=lambda k: (judged[k], float(k)))) if judged else None
+
+
 def ratio_load(rows: Sequence[dict[str, Any]]) -> float | None:
     """The first swept load at which attainment is below 90% (None: never in the sweep)."""
     for r in sorted(rows, key=lambda r: float(r["load"])):
@@ -662,6 +683,17 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         say(f"{name}: ours with the gate in shadow @ overload {overload:.3g}")
         gate_by_load[f"overload {overload:.3g}"] = shadow_gate(ctx, overload)
         summary.update(gate_summary(gate_by_load, overload, our_rows))
+    # the shadow's precision is the gate's in a fleet that admitted everything it refused; the
+    # audit measures it in the gated run itself, at the load where the shadow's is worst
+    worst = audit_load(gate_by_load)
+    if worst is not None:
+        say(f"{name}: ours with a share of its refusals audited @ load {worst}")
+        audit = audit_gate(ctx, worst)
+        summary["gate_precision_audited"] = audit["precision"]
+        summary["gate_audit"] = {"load": worst, **audit}
+    else:
+        summary["gate_precision_audited"] = None
+        summary["gate_audit"] = None
     if several_classes_on_several_kinds(diagnostics):
         # what each tenant's kinds give its traffic alone (the bound cannot see its bursts)
         say(f"{name}: each tenant alone on its kinds @ load {ablation_load}")

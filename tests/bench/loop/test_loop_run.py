@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from bench.loop.report import run_loop_bench
-from bench.loop.run import Case, knee, ratio_load
+from bench.loop.run import Case, audit_load, knee, ratio_load
 from bench.loop.tuning import Setting
 from placement.cli import app
 from placement.domain.fleet import load_fleet
@@ -72,6 +73,27 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
     assert all(r["gate_gain"] > 0 and r["goodput_without_gate_rps"] >= 0 for r in ours)
     assert summary["gate_gain_min"] == min(summary["gate_gain_by_load"].values())
     assert all("by_rule" in q for q in summary["gate_by_load"].values())
+    # the audit runs at the swept load where the shadow's precision is worst, if any
+    audit = summary["gate_audit"]
+    assert (audit is None) == (audit_load(summary["gate_by_load"]) is None)
+    if audit is not None:
+        assert audit["load"] in (1.0, 3.0)
+        assert audit["precision"] is None or 0 <= audit["precision"] <= 1
+        assert summary["gate_precision_audited"] == audit["precision"]
+
+
+def test_the_audit_goes_to_the_worst_swept_load_with_enough_refusals() -> None:
+    def q(precision: float | None, refused: int) -> dict[str, Any]:
+        return {"precision": precision, "refused": refused}
+
+    by_load = {
+        "1.0": q(0.9, 40),
+        "2.0": q(0.5, 19),  # too few refusals to count
+        "3.0": q(0.7, 25),
+        "overload 6": q(0.1, 500),  # the overload is not a swept load
+    }
+    assert audit_load(by_load) == 3.0
+    assert audit_load({"1.0": q(None, 0)}) is None
 
 
 def test_cli_names_a_bad_workload() -> None:
