@@ -28,7 +28,7 @@ its fields never move and the signal is exactly the constant rule.
 **Both off by default** (bench/RESULTS.md, "The scraped waiting queue priced by what the router
 dispatched"). The price raised the gate's precision where the constant was furthest off
 (``multi-model``, short prompts) and its goodput past capacity, but on the tails of ``kv-bound``
-(both fleets), ``tiers`` and ``mixed`` over the heterogeneous fleet it lost 3–10% at some load
+(both fleets), ``tiers`` and ``mixed`` over the heterogeneous fleet it lost 2.9–10% at some load
 past the knee (not diagnosed; the constant's larger count of a scraped queue may have been
 holding load back there, where the gate sheds most). Priced at whole prompts (the own count's
 unit) it lost too (``kv-bound`` over the heterogeneous fleet −12% at load 4). Counting first

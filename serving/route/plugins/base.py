@@ -48,8 +48,8 @@ class FallbackPicker(Protocol):
 
 
 def queued_prefill_tokens(state: ReplicaState) -> float:
-    """Uncached prompt tokens ahead of a new request: the router's own count, or the scraped
-    waiting queue priced in tokens when that is larger (:mod:`serving.route.waiting_queue`)."""
+    """Prompt tokens ahead of a new request: the router's own count, or the scraped waiting
+    queue priced in tokens when that is larger (:mod:`serving.route.waiting_queue`)."""
     waiting = waiting_tokens(state)
     own = state.in_flight_prefill_tokens
     return own if own > waiting else waiting
