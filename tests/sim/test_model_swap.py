@@ -13,7 +13,7 @@ from placement.domain.requests import Request
 from placement.errors import InputError
 from sim.model_swap import ModelSwitcher
 from sim.router import ReplicaView
-from sim.simulator import Simulator
+from sim.simulator import SimResult, Simulator
 from sim.workloads.base import Workload
 
 SWAP_AT = 5.0
@@ -79,15 +79,14 @@ def two_models(n: int = 400, rate: float = 20.0, output: int = 200) -> Workload:
     return Workload(name="two", requests=reqs, tenants={})
 
 
-def run(cost, target: str = "qwen2-7b", **kw: int) -> tuple[Simulator, ByModel]:
+def run(cost, target: str = "qwen2-7b", **kw: int) -> tuple[Simulator, SimResult, ByModel]:
     policy = ByModel(target)
     sim = Simulator(swap_fleet(), policy, two_models(**kw), cost_model=lambda s: cost)
-    sim.result = sim.run()  # type: ignore[attr-defined]
-    return sim, policy
+    return sim, sim.run(), policy
 
 
 def test_a_swap_drains_loads_then_serves_the_new_model(cost):
-    sim, policy = run(cost)
+    sim, result, policy = run(cost)
     assert policy.switched is True
     stages = [(e.replica, e.model, e.stage) for e in sim.model_events]
     assert stages == [(0, "qwen2-7b", "drain"), (0, "qwen2-7b", "load"), (0, "qwen2-7b", "serve")]
@@ -104,7 +103,6 @@ def test_a_swap_drains_loads_then_serves_the_new_model(cost):
         == with_model(swap_fleet().replicas[0], spec.model).kv_capacity_tokens
     )
     # before the swap qwen had no replica: refused; after it, served by replica 0 only
-    result = sim.result  # type: ignore[attr-defined]
     qwen = [r for r in result.requests if r.model == "qwen2-7b"]
     assert all(r.error for r in qwen if r.arrival_s < SWAP_AT)
     late = [r for r in qwen if r.arrival_s > serve]
@@ -114,8 +112,7 @@ def test_a_swap_drains_loads_then_serves_the_new_model(cost):
 
 
 def test_every_llama_request_survives_the_swap(cost):
-    sim, _ = run(cost)
-    result = sim.result  # type: ignore[attr-defined]
+    sim, result, _ = run(cost)
     llama = [r for r in result.requests if r.model == "llama-3-8b"]
     assert all(not r.error and r.finish_s >= 0 for r in llama)
     assert sum(v.outstanding for v in sim.gateway.views) == 0
@@ -123,16 +120,15 @@ def test_every_llama_request_survives_the_swap(cost):
 
 def test_a_drain_that_outlasts_its_limit_retries_the_rest_elsewhere(cost):
     # outputs long enough that the batch cannot finish within the drain limit
-    sim, _ = run(cost, n=200, rate=20.0, output=20_000)
+    sim, result, _ = run(cost, n=200, rate=20.0, output=20_000)
     drain, load, _ = (e.time_s for e in sim.model_events)
     assert load == pytest.approx(drain + DRAIN_LIMIT_S)
-    result = sim.result  # type: ignore[attr-defined]
     assert result.retries > 0
     assert sum(v.outstanding for v in sim.gateway.views) == 0
 
 
 def test_no_swap_to_the_model_held_and_none_to_a_model_not_listed(cost):
-    _, policy = run(cost, target="llama-3-8b")
+    _, _, policy = run(cost, target="llama-3-8b")
     assert policy.switched is False
     with pytest.raises(InputError, match="cannot hold"):
         run(cost, target="llama-3-70b")
