@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from matplotlib.axes import Axes
+from matplotlib.patches import Patch
 
 from sim.simulator import SimResult
 
@@ -53,8 +54,7 @@ def draw_models(ax: Axes, result: SimResult, label: str) -> None:
     colours[LOADING] = "k"
     for replica, model, t0, t1 in intervals:
         ax.barh(replica, t1 - t0, left=t0, height=0.8, color=colours[model])
-    for name, colour in colours.items():
-        ax.barh([], [], color=colour, label=name)
+    handles = [Patch(color=colour, label=name) for name, colour in colours.items()]
     ids = [s.id for s in result.fleet.replicas]
     ax.set_yticks(range(len(ids)))
     ax.set_yticklabels(ids, fontsize=6)
@@ -62,4 +62,4 @@ def draw_models(ax: Axes, result: SimResult, label: str) -> None:
     swaps = model_figures(result)["swaps"]
     ax.set_title(f"{label}: base model per replica, {swaps} swaps", fontsize=10)
     ax.set_xlabel("simulated time (s)")
-    ax.legend(fontsize=6, loc="lower right")
+    ax.legend(handles=handles, fontsize=6, loc="lower right")
