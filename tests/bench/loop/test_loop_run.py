@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -82,7 +83,7 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
 
 
 def test_the_audit_goes_to_the_worst_swept_load_with_enough_refusals() -> None:
-    def q(precision: float | None, refused: int) -> dict[str, object]:
+    def q(precision: float | None, refused: int) -> dict[str, Any]:
         return {"precision": precision, "refused": refused}
 
     by_load = {
