@@ -16,7 +16,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from placement.domain.accelerators import get_accelerator
 from placement.domain.llm import check_fits_context, get_model
@@ -27,6 +27,7 @@ from placement.plan import Plan
 from serving.activity import Activity
 from serving.admission import AdmissionController, class_budgets
 from serving.admission.cost import mean_rates
+from serving.admission.engine_priority import EnginePriority
 from serving.admission.slo_gate import UNREACHABLE, SloGate
 from serving.admission.vtc import TokenWeights
 from serving.demand import DemandWindow
@@ -70,6 +71,9 @@ class Routed:
     # the chosen replica, then the decision's fallbacks that are registered: ids and addresses
     replica_ids: tuple[str, ...]
     addresses: tuple[str, ...]
+    # the engine priority to send it with (vLLM ``priority``; None: the replicas schedule
+    # FCFS and the body goes as the client sent it)
+    priority: int | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -98,7 +102,11 @@ class PlacementService:
         in_flight_per_replica: int = DEFAULT_IN_FLIGHT_PER_REPLICA,
         clock: Callable[[], float] = time.monotonic,
         demand_window: int = 0,
+        engine_priority: str | None = None,
     ) -> None:
+        """``engine_priority``: the replicas schedule by the priority each request is sent
+        with (vLLM ``--scheduling-policy priority``), set by class or by class and credit
+        standing (:mod:`serving.admission.engine_priority`; None: they schedule FCFS)."""
         self._factory = route_path_factory
         self.replicas: dict[str, ReplicaState] = {}
         self._decode: dict[str, DecodeTable] = {}  # replica → its kind's predicted TPOT
@@ -122,6 +130,8 @@ class PlacementService:
             slo_gate.classes if slo_gate is not None else DEFAULT_CLASSES
         )
         self.allowed_models: Mapping[str, tuple[str, ...]] = {}  # absent tenant: every model
+        self.engine_priority = engine_priority
+        self._priorities = self._engine_priorities()
         self._reject_unknown = reject_unknown_tenants
         self.usage = UsageBook()
         self._token_weights = TokenWeights()
@@ -212,8 +222,17 @@ class PlacementService:
         )
         if self.slo_gate is not None:
             self.slo_gate.classes = dict(self.classes)
+        self._priorities = self._engine_priorities()
         self.metrics.tenant_label.declare(self.tenants)
         self._apply_credits()
+
+    def _engine_priorities(self) -> EnginePriority | None:
+        """Priorities by the service's classes, the credit standing its gate's counters give
+        (admission's without a gate); None without ``engine_priority``."""
+        if self.engine_priority is None:
+            return None
+        vtc = self.slo_gate.vtc if self.slo_gate is not None else self.admission.vtc
+        return EnginePriority(self.classes, mode=self.engine_priority, standing=vtc.over_credit)
 
     def readiness(self) -> tuple[bool, str]:
         if self.plan is not None:
@@ -333,6 +352,10 @@ class PlacementService:
             if not retry:
                 self._count_refusal(query, verdict.reason, verdict.retry_after_s)
             raise Refused(verdict.reason, verdict.retry_after_s)
+        priorities = self._priorities
+        if priorities is not None:
+            # the lease keeps this query: the route path's hooks see the priority it went with
+            query = replace(query, priority=priorities.of(query.tenant, query.request_class))
         try:
             decision = self.route_path.decide(query, now)
         except NoReplica:
@@ -383,6 +406,7 @@ class PlacementService:
             decision=decision,
             replica_ids=replica_ids,
             addresses=addresses,
+            priority=None if priorities is None else query.priority,
         )
 
     def _count_refusal(self, query: RouteQuery, reason: str, retry_after_s: int) -> None:

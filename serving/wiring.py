@@ -85,7 +85,11 @@ def build_app(
     profile = load_profile(settings.profile) if settings.profile else load_profile()
 
     def route_path(replicas: dict[str, ReplicaState]) -> PlacementRoutePath:
-        return PlacementRoutePath(list(replicas.values()), profile=profile)
+        return PlacementRoutePath(
+            list(replicas.values()),
+            profile=profile,
+            by_priority=settings.engine_priority is not None,
+        )
 
     fleet = load_fleet(settings.fleet) if settings.fleet is not None else None
     gpus = float(sum(r.tp for r in fleet.replicas)) if fleet is not None else None
@@ -117,6 +121,7 @@ def build_app(
         tenants=tenancy.tenants if tenancy is not None else None,
         reject_unknown_tenants=settings.unknown_tenants == "reject",
         demand_window=DEMAND_WINDOW if fleet is not None else 0,
+        engine_priority=settings.engine_priority,
     )
     production = settings.environment == "production"
     states = (

@@ -6,6 +6,12 @@ prefill chunks, first to sequences already prefilling, then to waiting ones in F
 KV memory and ``max_num_seqs`` allow. When memory runs out a decoding sequence is preempted
 and recomputed later (vLLM's recompute preemption), newest first.
 
+With ``priority`` scheduling (vLLM's ``--scheduling-policy priority``) the waiting queue is kept
+in the order of each request's ``priority`` (lower first; set by the router), then its arrival,
+and the decoder preempted when memory runs out is the one of the worst priority, latest arrival
+(vLLM's V1 scheduler; a preempted request waits again in that order). What is already running
+keeps running: a request of better priority passes only those still waiting.
+
 For speed the engine does not step token by token. A *run* is either one mixed iteration
 (there are prefill tokens to schedule) or ``k`` decode-only iterations during which the batch
 does not change; the run's length is known in closed form because the decode cost is affine
@@ -24,6 +30,7 @@ from typing import Protocol
 
 from placement.domain.fleet import ReplicaSpec
 from placement.domain.requests import Request
+from placement.errors import InputError
 from sim.costmodel.base import IterationCostModel
 from sim.lora import AdapterSlots
 from sim.prefix_cache import PrefixCache
@@ -42,6 +49,15 @@ _MIXED = 1
 ADAPTER_SCAN = 256
 _DECODE = 2
 _plan_end = itemgetter(0)
+FCFS = "fcfs"
+PRIORITY = "priority"
+SCHEDULING_POLICIES = (FCFS, PRIORITY)
+
+
+def _wait_order(seq: Sequence) -> tuple[int, float]:
+    """Where a sequence waits under ``priority`` scheduling: its priority, then its arrival."""
+    req = seq.req
+    return (req.priority, req.arrival_s)
 
 
 class Replica:
@@ -53,8 +69,16 @@ class Replica:
         spec: ReplicaSpec,
         cost: IterationCostModel,
         listener: EngineListener,
+        *,
+        scheduling: str = FCFS,
     ) -> None:
+        if scheduling not in SCHEDULING_POLICIES:
+            raise InputError(
+                f"{scheduling!r}", field="scheduling", expected=" or ".join(SCHEDULING_POLICIES)
+            )
         self.index = index
+        # waiting requests served by (priority, arrival) rather than in the order they came
+        self.by_priority = scheduling == PRIORITY
         self.spec = spec
         self.cost = cost
         self.listener = listener
@@ -130,7 +154,10 @@ class Replica:
             self.listener.on_complete(req, self.index, now)
             return None
         self._uid += 1
-        self.waiting.append(Sequence(req, self._uid))
+        if self.by_priority:
+            self._wait(Sequence(req, self._uid))
+        else:
+            self.waiting.append(Sequence(req, self._uid))
         if not self.busy:
             return self._start_run(now)
         if self.run_k > 1 and len(self.decoders) + len(self.prefilling) < self.max_num_seqs:
@@ -530,10 +557,27 @@ class Replica:
         seq.req.finish_s = now
         self.listener.on_complete(seq.req, self.index, now)
 
+    def _wait(self, seq: Sequence) -> None:
+        """Queue ``seq`` in (priority, arrival) order, after those of the same key (priority
+        scheduling); a new arrival of the worst priority is found from the back at once."""
+        waiting = self.waiting
+        key = _wait_order(seq)
+        if not waiting or _wait_order(waiting[-1]) <= key:
+            waiting.append(seq)
+            return
+        waiting.insert(bisect_right(waiting, key, key=_wait_order), seq)
+
+    def _victim(self) -> Sequence:
+        """The decoder to preempt: the newest (FCFS), or the worst priority's latest arrival."""
+        if not self.by_priority:
+            return self.decoders[next(reversed(self.decoders))]
+        return max(self.decoders.values(), key=_wait_order)
+
     def _preempt_until_fits(self) -> None:
-        """Recompute-preempt the newest decoders until every decoder can grow one token."""
+        """Recompute-preempt decoders (:meth:`_victim`) until every decoder can grow one
+        token."""
         while self.decoders and self.cache.free_for_new() < len(self.decoders):
-            seq = self.decoders[next(reversed(self.decoders))]
+            seq = self._victim()
             seq.generated += self.G - seq.g_join
             self._drop_decoder(seq)
             seq.state = WAITING
@@ -541,4 +585,7 @@ class Replica:
             seq.computed = 0
             seq.req.preemptions += 1
             self.preemptions += 1
-            self.waiting.appendleft(seq)
+            if self.by_priority:
+                self._wait(seq)
+            else:
+                self.waiting.appendleft(seq)

@@ -21,7 +21,7 @@ from placement.domain.llm import get_model
 from placement.domain.requests import Request
 from placement.errors import InputError
 from sim.costmodel.base import IterationCostModel
-from sim.engine import Replica
+from sim.engine import FCFS, Replica
 from sim.faults import Fault
 from sim.gateway import Gateway
 from sim.lora import AdapterSlots, ResidencyEvent, load_times
@@ -48,6 +48,9 @@ class SimConfig:
     faults: tuple[Fault, ...] = ()
     # record each replica's counters every this many seconds (None: no telemetry samples)
     sample_interval_s: float | None = None
+    # how every engine orders its waiting queue: FCFS, or by the priority the router sets on
+    # each request (vLLM's ``--scheduling-policy priority``, :mod:`sim.engine`)
+    scheduling: str = FCFS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,7 +127,7 @@ class Simulator:
         self.gateway = Gateway(fleet.replicas, policy, weights=weights)
         self.cost_model = cost_model
         self.replicas = [
-            Replica(i, spec, cost_model(spec), self.gateway)
+            Replica(i, spec, cost_model(spec), self.gateway, scheduling=self.config.scheduling)
             for i, spec in enumerate(fleet.replicas)
         ]
         self._attach_adapter_slots()

@@ -13,6 +13,7 @@ from bench.loop.run import Case
 from placement.domain.fleet import Fleet, load_fleet
 from placement.domain.tenancy import load_tenancy
 from placement.errors import InputError
+from serving.admission.engine_priority import MODES as PRIORITY_MODES
 from sim.workloads.base import Workload
 from sim.workloads.registry import WORKLOADS, load_mixed, load_workload
 from sim.workloads.tenant_mix import tenant_mix
@@ -53,12 +54,18 @@ def build_cases(
     seed: int,
     trace: Path | None = None,
     tenants: Path | None = None,
+    engine_priority: str | None = None,
 ) -> list[Case]:
     """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
     workloads the tenants and classes of a tenants file — or, when its tenants name their
-    ``source``, is the one workload (:mod:`sim.workloads.tenant_mix`)."""
+    ``source``, is the one workload (:mod:`sim.workloads.tenant_mix`). ``engine_priority``:
+    the engines schedule by the priority ours sends (``Case.engine_priority``)."""
     if not peers:
         raise InputError("no peer policy to compare with", field="--peers")
+    if engine_priority is not None and engine_priority not in PRIORITY_MODES:
+        raise InputError(
+            f"{engine_priority!r}", field="--engine-priority", expected=" or ".join(PRIORITY_MODES)
+        )
     fleet_list = [load_fleet(Path(f)) for f in _names(fleets, "--fleets")]
     tenancy = load_tenancy(tenants) if tenants is not None else None
     if trace is not None:
@@ -85,6 +92,7 @@ def build_cases(
             period_s=period_s,
             learn=learn,
             seed=seed,
+            engine_priority=engine_priority,
         )
         for workload in loaded
         for fleet in _fleets_for(workload, fleet_list)

@@ -75,6 +75,7 @@ from serving.admission.vtc import TokenWeights
 from serving.route import load_profile
 from sim.capacity import fleet_capacity, rate_multiplier
 from sim.costmodel.factory import cost_model_for_replica
+from sim.engine import FCFS, PRIORITY
 from sim.faults import Fault
 from sim.metrics import request_table, summarise
 from sim.router import RoutingPolicy
@@ -139,6 +140,10 @@ class Case:
     seed: int = 0
     settings: tuple[Setting, ...] = ()  # what to tune over on the head (empty: the full grid)
     learn: bool = True  # False: the roofline prior stands in for the trained predictors
+    # the fleet's engines schedule by the priority ours sends each request with ("class" or
+    # "credit", :mod:`serving.admission.engine_priority`; None: FCFS engines). The peers run
+    # on the same engines and send none (every request alike: served by arrival)
+    engine_priority: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -191,7 +196,11 @@ def _simulate(
         wl,
         cost_model=cost_model_for_replica,
         # ~200 samples per run for the diagnostic plots (queues, hit rate over time)
-        config=SimConfig(faults=faults, sample_interval_s=max(wl.duration_s / 200, 0.05)),
+        config=SimConfig(
+            faults=faults,
+            sample_interval_s=max(wl.duration_s / 200, 0.05),
+            scheduling=FCFS if ctx.case.engine_priority is None else PRIORITY,
+        ),
         weights=[w / top for w in ctx.weights],
     ).run()
 
@@ -242,6 +251,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
         classes=wl.classes,
         credits=_credits(wl) if v.credits else {},
         route_profile=ctx.profile if v.scored else None,
+        engine_priority=ctx.case.engine_priority,
     )
     return PolicyContext(
         seed=ctx.case.seed, block_tokens=wl.block_tokens, settings={OURS: settings}

@@ -19,6 +19,10 @@ the tensor-parallel degree it runs at (its view's ``tp``): the prefill and decod
 route path and the gate read are its kind's (TP 1 for every replica made the gate judge a
 Llama-3-70B on 4×H100 by one H100's tables: a full-chunk step of 439 ms instead of 175 ms, and
 every such request's TPOT refused as a certain miss on ``multi-model``).
+With ``PlacementSettings.engine_priority`` set, every request is sent with an engine priority
+(:mod:`serving.admission.engine_priority`: by class, or by class and credit standing), for a
+fleet whose engines schedule by it (``SimConfig.scheduling``), and the route path keeps each
+replica's queued prompts by priority so that the gate forecasts only the queue ahead.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 
 from placement.domain.requests import DEFAULT_CLASSES, Request, RequestClass
 from placement.plan import Plan
+from serving.admission.engine_priority import CLASS, CREDIT, EnginePriority
 from serving.admission.slo_gate import (
     DEFAULT_CREDIT_CUT,
     DEFAULT_OVERLOAD_REFUSE_AT,
@@ -87,6 +92,10 @@ class PlacementSettings:
     slo_gate: GateSettings | None = None
     classes: Mapping[str, RequestClass] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
     credits: Mapping[str, float] = field(default_factory=dict)
+    # the engine priority each request is sent with (None: none; "class" or "credit", see
+    # :mod:`serving.admission.engine_priority`; "credit" without credits or a gate to count
+    # them is "class")
+    engine_priority: str | None = None
 
 
 class PlacementPolicy:
@@ -99,9 +108,11 @@ class PlacementPolicy:
         *,
         shadow: bool = False,
         audit_share: float = 0.0,
+        priorities: EnginePriority | None = None,
     ) -> None:
         self.path = path
         self.gate = gate
+        self.priorities = priorities
         self.shadow = shadow
         self.audit_share = audit_share
         # in shadow (or audited): the requests the gate refused but that were admitted anyway
@@ -160,6 +171,8 @@ class PlacementPolicy:
         if len(self._states) != len(replicas):
             self._register(replicas)
         self._sync(replicas)
+        if self.priorities is not None:
+            req.priority = self.priorities.of(req.tenant, req.request_class)
         query = RouteQuery(
             tenant=req.tenant,
             model=req.model or self._default_model,
@@ -168,6 +181,7 @@ class PlacementPolicy:
             input_tokens=req.input_tokens,
             max_output_tokens=req.output_tokens,
             adapter=req.adapter,
+            priority=req.priority,
         )
         try:
             decision = self.path.decide(query, now)
@@ -247,8 +261,20 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow
     audit = cfg.slo_gate.audit_share if cfg.slo_gate is not None else 0.0
+    priorities = None
+    if cfg.engine_priority is not None:
+        mode = cfg.engine_priority
+        if mode == CREDIT and (gate is None or not cfg.credits):
+            # no credits, or no gate to count them (ablations): every tenant stands alike
+            mode = CLASS
+        standing = gate.vtc.over_credit if gate is not None else None
+        priorities = EnginePriority(cfg.classes, mode=mode, standing=standing)
     policy = PlacementPolicy(
-        PlacementRoutePath(profile=profile), gate, shadow=shadow, audit_share=audit
+        PlacementRoutePath(profile=profile, by_priority=priorities is not None),
+        gate,
+        shadow=shadow,
+        audit_share=audit,
+        priorities=priorities,
     )
     policy.install_plan(cfg.plan)
     return policy

@@ -331,6 +331,14 @@ def loop(
         Path | None, typer.Option(help="telemetry stores (default: beside --out)")
     ] = None,
     seed: Annotated[int, typer.Option()] = 0,
+    engine_priority: Annotated[
+        str | None,
+        typer.Option(
+            help="engines schedule by the priority the route path sends each request with "
+            "(vLLM --scheduling-policy priority): 'class' or 'credit' (class, then owed "
+            "tenants first); default FCFS engines"
+        ),
+    ] = None,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
@@ -349,6 +357,7 @@ def loop(
         period_s=period,
         learn=learn,
         seed=seed,
+        engine_priority=engine_priority,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 

@@ -53,6 +53,10 @@ def emulate(
     max_model_len: Annotated[
         int | None, typer.Option(help="prompt + output limit (default: the model's)")
     ] = None,
+    scheduling_policy: Annotated[
+        str,
+        typer.Option(help="vLLM's: fcfs, or priority (by each request's 'priority', lower first)"),
+    ] = "fcfs",
     fail_rate: Annotated[float, typer.Option(help="share of requests failed at once")] = 0.0,
     fail_status: Annotated[int, typer.Option(help="HTTP status of a failed request")] = 500,
     drop_rate: Annotated[float, typer.Option(help="share of streams cut mid-way")] = 0.0,
@@ -104,6 +108,7 @@ def emulate(
         max_model_len=max_model_len,
         seed=seed,
         faults=faults,
+        scheduling=scheduling_policy,
     )
     emulator = FleetEmulator(spec, options)
     _run(emulator, addresses_out)

@@ -56,6 +56,7 @@ class Request:
         "model",
         "output_tokens",
         "preemptions",
+        "priority",
         "replica",
         "request_class",
         "tenant",
@@ -85,6 +86,9 @@ class Request:
         self.block_hashes = block_hashes
         self.block_tokens = block_tokens
         self.adapter = adapter  # a LoRA adapter on ``model`` ("": the base model itself)
+        # the engine's scheduling priority the router set (vLLM ``priority``: lower first; only
+        # a replica scheduling by priority reads it)
+        self.priority = 0
         # outcome
         self.replica = -1
         self.first_token_s = -1.0

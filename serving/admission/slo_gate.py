@@ -192,6 +192,10 @@ COLD_MOVE_MIN_TOKENS = 2048
 ADAPTER_KEY = "#lora"
 SLOT_WAIT_KEY = "#lora-slot"
 SLOT_QUEUE_KEY = "#lora-queue"  # … forecast by their place in the queue for a slot
+# … and of its requests sent with an engine priority past 0, under this suffix and the priority
+# (:mod:`serving.admission.engine_priority`): a replica scheduling by priority lets better ones
+# pass them, so their first tokens come later than the queue ahead of them says
+PRIORITY_KEY = "#p"
 # while the fleet keeps up, a request that waits for a LoRA slot is forecast to wait this long
 # for each slot handover it waits for (the adapters ahead of it, and its own) — a prior scale
 # its replica's calibration (:data:`SLOT_QUEUE_KEY`) corrects: ~0.25 s per adapter ahead on the
@@ -532,12 +536,15 @@ class SloGate:
     ) -> Forecast:
         """What ``query`` would see on ``decision``'s replica if admitted now: the route path's
         TTFT prediction, its queue taken without the requests waiting for a LoRA adapter slot
-        (the replica lets the request pass them), and the wait for a slot of its own."""
+        (the replica lets the request pass them) and, on a replica scheduling by priority,
+        without those of a worse priority than the query's (it passes them too), and the wait
+        for a slot of its own."""
         state = path.replica(decision.replica_id)
         predicted = decision.predicted_ttft_s
-        if state is not None and state.slot_waiting_requests:
+        if state is not None and (state.slot_waiting_requests or state.prefill_tokens_by_priority):
             predicted = prefill_table(state.accelerator, state.model, state.tp).ttft(
-                query.input_tokens - decision.cached_tokens, queued_ahead_tokens(state)
+                query.input_tokens - decision.cached_tokens,
+                queued_ahead_tokens(state, query.priority),
             )
         return self.forecast_on(
             state,
@@ -580,6 +587,8 @@ class SloGate:
         )
         wait = queue_wait if by_queue else slot_wait_s
         key = calibration_key(replica_id, query.adapter, wait, by_queue=by_queue)
+        if query.priority:
+            key += f"{PRIORITY_KEY}{query.priority}"
         own = None
         if state is not None:
             own = prefill_table(state.accelerator, state.model, state.tp).prefill(
@@ -708,9 +717,12 @@ class SloGate:
         # a request that waits for a LoRA slot teaches both forecasts of that wait
         base = seen.prior_ttft_s - seen.slot_wait_s
         queue = seen.slot_queue_wait_s
+        key = calibration_key(replica_id, query.adapter, seen.slot_rate_wait_s)
+        if query.priority:
+            key += f"{PRIORITY_KEY}{query.priority}"
         self.calibration.dispatched(
             id(query),
-            calibration_key(replica_id, query.adapter, seen.slot_rate_wait_s),
+            key,
             base + seen.slot_rate_wait_s,
             now,
             also=(replica_id + SLOT_QUEUE_KEY, base + queue) if queue > 0.0 else None,

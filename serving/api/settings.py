@@ -110,6 +110,10 @@ class Settings(BaseSettings):
     # below this share of SLO refusals the TPOT rule refuses only at the gate's own threshold
     # (0.9); up to 3× it, it comes to shed as the TTFT rule does (None: it always does)
     slo_gate_tpot_shed_from: float | None = Field(default=None, gt=0, lt=1)
+    # the replicas run vLLM's --scheduling-policy priority: every request is sent with a
+    # ``priority`` by its class ("class") or by class and its tenant's credit standing
+    # ("credit"; serving/admission/engine_priority.py); unset: FCFS replicas, bodies untouched
+    engine_priority: Literal["class", "credit"] | None = None
     # OpenTelemetry: a span per decision sent by OTLP/HTTP to this collector (base URL, e.g.
     # http://127.0.0.1:4318); unset: OTEL_EXPORTER_OTLP_ENDPOINT if set, else no tracing
     otlp_endpoint: str | None = Field(default=None, pattern=r"^https?://\S+$")

@@ -83,6 +83,20 @@ def parse_request(path: str, raw: bytes, *, block_chars: int) -> ProxyRequest:
 
 
 _USAGE_OPTION = b'"stream_options":{"include_usage":true}'
+_PRIORITY = b'"priority"'
+
+
+def with_priority(raw: bytes, priority: int) -> bytes:
+    """The upstream body sent with vLLM's ``priority`` (the router's, over any the client
+    set): put first in the bytes as they are, or the body encoded anew when it names one."""
+    if _PRIORITY not in raw:
+        start = raw.index(b"{") + 1  # parsed as a JSON object: it opens with a brace
+        empty = raw[start:].lstrip().startswith(b"}")
+        member = b'"priority":' + str(priority).encode()
+        return raw[:start] + member + (b"" if empty else b",") + raw[start:]
+    body = orjson.loads(raw)
+    body["priority"] = priority
+    return orjson.dumps(body)
 
 
 def _asking_for_usage(raw: bytes, body: dict[str, Any]) -> bytes:

@@ -25,6 +25,7 @@ import asyncio
 import itertools
 import json
 import time
+from dataclasses import replace
 
 from starlette.types import Message, Receive, Scope, Send
 
@@ -39,7 +40,7 @@ from serving.gateway.headers import OBJECTIVE, RequestMeta, header_map, request_
 from serving.gateway.metrics import GatewayMetrics
 from serving.gateway.outcome import Outcome, OutcomeRecorder
 from serving.gateway.pooling import PoolingPath
-from serving.gateway.prompt import ProxyRequest, cache_key, parse_request
+from serving.gateway.prompt import ProxyRequest, cache_key, parse_request, with_priority
 from serving.gateway.replies import JSON
 from serving.gateway.replies import read_body as _read_body
 from serving.gateway.replies import send_error as _send_error
@@ -380,6 +381,10 @@ class Gateway:
                 0, state.in_flight_prefill_tokens - request.input_tokens
             )
         self.metrics.overhead.observe(time.monotonic() - outcome.arrival)
+        if routed.priority is not None:  # replicas scheduling by priority: the router's
+            request = replace(
+                request, upstream_body=with_priority(request.upstream_body, routed.priority)
+            )
         targets = self._targets(routed.decision.replica_id, routed.decision.fallbacks)
         self.budget.deposit()
         if request.gen.stream:

@@ -69,12 +69,22 @@ class _Routing:
 
 
 class PlacementRoutePath:
-    """The route path over ``replicas`` (live states), configured by ``profile``."""
+    """The route path over ``replicas`` (live states), configured by ``profile``.
+
+    ``by_priority``: the replicas schedule their waiting requests by the priority each is sent
+    with (vLLM ``--scheduling-policy priority``): each replica's prompt tokens not yet past
+    their first token are kept by priority too (``ReplicaState.prefill_tokens_by_priority``),
+    so that a forecast counts only what is queued ahead of a request of its priority."""
 
     def __init__(
-        self, replicas: Sequence[ReplicaState] = (), *, profile: RouteProfile | None = None
+        self,
+        replicas: Sequence[ReplicaState] = (),
+        *,
+        profile: RouteProfile | None = None,
+        by_priority: bool = False,
     ) -> None:
         self.profile = profile if profile is not None else load_profile()
+        self.by_priority = by_priority
         p = self.profile
         self._filters = p.filters
         self._checks = tuple((f.admits, f.cause) for f in p.filters)  # bound once, not per call
@@ -545,6 +555,9 @@ class PlacementRoutePath:
                 self._book_slots(state, book)
         state.in_flight += 1
         state.in_flight_prefill_tokens += query.input_tokens
+        if self.by_priority:
+            split = state.prefill_tokens_by_priority
+            split[query.priority] = split.get(query.priority, 0) + query.input_tokens
         fleet.pool_in_flight[fleet.pool_of[i]] += 1
         self._open[id(query)] = (decision.replica_id, query.input_tokens, -1.0)
         if self._prefixes is not None:
@@ -560,6 +573,8 @@ class PlacementRoutePath:
         state = self.replica(record[0])
         if state is not None:
             state.in_flight_prefill_tokens -= record[1]
+            if self.by_priority:
+                _unqueue(state, query.priority, record[1])
             book = self._slots.get(record[0]) if query.adapter else None
             if book is not None:
                 book.first_token(query.adapter, record[1])
@@ -596,6 +611,8 @@ class PlacementRoutePath:
             self._book_slots(state, book)
         state.in_flight -= 1
         state.in_flight_prefill_tokens -= record[1]
+        if self.by_priority and record[1]:
+            _unqueue(state, query.priority, record[1])
         fleet.pool_in_flight[fleet.pool_of[i]] -= 1
         first_token_at = record[2]
         if state.in_flight == 0:
@@ -603,6 +620,16 @@ class PlacementRoutePath:
         elif ok and output_tokens is not None and output_tokens > 1 and first_token_at >= 0:
             tpot = (now - first_token_at) / (output_tokens - 1)
             state.tpot_s += TPOT_ALPHA * (tpot - state.tpot_s)
+
+
+def _unqueue(state: ReplicaState, priority: int, tokens: int) -> None:
+    """``tokens`` of a request of ``priority`` are no longer queued for their first token."""
+    split = state.prefill_tokens_by_priority
+    left = split.get(priority, 0) - tokens
+    if left > 0:
+        split[priority] = left
+    else:
+        split.pop(priority, None)
 
 
 def _lookup(plan: CompiledPlan, query: RouteQuery) -> PlanEntry | None:

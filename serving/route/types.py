@@ -38,6 +38,9 @@ class RouteQuery:
     # waited in the gateway's flow-control queue has only what remains before its deadline
     ttft_budget_s: float | None = None
     adapter: str = ""  # a LoRA adapter on ``model`` ("": the base model)
+    # the engine scheduling priority it is sent with (vLLM ``priority``: lower served first;
+    # :mod:`serving.admission.engine_priority`); read only where the replicas schedule by it
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +92,10 @@ class ReplicaState:
     # lets others pass them, so they are not queued ahead of a new request
     slot_waiting_requests: int = 0
     slot_waiting_tokens: int = 0
+    # of the prompt tokens in flight not yet past their first token, those of each engine
+    # priority (kept only by a route path whose replicas schedule by priority): a new request
+    # waits behind those of its priority or better alone
+    prefill_tokens_by_priority: dict[int, int] = field(default_factory=dict)
 
 
 class RoutePath(Protocol):

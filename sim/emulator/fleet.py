@@ -30,6 +30,7 @@ from sim.emulator import openai_api as api
 from sim.emulator.faults import ReplicaFaults
 from sim.emulator.replica_server import EmulatedReplica
 from sim.emulator.tokenizer import DEFAULT_BLOCK_TOKENS, DEFAULT_ENCODING, Tokenizer
+from sim.engine import FCFS, SCHEDULING_POLICIES
 
 DEFAULT_BASE_PORT = 8100
 BACKLOG = 1024
@@ -49,6 +50,7 @@ class EmulatorOptions:
     block_tokens: int = DEFAULT_BLOCK_TOKENS
     max_num_seqs: int | None = None  # None: the fleet file's (vLLM's --max-num-seqs)
     max_model_len: int | None = None  # None: the model's context window
+    scheduling: str = FCFS  # vLLM's --scheduling-policy: fcfs, or priority (the body's)
     seed: int = 0
     faults: Mapping[str, ReplicaFaults] = field(default_factory=dict)  # by replica id
 
@@ -57,6 +59,12 @@ class EmulatorOptions:
             raise InputError("must be > 0", field="time_scale", expected="e.g. 1.0")
         if not 0 <= self.base_port <= 65535:
             raise InputError("must be a port (0..65535)", field="base_port")
+        if self.scheduling not in SCHEDULING_POLICIES:
+            raise InputError(
+                f"{self.scheduling!r}",
+                field="scheduling_policy",
+                expected=" or ".join(SCHEDULING_POLICIES),
+            )
 
 
 def replica_port(spec: ReplicaSpec, index: int, base_port: int) -> int:
@@ -136,6 +144,7 @@ class FleetEmulator:
                     max_num_seqs=o.max_num_seqs,
                     max_model_len=o.max_model_len,
                     seed=o.seed,
+                    scheduling=o.scheduling,
                 )
                 endpoint = _Endpoint(replica, o.host, replica_port(spec, i, o.base_port))
                 self.endpoints[spec.id] = endpoint

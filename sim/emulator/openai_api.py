@@ -68,6 +68,7 @@ class Generation:
     max_tokens: int
     stream: bool
     include_usage: bool
+    priority: int = 0  # vLLM's scheduling priority (lower first; only a priority engine's)
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:
@@ -103,6 +104,9 @@ def parse_generation(kind: Kind, body: dict[str, Any]) -> Generation:
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise ApiError(400, "'stream_options' must be an object", param="stream_options")
+    priority = body.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ApiError(400, "'priority' must be an integer", param="priority")
     return Generation(
         kind=kind,
         model=model,
@@ -111,6 +115,7 @@ def parse_generation(kind: Kind, body: dict[str, Any]) -> Generation:
         max_tokens=limit,
         stream=stream,
         include_usage=bool(options.get("include_usage", False)),
+        priority=priority,
     )
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from placement.domain.fleet import ReplicaSpec
 from placement.domain.requests import Request
 from sim.costmodel.base import IterationCostModel
-from sim.engine import Replica
+from sim.engine import FCFS, Replica
 
 MIN_TICK_S = 0.002  # streamed tokens are read at most this often (engine seconds)
 
@@ -70,10 +70,11 @@ class RealtimeEngine:
         *,
         time_scale: float = 1.0,
         on_finished: Callable[[Job], None] | None = None,
+        scheduling: str = FCFS,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.time_scale = time_scale
-        self.replica = Replica(index, spec, cost, self)
+        self.replica = Replica(index, spec, cost, self, scheduling=scheduling)
         self._t0 = self.loop.time()
         self._jobs: dict[int, Job] = {}
         self._streamed = 0  # streamed jobs in the engine
@@ -105,6 +106,7 @@ class RealtimeEngine:
         block_tokens: int,
         model: str,
         stream: bool,
+        priority: int = 0,
     ) -> Job:
         now = self._catch_up()
         req = Request(
@@ -116,6 +118,7 @@ class RealtimeEngine:
             block_hashes=block_hashes,
             block_tokens=block_tokens,
         )
+        req.priority = priority
         job = Job(req, stream=stream)
         self._jobs[req.id] = job
         if stream:

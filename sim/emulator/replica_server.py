@@ -32,6 +32,7 @@ from sim.emulator.pooling import PoolingEngine
 from sim.emulator.realtime import Job, RealtimeEngine
 from sim.emulator.tokenizer import Tokenizer
 from sim.emulator.vllm_metrics import CONTENT_TYPE, VllmMetrics
+from sim.engine import FCFS
 
 JSON = "application/json"
 _ENDPOINTS = {
@@ -71,6 +72,7 @@ class EmulatedReplica:
         max_model_len: int | None = None,
         faults: ReplicaFaults | None = None,
         seed: int = 0,
+        scheduling: str = FCFS,
     ) -> None:
         if max_num_seqs is not None:
             spec = replace(spec, max_num_seqs=max_num_seqs)
@@ -80,7 +82,12 @@ class EmulatedReplica:
         self.tokenizer = tokenizer
         cost = cost_model_for_replica(spec)
         self.engine = RealtimeEngine(
-            index, spec, cost, time_scale=time_scale, on_finished=self._finished
+            index,
+            spec,
+            cost,
+            time_scale=time_scale,
+            on_finished=self._finished,
+            scheduling=scheduling,
         )
         # a pooling model: its requests go through a pooling engine (the other stays idle)
         self.pooling = (
@@ -244,6 +251,13 @@ class EmulatedReplica:
             return _cut(request)
         try:
             gen = api.parse_generation(kind, api.parse_json(await request.read()))
+            if gen.priority and not self.engine.replica.by_priority:
+                # vLLM's answer to a priority its FCFS scheduler cannot honour
+                raise api.ApiError(
+                    400,
+                    f"Got priority {gen.priority} but Priority scheduling is not enabled.",
+                    param="priority",
+                )
             tokens = self._prompt_tokens(gen)
         except api.ApiError as exc:
             return _json(exc.status, exc.body())
@@ -259,6 +273,7 @@ class EmulatedReplica:
             block_tokens=self.tokenizer.block_tokens,
             model=self.model_name,
             stream=gen.stream,
+            priority=gen.priority,
         )
         request_id = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
         try:

@@ -123,3 +123,36 @@ def test_samples_record_replica_counters_at_the_interval(fleet, cost, policy, wo
 
 def test_no_samples_unless_asked(fleet, cost, policy, workload):
     assert Simulator(fleet, policy, workload(), cost_model=lambda s: cost).run().samples == []
+
+
+def test_engines_schedule_by_priority_when_configured(fleet, cost, policy, workload):
+    import dataclasses
+
+    from placement.domain.fleet import Fleet
+
+    one = Fleet(name="one", replicas=(dataclasses.replace(fleet.replicas[0], max_num_seqs=2),))
+    waits = {}
+    for scheduling in ("fcfs", "priority"):
+        wl = workload(n=400, rate=200.0)
+        for r in wl.requests:
+            r.priority = r.id % 2  # a policy that sets none: the odd ones go last
+        Simulator(
+            one, policy, wl, cost_model=lambda s: cost, config=SimConfig(scheduling=scheduling)
+        ).run()
+        waits[scheduling] = [
+            sum(r.first_token_s - r.arrival_s for r in wl.requests if r.priority == p)
+            for p in (0, 1)
+        ]
+    assert waits["fcfs"][0] == pytest.approx(waits["fcfs"][1], rel=0.3)
+    assert waits["priority"][0] < 0.5 * waits["priority"][1]
+
+
+def test_unknown_scheduling_is_refused(fleet, cost, policy, workload):
+    with pytest.raises(InputError, match="scheduling"):
+        Simulator(
+            fleet,
+            policy,
+            workload(),
+            cost_model=lambda s: cost,
+            config=SimConfig(scheduling="lifo"),
+        )

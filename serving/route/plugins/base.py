@@ -55,19 +55,33 @@ def queued_prefill_tokens(state: ReplicaState) -> float:
     return own if own > waiting else waiting
 
 
-def queued_ahead_tokens(state: ReplicaState) -> float:
+def queued_ahead_tokens(state: ReplicaState, priority: int | None = None) -> float:
     """:func:`queued_prefill_tokens` less the requests waiting for a LoRA adapter slot
     (:mod:`serving.route.adapter_slots`): the replica's scheduler lets a new request pass them,
     so they do not delay its first token. What the admission gate forecasts by; the pickers
     rank by the whole queue (a replica swapping adapters serves the requests holding its slots
-    slower for every other request it takes, so its slot-waiting queue is load all the same)."""
+    slower for every other request it takes, so its slot-waiting queue is load all the same).
+
+    With ``priority``, on a replica scheduling by priority (the route path keeps its
+    ``prefill_tokens_by_priority``), only the share of that queue of ``priority`` or better is
+    ahead: the engine serves its waiting requests in priority order."""
     blocked = state.slot_waiting_requests
     if not blocked:
-        return queued_prefill_tokens(state)
-    waiting = state.num_requests_waiting
-    waiting = (waiting - blocked if waiting > blocked else 0.0) * QUEUED_PROMPT_TOKENS
-    own = state.in_flight_prefill_tokens - state.slot_waiting_tokens
-    return own if own > waiting else waiting
+        queued = queued_prefill_tokens(state)
+    else:
+        waiting = state.num_requests_waiting
+        waiting = (waiting - blocked if waiting > blocked else 0.0) * QUEUED_PROMPT_TOKENS
+        own = state.in_flight_prefill_tokens - state.slot_waiting_tokens
+        queued = own if own > waiting else waiting
+    split = state.prefill_tokens_by_priority
+    if priority is None or not split:
+        return queued
+    total = ahead = 0
+    for p, tokens in split.items():
+        total += tokens
+        if p <= priority:
+            ahead += tokens
+    return queued * ahead / total if total > 0 else queued
 
 
 @lru_cache(maxsize=1 << 16)

@@ -95,3 +95,53 @@ def test_an_audit_admits_its_share_of_refusals_by_request_id_and_records_them(sh
     assert abs(len(admitted) / 400 - share) < 0.07
     again = _refusing_policy(share)
     assert {i for i in range(400) if again.audited(i)} == admitted  # the same ids every run
+
+
+@pytest.mark.parametrize(("mode", "priorities"), [(None, [0, 0]), ("class", [0, 1])])
+def test_ours_sends_each_request_with_its_engine_priority(mode, priorities):
+    from placement.domain.fleet import load_fleet
+    from placement.domain.requests import Request
+    from placement.paths import repo_root
+    from sim.gateway import Gateway
+
+    fleet = load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml")
+    settings = PlacementSettings(slo_gate=GateSettings(), engine_priority=mode)
+    policy = make_policy(OURS, PolicyContext(seed=0, settings={OURS: settings}))
+    gateway = Gateway(fleet.replicas, policy)
+    reqs = [
+        Request(i, 0.0, 1000, 50, request_class=c) for i, c in enumerate(("interactive", "batch"))
+    ]
+    for r in reqs:
+        assert policy.route(r, gateway.views, 0.0) >= 0
+    assert [r.priority for r in reqs] == priorities
+    assert policy.path.by_priority == (mode is not None)
+    kept = [s.prefill_tokens_by_priority for s in policy.path.replicas]
+    assert any(kept) == (mode is not None)
+
+
+def test_ours_by_credit_sends_an_owed_tenant_first_and_without_credits_or_gate_by_class():
+    from placement.domain.fleet import load_fleet
+    from placement.domain.requests import Request
+    from placement.paths import repo_root
+    from sim.gateway import Gateway
+
+    fleet = load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml")
+    both = {"a": 0.5, "b": 0.5}
+    for credits, gate, expected in (
+        (both, True, [0, 1]),
+        ({}, True, [0, 0]),
+        (both, False, [0, 0]),
+    ):
+        settings = PlacementSettings(
+            slo_gate=GateSettings() if gate else None, engine_priority="credit", credits=credits
+        )
+        policy = make_policy(OURS, PolicyContext(seed=0, settings={OURS: settings}))
+        gateway = Gateway(fleet.replicas, policy)
+        # both active, then tenant a is sent a long prompt: b is owed, a is not
+        sent = [Request(i, 0.0, n, 50, tenant=t) for i, t, n in ((0, "a", 1000), (1, "b", 1000))]
+        sent.append(Request(2, 0.0, 8000, 50, tenant="a"))
+        assert all(policy.route(r, gateway.views, 0.0) >= 0 for r in sent)
+        reqs = [Request(i, 0.1, 1000, 50, tenant=t) for i, t in ((3, "b"), (4, "a"))]
+        for r in reqs:
+            policy.route(r, gateway.views, 0.1)
+        assert [r.priority for r in reqs] == expected

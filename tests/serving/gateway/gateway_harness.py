@@ -65,10 +65,13 @@ def running_gateway(
     groups: list[dict[str, Any]] | None = None,
     time_scale: float = 1.0,
     asgi: bool = False,
+    engine_priority: str | None = None,
+    scheduling: str = "fcfs",
     **gateway: Any,
 ) -> Iterator[Running]:
     """``groups``: the fleet file's replica groups (default: ``replicas`` × H100 of MODEL);
-    ``asgi``: every request through ASGI rather than answered in the HTTP protocol."""
+    ``asgi``: every request through ASGI rather than answered in the HTTP protocol;
+    ``engine_priority``: the service's (Settings); ``scheduling``: the emulated replicas'."""
     fleet_file = tmp_path / "fleet.yaml"
     if groups is None:
         groups = [{"kind": "h100", "accelerator": "H100-SXM", "count": replicas, "model": MODEL}]
@@ -82,9 +85,11 @@ def running_gateway(
         planner=False,
         scrape_interval_s=0.2,
         port=free_port(),
+        engine_priority=engine_priority,
     )
     with EmulatorThread(
-        load_fleet(fleet_file), EmulatorOptions(base_port=0, time_scale=time_scale)
+        load_fleet(fleet_file),
+        EmulatorOptions(base_port=0, time_scale=time_scale, scheduling=scheduling),
     ) as emulator:
         app = build_app(
             settings,

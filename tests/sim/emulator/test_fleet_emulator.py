@@ -153,6 +153,45 @@ def test_bad_requests_get_openai_errors(client: httpx.Client) -> None:
     assert long.json()["error"]["code"] == "context_length_exceeded"
     no_messages = client.post("/v1/chat/completions", json={"model": MODEL, "messages": []})
     assert no_messages.status_code == 400 and no_messages.json()["error"]["param"] == "messages"
+    # an FCFS engine refuses a priority it cannot honour, as vLLM does; 0 is everyone's
+    ranked = {"model": MODEL, "prompt": "x", "max_tokens": 2, "priority": 1}
+    refused = client.post("/v1/completions", json=ranked)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "priority"
+    assert client.post("/v1/completions", json={**ranked, "priority": 0}).status_code == 200
+    not_int = client.post("/v1/completions", json={**ranked, "priority": "high"})
+    assert not_int.status_code == 400 and "integer" in not_int.json()["error"]["message"]
+
+
+def test_a_priority_engine_serves_a_better_priority_ahead_of_those_waiting() -> None:
+    import threading
+
+    options = EmulatorOptions(base_port=0, max_num_seqs=1, scheduling="priority")
+    done: dict[str, float] = {}
+
+    def send(address: str, name: str, priority: int) -> None:
+        body = {"model": MODEL, "prompt": "x", "max_tokens": 100, "priority": priority}
+        with httpx.Client(base_url=address, timeout=20) as c:
+            assert c.post("/v1/completions", json=body).status_code == 200
+        done[name] = time.monotonic()
+
+    with EmulatorThread(_fleet(), options) as emu:
+        address = emu.addresses()["h100-0"]
+        threads = []
+        # one running, one waiting at priority 5, then one at priority 0 (lower: first)
+        for name, priority in (("running", 5), ("waiting", 5), ("urgent", 0)):
+            threads.append(threading.Thread(target=send, args=(address, name, priority)))
+            threads[-1].start()
+            time.sleep(0.15)
+        for t in threads:
+            t.join()
+    assert done["running"] < done["urgent"] < done["waiting"]
+
+
+def test_an_unknown_scheduling_policy_is_refused() -> None:
+    from placement.errors import InputError
+
+    with pytest.raises(InputError, match="scheduling_policy"):
+        EmulatorOptions(scheduling="lifo")
 
 
 def test_injected_failures_slowdown_and_a_stopped_replica(
