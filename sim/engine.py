@@ -86,6 +86,8 @@ class Replica:
         self.max_num_seqs = spec.max_num_seqs
         self.cache = PrefixCache(spec.kv_capacity_tokens)
         self.alive = True
+        # changing base model (sim.model_swap): admits nothing new until it serves again
+        self.draining = False
         self.slowdown = 1.0
         # LoRA adapter slots (None: the replica serves its base model only, every request
         # alike); a load stalls the next iteration by its seconds
@@ -185,6 +187,52 @@ class Replica:
         if self.lora is not None:
             self.lora.clear(self.now)
         return lost
+
+    # ---- a base-model swap (driven by sim.model_swap) ------------------------------------
+    @property
+    def idle(self) -> bool:
+        """Nothing waits or runs."""
+        return not (self.busy or self.waiting or self.prefilling or self.decoders)
+
+    def drain(self) -> list[Request]:
+        """Stop taking requests: returns the waiting ones never started (to route elsewhere);
+        running and preempted ones stay and finish."""
+        self.draining = True
+        kept: deque[Sequence] = deque()
+        out: list[Request] = []
+        for seq in self.waiting:
+            if seq.generated:
+                kept.append(seq)
+                continue
+            if seq.pinned:
+                seq.pinned = False
+                assert self.lora is not None
+                self.lora.release(seq.req.adapter)
+            out.append(seq.req)
+        self.waiting = kept
+        return out
+
+    def evacuate(self) -> list[Request]:
+        """The drain's time is up: everything still held is dropped (returns its requests)."""
+        lost = self.fail()
+        self.alive = True
+        return lost
+
+    def reload(
+        self, spec: ReplicaSpec, cost: IterationCostModel, lora: AdapterSlots | None
+    ) -> None:
+        """Serve ``spec``'s model from now on: empty KV cache, ``lora``'s slots (empty)."""
+        assert self.idle
+        self.spec = spec
+        self.cost = cost
+        self.max_batched_tokens = spec.max_num_batched_tokens
+        self.max_num_seqs = spec.max_num_seqs
+        self.cache = PrefixCache(spec.kv_capacity_tokens)
+        if self.lora is not None:
+            self.lora.clear(self.now)
+        self.lora = lora
+        self._stall_s = 0.0
+        self.draining = False
 
     # ---- runs ----------------------------------------------------------------------------
     def _start_run(self, now: float) -> float | None:

@@ -66,6 +66,14 @@ class Gateway:
         v.healthy = False
         self._forget(req, v, now)
 
+    def requeue(self, req: Request, now: float) -> None:
+        """A replica handed back a request (it is changing model): settled as not served, so
+        the policy charges and learns nothing from it, and free to be routed again."""
+        req.error = "requeued"
+        self._forget(req, self.views[req.replica], now)
+        req.error = ""
+        req.replica = -1
+
     def _forget(self, req: Request, v: ReplicaView, now: float) -> None:
         """The request is over on ``v`` (finished, failed or reset): settle the counters."""
         v.outstanding -= 1

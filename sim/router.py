@@ -26,6 +26,7 @@ class ReplicaView:
         "index",
         "kv_capacity_tokens",
         "kv_usage",
+        "loading",
         "max_loras",
         "model",
         "num_running",
@@ -61,6 +62,7 @@ class ReplicaView:
         self.max_loras = max_loras  # LoRA adapter slots (vLLM --max-loras; 0: none)
         self.tp = tp  # tensor-parallel degree (GPUs per replica), as the replica registered
         self.healthy = True
+        self.loading = False  # changing base model (draining, then loading): takes nothing
         # the router's own counters
         self.outstanding = 0  # requests sent and not yet finished
         self.outstanding_prefill_tokens = 0  # input tokens of requests with no first token yet

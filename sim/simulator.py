@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement.domain.fleet import Fleet, ReplicaSpec
+from placement.domain.base_models import DRAIN_LIMIT_S, swap_load_s
+from placement.domain.fleet import Fleet, ReplicaSpec, with_model
+from placement.domain.llm import get_model
 from placement.domain.requests import Request
 from placement.errors import InputError
 from sim.costmodel.base import IterationCostModel
@@ -23,6 +25,7 @@ from sim.engine import FCFS, Replica
 from sim.faults import Fault
 from sim.gateway import Gateway
 from sim.lora import AdapterSlots, ResidencyEvent, load_times
+from sim.model_swap import ModelEvent, SwitchesModels
 from sim.router import Holding, RoutingPolicy
 from sim.workloads.base import Workload
 
@@ -31,6 +34,7 @@ _STEP = 0
 _FAULT = 1
 _SCRAPE = 2
 _RETRY = 3
+_SWAP = 4  # a base-model swap's drain deadline or end of load: (replica, swap number)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +101,7 @@ class SimResult:
     routes_to_dead: list[float] = field(default_factory=list)
     samples: list[ReplicaSample] = field(default_factory=list)
     adapter_events: list[ResidencyEvent] = field(default_factory=list)  # LoRA loads/evictions
+    model_events: list[ModelEvent] = field(default_factory=list)  # base-model swaps
 
 
 class Simulator:
@@ -120,6 +125,7 @@ class Simulator:
         self.workload = workload
         self.config = config or SimConfig()
         self.gateway = Gateway(fleet.replicas, policy, weights=weights)
+        self.cost_model = cost_model
         self.replicas = [
             Replica(i, spec, cost_model(spec), self.gateway, scheduling=self.config.scheduling)
             for i, spec in enumerate(fleet.replicas)
@@ -139,6 +145,11 @@ class Simulator:
         self._retries: dict[int, int] = {}
         self.samples: list[ReplicaSample] = []
         self._next_sample_s: float | None = None if self.config.sample_interval_s is None else 0.0
+        # base-model swaps in progress: replica → (target model, swap number, loading yet)
+        self._swaps: dict[int, tuple[str, int, bool]] = {}
+        self.model_events: list[ModelEvent] = []
+        if isinstance(policy, SwitchesModels):
+            policy.bind_switcher(self)
 
     def _attach_adapter_slots(self) -> None:
         """LoRA slots on every replica with ``max_loras``; every requested adapter must be
@@ -155,8 +166,14 @@ class Simulator:
         if not asked:
             return
         for r in self.replicas:
-            if r.spec.max_loras > 0:
-                r.lora = AdapterSlots(r.index, r.spec.max_loras, load_times(r.spec, adapters))
+            r.lora = self._slots(r.index, r.spec)
+
+    def _slots(self, index: int, spec: ReplicaSpec) -> AdapterSlots | None:
+        """LoRA slots for ``spec`` when it has some and the workload asks for adapters."""
+        adapters = self.workload.adapters
+        if spec.max_loras <= 0 or not adapters:
+            return None
+        return AdapterSlots(index, spec.max_loras, load_times(spec, adapters))
 
     def _push(self, t: float, kind: int, payload: Any) -> None:
         self._seq += 1
@@ -207,6 +224,8 @@ class Simulator:
                         end = r.step(now)
                         if end is not None:
                             push(end, _STEP, r.index)
+                        elif r.draining and r.idle:
+                            self._drained(r.index, now)
                         if holding is not None and holding.busy():
                             holding.pump(now, self._place)
                 elif kind == _SCRAPE:
@@ -217,6 +236,8 @@ class Simulator:
                         push(now + self.config.scrape_interval_s, _SCRAPE, None)
                 elif kind == _RETRY:
                     self._dispatch(payload, now)
+                elif kind == _SWAP:
+                    self._swap_event(payload, now)
                 else:
                     self._fault(payload, now)
                 continue
@@ -259,6 +280,7 @@ class Simulator:
             retries=sum(self._retries.values()),
             routes_to_dead=gateway.routes_to_dead,
             samples=self.samples,
+            model_events=self.model_events,
             adapter_events=sorted(
                 (e for r in replicas if r.lora is not None for e in r.lora.events),
                 key=lambda e: e.time_s,
@@ -275,6 +297,10 @@ class Simulator:
         if idx < 0:
             return False
         r = self.replicas[idx]
+        if r.draining:  # changing model: refuses the connection, as a restarting engine does
+            self.gateway.requeue(req, now)
+            self._retry(req, now)
+            return True
         if not r.alive:
             self.gateway.connection_failed(req, now)
             self._retry(req, now)
@@ -283,6 +309,67 @@ class Simulator:
         if end is not None:
             self._push(end, _STEP, idx)
         return True
+
+    # ---- base-model swaps (sim.model_swap) ------------------------------------------------
+    def switch_model(self, replica: int, model: str, now: float) -> bool:
+        """Start swapping ``replica`` to ``model`` (:class:`sim.model_swap.ModelSwitcher`)."""
+        r = self.replicas[replica]
+        if replica in self._swaps or not r.alive or r.spec.model.name == model:
+            return False
+        if model not in r.spec.models:
+            raise InputError(
+                f"replica {r.spec.id} cannot hold {model!r}",
+                field="model",
+                expected="one of " + ", ".join(r.spec.models or (r.spec.model.name,)),
+            )
+        number = len(self.model_events)
+        self._swaps[replica] = (model, number, False)
+        view = self.gateway.views[replica]
+        view.loading = True
+        view.model = model
+        self.model_events.append(ModelEvent(now, replica, model, "drain"))
+        for req in r.drain():  # never started: routed again at once
+            self.gateway.requeue(req, now)
+            self._push(now, _RETRY, req)
+        if r.idle:
+            self._drained(replica, now)
+        else:
+            self._push(now + DRAIN_LIMIT_S, _SWAP, (replica, number))
+        return True
+
+    def _drained(self, replica: int, now: float) -> None:
+        """Nothing runs on the swapping ``replica`` any more: its new weights start loading."""
+        swap = self._swaps.get(replica)
+        if swap is None or swap[2]:
+            return
+        model, number, _ = swap
+        self._swaps[replica] = (model, number, True)
+        spec = self.replicas[replica].spec
+        load = swap_load_s(get_model(model), gbps=spec.weights_load_gbps, startup_s=spec.startup_s)
+        self.model_events.append(ModelEvent(now, replica, model, "load"))
+        self._push(now + load, _SWAP, (replica, number))
+
+    def _swap_event(self, payload: tuple[int, int], now: float) -> None:
+        replica, number = payload
+        swap = self._swaps.get(replica)
+        if swap is None or swap[1] != number:
+            return  # a deadline of a swap that drained in time
+        model, _, loading = swap
+        r = self.replicas[replica]
+        if not loading:  # the drain's time is up: what still runs is retried elsewhere
+            for req in r.evacuate():
+                self.gateway.requeue(req, now)
+                self._retry(req, now)
+            self._drained(replica, now)
+            return
+        del self._swaps[replica]
+        spec = with_model(r.spec, get_model(model))
+        r.reload(spec, self.cost_model(spec), self._slots(replica, spec))
+        view = self.gateway.views[replica]
+        view.kv_capacity_tokens = spec.kv_capacity_tokens
+        view.adapters = ()
+        view.loading = False
+        self.model_events.append(ModelEvent(now, replica, model, "serve"))
 
     def _retry(self, req: Request, now: float) -> None:
         tries = self._retries.get(req.id, 0)

@@ -28,7 +28,10 @@ replica) and *perfect* knowledge of the window's demand, slice by slice.
 
 All slices go into one block-diagonal LP (they share no variable), solved once with HiGHS.
 
-6. KV capacity (``kv_capacity=True``, the default): the cache is perfect but not unbounded. A
+6. Base models (:mod:`bench.loop.bound_pools`): a replica that may hold several base models
+   counts for every kind it could be, and those kinds share its time (a pool row per slice).
+
+7. KV capacity (``kv_capacity=True``, the default): the cache is perfect but not unbounded. A
    reused prefix must be held in a replica's KV memory for its requests to be served warm,
    and a replica holds only so much (:mod:`bench.loop.bound_kv`); cells are then also keyed by
    the prefix they reuse, and may be served cold at the whole prompt's capacity.
@@ -46,10 +49,11 @@ from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
 from bench.loop.bound_kv import load_columns, reuse_groups, solve_with_kv
+from bench.loop.bound_pools import Pool, pool_rows
 from models.capacity import Slo
 from placement.domain.adapters import LoraAdapter, lora_load_s
-from placement.domain.fleet import Fleet
-from placement.domain.llm import ModelArchitecture
+from placement.domain.fleet import Fleet, ReplicaSpec, with_model
+from placement.domain.llm import ModelArchitecture, get_model
 from placement.domain.requests import Request, RequestClass
 from placement.errors import InputError, PlacementError
 from placement.solver.capacity import CapacitySource
@@ -145,7 +149,7 @@ def fluid_bound(
     reuse = reuse_groups(ordered, block_tokens) if kv_capacity else None
     group = reuse.group if reuse is not None else np.full(len(ordered), -1, dtype=np.int64)
     cells = _cells(ordered, uncached, slice_of, only_model, group)
-    kinds, replicas = _healthy_kinds(fleet, set(unhealthy))
+    kinds, replicas, pools = _healthy_kinds(fleet, set(unhealthy))
     cached = np.maximum(cells.mean_input - cells.mean_uncached, 0.0)
     cap = _capacity_matrix(cells, kinds, classes, capacity, cells.mean_uncached, cached)
 
@@ -153,7 +157,7 @@ def fluid_bound(
     reachable = int(cells.count[reachable_cells].sum())
     loads = _load_seconds(ordered, slice_of, n_slices, fleet, kinds, adapters or {}, only_model)
     if reuse is None:
-        served = _solve(cells, cap, replicas, slice_len, n_slices, loads)
+        served = _solve(cells, cap, replicas, slice_len, n_slices, loads, pools)
     else:
         served = solve_with_kv(
             slice_index=cells.slice_index,
@@ -167,6 +171,7 @@ def fluid_bound(
             slice_len=slice_len,
             n_slices=n_slices,
             loads=list(zip(loads.slice_index, loads.seconds, loads.kinds, strict=True)),
+            pools=pools,
         )
     return FluidBound(
         goodput_rps=served / window,
@@ -274,14 +279,31 @@ def _cells(
     )
 
 
-def _healthy_kinds(fleet: Fleet, unhealthy: set[str]) -> tuple[list[_Kind], FloatArray]:
-    """Replica kinds with at least one healthy replica, and how many each has."""
+def _candidates(r: ReplicaSpec) -> tuple[str, ...]:
+    """The base models replica ``r`` may hold (its own when it cannot change)."""
+    return r.models or (r.model.name,)
+
+
+def _healthy_kinds(fleet: Fleet, unhealthy: set[str]) -> tuple[list[_Kind], FloatArray, list[Pool]]:
+    """Replica kinds with at least one healthy replica, and how many each has (a replica that
+    may hold several models counts in each of their kinds), and the pools those share."""
     counts: dict[_Kind, int] = {}
+    groups: dict[tuple[_Kind, ...], int] = {}
     for r in fleet.replicas:
         if r.id not in unhealthy:
-            kind = _Kind(r.accelerator.kind, r.model.name, r.tp)
-            counts[kind] = counts.get(kind, 0) + 1
-    return list(counts), np.asarray(list(counts.values()), dtype=np.float64)
+            own = tuple(_Kind(r.accelerator.kind, m, r.tp) for m in sorted(_candidates(r)))
+            for kind in own:
+                counts[kind] = counts.get(kind, 0) + 1
+            if len(own) > 1:
+                groups[own] = groups.get(own, 0) + 1
+    kinds = list(counts)
+    pools: list[Pool] = []
+    for own, n in groups.items():
+        index = tuple(kinds.index(k) for k in own)
+        # the kinds' replicas that cannot move share nothing, but keep their own time
+        fixed = sum(counts[k] for k in own) - n * len(own)
+        pools.append(Pool(index, float(n + fixed)))
+    return kinds, np.asarray(list(counts.values()), dtype=np.float64), pools
 
 
 def _capacity_matrix(
@@ -318,8 +340,9 @@ def _capacity_matrix(
 def _kind_kv_tokens(fleet: Fleet, kinds: list[_Kind]) -> FloatArray:
     """KV memory (tokens) of one replica of each kind."""
     kv = {
-        _Kind(r.accelerator.kind, r.model.name, r.tp): float(r.kv_capacity_tokens)
+        _Kind(r.accelerator.kind, m, r.tp): float(with_model(r, get_model(m)).kv_capacity_tokens)
         for r in fleet.replicas
+        for m in _candidates(r)
     }
     return np.asarray([kv[k] for k in kinds], dtype=np.float64)
 
@@ -352,11 +375,11 @@ def _load_seconds(
     gbps: dict[str, float] = {}
     arch: dict[str, ModelArchitecture] = {}
     for spec in fleet.replicas:
-        if (spec.accelerator.kind, spec.model.name, spec.tp) in healthy and spec.max_loras > 0:
-            m = spec.model.name
-            slots[m] = slots.get(m, 0) + spec.max_loras
-            gbps[m] = max(gbps.get(m, 0.0), spec.lora_load_gbps)
-            arch[m] = spec.model
+        for m in _candidates(spec):
+            if (spec.accelerator.kind, m, spec.tp) in healthy and spec.max_loras > 0:
+                slots[m] = slots.get(m, 0) + spec.max_loras
+                gbps[m] = max(gbps.get(m, 0.0), spec.lora_load_gbps)
+                arch[m] = get_model(m)
     asked: dict[tuple[int, str], set[str]] = {}
     for r, t in zip(ordered, slice_of.tolist(), strict=True):
         model = r.model or only_model
@@ -380,6 +403,7 @@ def _solve(
     slice_len: FloatArray,
     n_slices: int,
     loads: _Loads | None = None,
+    pools: Sequence[Pool] = (),
 ) -> float:
     """Requests served over the window by the fluid LP of every slice (one block-diagonal LP)."""
     cell, kind = np.nonzero(cap > 0)
@@ -414,6 +438,21 @@ def _solve(
         n_rows += len(extra.b_ub)
         weight = np.concatenate([weight, np.zeros(extra.n_cols)])
         n_vars += extra.n_cols
+    shared = pool_rows(
+        rows,
+        cols,
+        data,
+        pools=pools,
+        time_row0=n_cells,
+        n_kinds=n_kinds,
+        n_slices=n_slices,
+        first_row=n_rows,
+    )
+    rows = np.concatenate([rows, shared.rows])
+    cols = np.concatenate([cols, shared.cols])
+    data = np.concatenate([data, shared.data])
+    b_ub = np.concatenate([b_ub, shared.b_ub])
+    n_rows += len(shared.b_ub)
     a_ub = csr_matrix((data, (rows, cols)), shape=(n_rows, n_vars))
     result = linprog(-weight, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     if result.status != 0:

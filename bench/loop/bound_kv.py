@@ -35,6 +35,7 @@ import numpy.typing as npt
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
+from bench.loop.bound_pools import Pool, pool_rows
 from placement.domain.requests import Request
 from placement.errors import PlacementError
 
@@ -146,8 +147,10 @@ def solve_with_kv(
     slice_len: FloatArray,
     n_slices: int,
     loads: Sequence[LoadNeed] = (),
+    pools: Sequence[Pool] = (),
 ) -> float:
-    """Requests served over the window by the per-slice LP with KV capacity.
+    """Requests served over the window by the per-slice LP with KV capacity (``pools``: kinds
+    that share replica time, :mod:`bench.loop.bound_pools`).
 
     Per cell ``d``: ``slice_index``, ``group`` (``-1``: none), ``rate`` (req/s) and, per kind,
     ``cap`` (prefix held; the only capacity of cells with no group) and ``cap_cold``; per group
@@ -230,9 +233,22 @@ def solve_with_kv(
     rows.append(extra.rows)
     cols.append(extra.cols)
     data.append(extra.data)
+    shared = pool_rows(
+        np.concatenate(rows),
+        np.concatenate(cols),
+        np.concatenate(data),
+        pools=pools,
+        time_row0=r0,
+        n_kinds=n_kinds,
+        n_slices=n_slices,
+        first_row=n_rows + len(extra.b_ub),
+    )
+    rows.append(shared.rows)
+    cols.append(shared.cols)
+    data.append(shared.data)
     a_ub = csr_matrix(
         (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
-        shape=(n_rows + len(extra.b_ub), n_vars + extra.n_cols),
+        shape=(n_rows + len(extra.b_ub) + len(shared.b_ub), n_vars + extra.n_cols),
     )
     b_ub = np.concatenate(
         [
@@ -242,6 +258,7 @@ def solve_with_kv(
             np.zeros(n_h),
             np.tile(replicas * kv_capacity, n_slices),
             extra.b_ub,
+            shared.b_ub,
         ]
     )
     weight = np.concatenate(

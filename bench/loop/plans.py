@@ -6,6 +6,11 @@ prefix-group rule and the solver's weights; the ablations change one of them. De
 cannot serve at SLO even unloaded is shed as best effort (``shed_unreachable``), and an
 infeasible window keeps the previous plan, as the service's planner does; with no plan to keep
 (the first solve), it is solved again without the credit floors, and its record says so.
+
+Where replicas may change base model (``ReplicaSpec.models``), each solve first decides the
+base model of every replica (:mod:`placement.solver.base_models`, from the window's demand,
+starting from what the last plan gave each replica), then solves the plan on the fleet as it
+will then be; :attr:`Planning.residency` is what the last plan gave each replica.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from placement.domain.requests import Request, RequestClass, Tenant
 from placement.errors import InfeasiblePlan, PlacementError
 from placement.plan import Plan
 from placement.solver.adapters import place_adapters, with_residency
+from placement.solver.base_models import place_base_models, swappable
+from placement.solver.base_models import with_residency as fleet_with_models
 from placement.solver.capacity import CapacitySource
 from placement.solver.instance import WARM_KV_SHARE, build_instance
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
@@ -45,6 +52,8 @@ class SolveRecord:
     # the plan's predicted attainment of the traffic it admits, and the share it sheds
     predicted_attainment: float | None = None
     shed_share: float | None = None
+    # (replica, base model) of every replica the plan asks to change base model
+    swaps: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -61,6 +70,10 @@ class Planning:
     records: list[SolveRecord] = field(default_factory=list)
     keep_plans: bool = False  # keep every solved plan in ``plans`` (by version)
     plans: dict[int, Plan] = field(default_factory=dict)
+    # the plan moves base models where replicas may hold several (False: as the fleet file)
+    move_base_models: bool = True
+    # each replica's base model under the last plan (empty: as in ``fleet``)
+    residency: dict[str, str] = field(default_factory=dict)
 
     def solve(
         self,
@@ -71,13 +84,29 @@ class Planning:
         reason: str = "initial",
         unhealthy: Collection[str] = (),
         previous: Plan | None = None,
+        horizon_s: float | None = None,
     ) -> Plan | None:
         """The plan for ``requests`` seen over ``window_s`` (None if the solver finds the
-        window infeasible; the record says so)."""
+        window infeasible; the record says so); ``horizon_s``: until the next plan (a base-model
+        swap's cost is spread over it; None: ``window_s``)."""
         started = time.perf_counter()
         said = ""
+        fleet = fleet_with_models(self.fleet, self.residency)
+        models = self.residency
+        if self.move_base_models and swappable(fleet) and requests:
+            placed = place_base_models(
+                requests,
+                fleet,
+                self.classes,
+                self.capacity,
+                window_s=max(window_s, 1e-9),
+                horizon_s=max(horizon_s or window_s, 1e-9),
+                unhealthy=unhealthy,
+            )
+            models = placed.models
+            fleet = fleet_with_models(fleet, models)
         try:
-            plan = self._solve(requests, self.tenants, window_s, at_s, unhealthy, previous)
+            plan = self._solve(requests, self.tenants, window_s, at_s, unhealthy, previous, fleet)
         except InfeasiblePlan as exc:
             if previous is not None:
                 self._kept(exc, at_s, reason, started)
@@ -93,7 +122,7 @@ class Planning:
             )
             said = CREDITS_DROPPED
             try:
-                plan = self._solve(requests, {}, window_s, at_s, unhealthy, previous)
+                plan = self._solve(requests, {}, window_s, at_s, unhealthy, previous, fleet)
             except PlacementError as again:
                 self._kept(again, at_s, reason, started)
                 return None
@@ -104,7 +133,7 @@ class Planning:
             held = {r.id: r.adapters for r in previous.replicas} if previous is not None else {}
             residency = place_adapters(
                 requests,
-                self.fleet,
+                fleet,
                 self.classes,
                 self.capacity,
                 window_s=window_s,
@@ -112,6 +141,12 @@ class Planning:
                 previous=held,
             )
             plan = with_residency(plan, residency)
+        swaps = tuple(
+            (r.id, models[r.id])
+            for r in self.fleet.replicas
+            if r.id in models and models[r.id] != self.residency.get(r.id, r.model.name)
+        )
+        self.residency = dict(models)
         predicted = summarise_plan(plan)
         if self.keep_plans and plan.version is not None:
             self.plans[plan.version] = plan
@@ -128,6 +163,7 @@ class Planning:
                 ),
                 predicted_attainment=predicted["attainment"],
                 shed_share=predicted["shed_share"],
+                swaps=swaps,
             )
         )
         return plan
@@ -140,9 +176,10 @@ class Planning:
         at_s: float,
         unhealthy: Collection[str],
         previous: Plan | None,
+        fleet: Fleet,
     ) -> Plan:
         instance = build_instance(
-            self.fleet,
+            fleet,
             requests,
             tenants,
             self.classes,

@@ -14,6 +14,7 @@ from bench.loop.class_placement import (
     several_classes_on_several_kinds,
 )
 from bench.loop.diagnose import plot_diagnostics
+from bench.loop.model_residency import model_figures
 from bench.loop.prefix_residency import plot_prefix_residency
 from bench.loop.residency import plot_residency, residency_figures
 from bench.loop.run import Case, run_case
@@ -116,11 +117,15 @@ def run_loop_bench(cases: Sequence[Case], *, out: Path, store: Path) -> dict[str
                 plot_residency(
                     result["diagnostics"],
                     residency,
-                    title=f"{key}: LoRA adapter residency per replica at the ratio load",
+                    title=f"{key}: LoRA adapter and base-model residency at the ratio load",
                 )
                 plots.append(str(residency))
                 summary["adapter_residency"] = {
                     label: residency_figures(r) for label, r in result["diagnostics"]
+                }
+            if any(spec.models for spec in case.fleet.replicas):
+                summary["base_model_residency"] = {
+                    label: model_figures(r) for label, r in result["diagnostics"]
                 }
             if several_classes_on_several_kinds(result["diagnostics"]):
                 placed = out.with_name(f"{out.stem}-{key}-class-placement.png")

@@ -3,7 +3,8 @@
 A row per adapter (busiest at the top); a segment from each load of the adapter on a replica to
 its eviction (or the run's end), coloured by replica. Replicas serving no adapters (other base
 models) hold their one model for the whole run and are named in the title. Also the summary
-figures the benchmark reports beside the plot: loads per run and per replica.
+figures the benchmark reports beside the plot: loads per run and per replica. A second row
+shows each replica's base model over the run (:mod:`bench.loop.model_residency`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from bench.loop.model_residency import draw_models
 from sim.simulator import SimResult
 
 
@@ -51,7 +53,13 @@ def residency_figures(result: SimResult) -> dict[str, Any]:
 
 
 def plot_residency(runs: Sequence[tuple[str, SimResult]], path: Path, *, title: str) -> Path:
-    fig, axes = plt.subplots(1, len(runs), figsize=(7 * len(runs), 7), squeeze=False)
+    fig, axes = plt.subplots(
+        2,
+        len(runs),
+        figsize=(7 * len(runs), 10),
+        squeeze=False,
+        gridspec_kw={"height_ratios": [7, 3]},
+    )
     for col, (label, result) in enumerate(runs):
         ax = axes[0][col]
         intervals = residency_intervals(result)
@@ -76,6 +84,7 @@ def plot_residency(runs: Sequence[tuple[str, SimResult]], path: Path, *, title: 
         ax.set_xlabel("simulated time (s)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, loc="lower right")
+        draw_models(axes[1][col], result, label)
     others = sorted({s.id for r in runs for s in r[1].fleet.replicas if not s.max_loras})
     suffix = ""
     if others:

@@ -105,6 +105,7 @@ class Variant:
     shadow: bool = False  # the gate judges but admits all (its precision and recall)
     audit: float = 0.0  # this share of the gate's refusals admitted anyway (its precision)
     charge: str = GPU_SECONDS  # credits charged in GPU-seconds (TOKENS: per weighted token)
+    base_models: bool = True  # the plan moves base models where replicas may hold several
 
 
 FULL = Variant(name=OURS)
@@ -122,6 +123,8 @@ SHADOW_GATE = Variant(name="ours:shadow_gate", shadow=True)
 AUDIT_SHARE = 0.1
 AUDIT_GATE = Variant(name="ours:audit_gate", audit=AUDIT_SHARE)
 TOKEN_CREDITS = Variant(name="ours:token_credits", charge=TOKENS)
+# on fleets whose replicas may change base model: the plan with every replica's model fixed
+STATIC_MODELS = Variant(name="ours:static_base_models", base_models=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -301,6 +304,7 @@ def ours_with_policy(
         ),
         warm_kv_share=ctx.warm_kv_share,
         keep_plans=keep_plans,
+        move_base_models=v.base_models,
     )
     policy = make_policy(OURS, _policy_ctx(ctx, v, headroom or ctx.headroom))
     assert isinstance(policy, PlacementPolicy)
@@ -656,7 +660,8 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
     )
     full_goodput = goodput_at(our_rows, ablation_load)
     ablations: dict[str, float] = {}
-    for v in ABLATIONS:
+    swappable = any(spec.models for spec in case.fleet.replicas)
+    for v in (*ABLATIONS, STATIC_MODELS) if swappable else ABLATIONS:
         say(f"{name}: {v.name} @ load {ablation_load}")
         result, wl, planning = ours(ctx, ablation_load, v)
         ablated = _row(result, wl, policy=v.name, load=ablation_load, **tag)

@@ -150,14 +150,23 @@ class PlacementPolicy:
         self.path.set_replicas(self._states)
 
     def _sync(self, replicas: Sequence[ReplicaView]) -> None:
+        moved = False
         for v, s in zip(replicas, self._states, strict=True):
-            s.healthy = v.healthy
+            # a replica changing base model takes nothing until it serves its new one
+            s.healthy = v.healthy and not v.loading
+            if v.model != s.model or v.kv_capacity_tokens != s.kv_capacity_tokens:
+                s.model = v.model
+                s.kv_capacity_tokens = v.kv_capacity_tokens
+                s.tpot_s = 0.0
+                moved = True
             if v.scraped_at_s != s.scraped_at:
                 s.scraped_at = v.scraped_at_s
                 s.num_requests_running = v.num_running
                 s.num_requests_waiting = v.num_waiting
                 s.kv_cache_usage_perc = v.kv_usage
                 s.first_tokens_at_scrape = s.first_tokens
+        if moved:  # the pools changed: the route path re-indexes them
+            self.path.set_replicas(self._states)
 
     def route(self, req: Request, replicas: Sequence[ReplicaView], now: float) -> int:
         if len(self._states) != len(replicas):

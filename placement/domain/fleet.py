@@ -12,12 +12,15 @@ replicas:
     max_loras: 8          # optional: LoRA adapter GPU slots (vLLM --max-loras; 0: none)
     max_lora_rank: 64     # optional: the largest adapter rank a slot holds
     lora_load_gbps: 2.0   # optional: GB/s an adapter loads at (placement.domain.adapters)
+    models: [llama-3-8b, qwen2-7b]  # optional: base models a replica may swap to at run time
+    weights_load_gbps: 3.0  # optional: GB/s the weights load at on a swap
+    startup_s: 25.0       # optional: engine start-up after the weights (profiling, graphs)
 ```
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from placement.domain.accelerators import Accelerator, get_accelerator
 from placement.domain.adapters import DEFAULT_LORA_LOAD_GBPS, DEFAULT_MAX_LORA_RANK, lora_bytes
+from placement.domain.base_models import DEFAULT_STARTUP_S, DEFAULT_WEIGHTS_LOAD_GBPS
 from placement.domain.llm import ModelArchitecture, get_model
 from placement.errors import InputError, read_text
 
@@ -36,6 +40,9 @@ DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 # activations, CUDA graphs and the like, per GPU, before the KV cache gets the rest
 ACTIVATION_RESERVE_GB = 2.0
+# the least KV cache a replica must keep once its weights are loaded (a model that leaves
+# less does not fit the replica)
+MIN_KV_TOKENS = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +63,13 @@ class ReplicaSpec:
     max_loras: int = 0
     max_lora_rank: int = DEFAULT_MAX_LORA_RANK
     lora_load_gbps: float = DEFAULT_LORA_LOAD_GBPS
+    # base models this replica may be swapped to at run time (the plan's choice; empty: it
+    # keeps ``model``), what a swap costs (placement.domain.base_models), and the share of
+    # its GPUs' memory the engine takes (its KV capacity is recomputed on a swap)
+    models: tuple[str, ...] = ()
+    weights_load_gbps: float = DEFAULT_WEIGHTS_LOAD_GBPS
+    startup_s: float = DEFAULT_STARTUP_S
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +116,9 @@ class _GroupSpec(BaseModel):
     max_loras: int = Field(default=0, ge=0, le=1024)
     max_lora_rank: int = Field(default=DEFAULT_MAX_LORA_RANK, ge=1, le=1024)
     lora_load_gbps: float = Field(default=DEFAULT_LORA_LOAD_GBPS, gt=0)
+    models: list[str] = Field(default_factory=list)
+    weights_load_gbps: float = Field(default=DEFAULT_WEIGHTS_LOAD_GBPS, gt=0)
+    startup_s: float = Field(default=DEFAULT_STARTUP_S, ge=0)
 
 
 class _FleetSpec(BaseModel):
@@ -140,13 +157,14 @@ def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
         # vLLM reserves every LoRA slot at the largest rank up front
         slots = g.max_loras * lora_bytes(model, g.max_lora_rank)
         kv = kv_capacity_tokens(acc, model, g.tp, g.gpu_memory_utilization, lora_slot_bytes=slots)
-        if kv < 16 * 1024:
+        if kv < MIN_KV_TOKENS:
             raise InputError(
                 f"{model.name} on {g.tp}×{acc.kind} leaves {kv} tokens of KV cache",
                 source=source,
                 field=f"{where}.tp",
                 expected="more GPUs (tp) or a smaller model",
             )
+        models = _candidate_models(g, acc, model, source=source, where=where)
         cost = g.cost_per_hour if g.cost_per_hour is not None else acc.cost_per_hour
         for i in range(g.count):
             replicas.append(
@@ -164,6 +182,10 @@ def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
                     max_loras=g.max_loras,
                     max_lora_rank=g.max_lora_rank,
                     lora_load_gbps=g.lora_load_gbps,
+                    models=models,
+                    weights_load_gbps=g.weights_load_gbps,
+                    startup_s=g.startup_s,
+                    gpu_memory_utilization=g.gpu_memory_utilization,
                 )
             )
     ids = [r.id for r in replicas]
@@ -175,6 +197,49 @@ def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
             expected="distinct kinds",
         )
     return Fleet(name=spec.name, replicas=tuple(replicas))
+
+
+def _candidate_models(
+    g: _GroupSpec, acc: Accelerator, model: ModelArchitecture, *, source: str, where: str
+) -> tuple[str, ...]:
+    """The group's swappable base models (its own first), each checked to fit its GPUs."""
+    if not g.models:
+        return ()
+    names: list[str] = [model.name]
+    for j, name in enumerate(g.models):
+        other = get_model(name, source=source, field=f"{where}.models.{j}")
+        if other.name in names:
+            continue
+        slots = g.max_loras * lora_bytes(other, g.max_lora_rank)
+        kv = kv_capacity_tokens(acc, other, g.tp, g.gpu_memory_utilization, lora_slot_bytes=slots)
+        if kv < MIN_KV_TOKENS:
+            raise InputError(
+                f"{other.name} on {g.tp}×{acc.kind} leaves {kv} tokens of KV cache",
+                source=source,
+                field=f"{where}.models.{j}",
+                expected="base models whose weights fit the group's GPUs",
+            )
+        names.append(other.name)
+    return tuple(names) if len(names) > 1 else ()
+
+
+def with_model(spec: ReplicaSpec, model: ModelArchitecture) -> ReplicaSpec:
+    """``spec`` once it holds ``model``: its KV capacity recomputed for the new weights."""
+    if spec.models and model.name not in spec.models:
+        raise InputError(
+            f"replica {spec.id} cannot hold {model.name}",
+            field="model",
+            expected="one of " + ", ".join(spec.models),
+        )
+    if model.name == spec.model.name:
+        return spec
+    if not spec.models:
+        raise InputError(f"replica {spec.id} keeps {spec.model.name}", field="model")
+    slots = spec.max_loras * lora_bytes(model, spec.max_lora_rank)
+    kv = kv_capacity_tokens(
+        spec.accelerator, model, spec.tp, spec.gpu_memory_utilization, lora_slot_bytes=slots
+    )
+    return replace(spec, model=model, kv_capacity_tokens=kv)
 
 
 def load_fleet(path: str | Path) -> Fleet:

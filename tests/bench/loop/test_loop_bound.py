@@ -350,3 +350,27 @@ def test_adapter_loads_take_replica_time_from_the_bound():
         kv_capacity=False,
     )
     assert unbounded.goodput_rps == pytest.approx(tight.goodput_rps, rel=1e-6)
+
+
+def _swap_pool(llama: int, qwen: int, *, models: bool = True) -> Fleet:
+    extra: dict[str, Any] = {"models": [MODEL, "qwen2-7b"]} if models else {}
+    groups = [
+        {"kind": "a", "accelerator": "H100-SXM", "count": llama, "model": MODEL, **extra},
+        {"kind": "b", "accelerator": "H100-SXM", "count": qwen, "model": "qwen2-7b", **extra},
+    ]
+    return fleet_from_dict({"name": "pool", "replicas": groups})
+
+
+@pytest.mark.parametrize("kv_capacity", [True, False])
+def test_base_models_move_freely_in_the_bound_but_share_the_replicas(kv_capacity: bool) -> None:
+    # 30 req/s of llama for 60 s, then 30 req/s of qwen: 10 req/s per replica, three replicas
+    reqs = _requests(30, 60) + _requests(30, 60, start_s=60.0, model="qwen2-7b", first_id=5000)
+    kw: dict[str, Any] = {"window_s": 120.0, "kv_capacity": kv_capacity}
+    fixed = _bound(reqs, _swap_pool(2, 1, models=False), **kw)
+    free = _bound(reqs, _swap_pool(2, 1), **kw)
+    # fixed: llama on 2 replicas (20 req/s), then qwen on 1 (10 req/s); free: all 3 each time
+    assert fixed.goodput_rps == pytest.approx((20 * 60 + 10 * 60) / 120)
+    assert free.goodput_rps == pytest.approx(30.0)
+    # both models at once still share the three replicas
+    both = _requests(30, 60) + _requests(30, 60, model="qwen2-7b", first_id=5000)
+    assert _bound(both, _swap_pool(2, 1), window_s=60.0).goodput_rps == pytest.approx(30.0)

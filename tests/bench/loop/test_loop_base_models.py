@@ -1,0 +1,87 @@
+"""The loop moves base models: a re-plan that gives a replica another model swaps it in the
+simulator, and the route path sends the new model's requests there once it serves."""
+
+from __future__ import annotations
+
+from bench.loop.model_residency import DRAINING, LOADING, model_figures, model_intervals
+from bench.loop.plans import Planning
+from bench.loop.replan import Replanning
+from bench.policies import PlacementPolicy, policy_for_plan
+from placement.domain.fleet import fleet_from_dict
+from placement.domain.requests import DEFAULT_CLASSES, Request
+from placement.solver import FixedCapacity
+from sim.costmodel.factory import cost_model_for_replica
+from sim.simulator import Simulator
+from sim.workloads.base import Workload
+
+GROUP = {
+    "accelerator": "H100-SXM",
+    "models": ["llama-3-8b", "qwen2-7b"],
+    "weights_load_gbps": 10.0,
+    "startup_s": 2.0,
+}
+FLEET = fleet_from_dict(
+    {
+        "name": "pool",
+        "replicas": [
+            {"kind": "a", "count": 3, "model": "llama-3-8b", **GROUP},
+            {"kind": "b", "count": 1, "model": "qwen2-7b", **GROUP},
+        ],
+    }
+)
+SHIFT_S = 20.0
+
+
+def _workload() -> Workload:
+    """Llama at 30 req/s and Qwen at 5 for 20 s, then the other way round for 40 s."""
+    reqs: list[Request] = []
+    for model, before, after in (("llama-3-8b", 30, 5), ("qwen2-7b", 5, 30)):
+        t = 0.0
+        while t < 60.0:
+            reqs.append(Request(0, t, 200, 20, tenant="t", model=model))
+            t += 1.0 / (before if t < SHIFT_S else after)
+    reqs.sort(key=lambda r: (r.arrival_s, r.model))
+    for i, r in enumerate(reqs):
+        r.id = i
+    return Workload(name="shift", requests=reqs, tenants={})
+
+
+def test_a_replan_swaps_a_replica_to_the_model_whose_demand_grew() -> None:
+    wl = _workload()
+    planning = Planning(
+        fleet=FLEET,
+        tenants={},
+        classes=DEFAULT_CLASSES,
+        capacity=FixedCapacity({"H100-SXM": 10.0}),
+        block_tokens=16,
+        time_limit_s=2.0,
+    )
+    head = [r for r in wl.requests if r.arrival_s < SHIFT_S]
+    first = planning.solve(head, window_s=SHIFT_S)
+    assert first is not None and planning.records[-1].swaps == ()  # 3 : 1 fits 30 : 5
+    policy = policy_for_plan(first, 0, 16)
+    assert isinstance(policy, PlacementPolicy)
+    routing = Replanning(policy, planning, period_s=10.0, plan=first)
+    result = Simulator(FLEET, routing, wl, cost_model=cost_model_for_replica).run()
+    swaps = [s for rec in planning.records for s in rec.swaps]
+    assert swaps and all(model == "qwen2-7b" for _, model in swaps)
+    served = {e.replica for e in result.model_events if e.stage == "serve"}
+    assert served and all(e.model == "qwen2-7b" for e in result.model_events)
+    # the swapped replicas serve Qwen after their load, and nothing while they drain and load
+    spans = model_intervals(result)
+    for replica in served:
+        mine = [(m, t0, t1) for r, m, t0, t1 in spans if r == replica]
+        # (an idle replica drains in no time)
+        assert [m for m, _, _ in mine if m != DRAINING] == ["llama-3-8b", LOADING, "qwen2-7b"]
+        busy = [(t0, t1) for m, t0, t1 in mine if m in (DRAINING, LOADING)]
+        start, end = busy[0][0], busy[-1][1]
+        late = [r for r in result.requests if r.replica == replica and r.arrival_s > end]
+        assert late and all(r.model == "qwen2-7b" for r in late)
+        assert not [
+            r for r in result.requests if r.replica == replica and start < r.arrival_s < end
+        ]
+    figures = model_figures(result)
+    assert figures["swaps"] == figures["swaps_done"] == len(served)
+    # nothing lost on the way
+    assert not [r for r in result.requests if r.error.startswith("lost")]
+    assert all(r.finish_s >= 0 for r in result.requests if not r.error)

@@ -1,0 +1,103 @@
+"""Base-model placement: replicas follow each model's demand, with a churn cost and a floor."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement.domain.fleet import Fleet, fleet_from_dict
+from placement.domain.requests import DEFAULT_CLASSES, Request
+from placement.errors import InputError
+from placement.solver.base_models import (
+    HYSTERESIS,
+    MAX_SWAPS,
+    place_base_models,
+    swappable,
+    with_residency,
+)
+from placement.solver.capacity import FixedCapacity
+
+CAP = FixedCapacity({"H100-SXM": 10.0})  # req/s per replica, any model
+
+
+def pool(llama: int, qwen: int, *, startup_s: float = 2.0) -> Fleet:
+    group = {
+        "accelerator": "H100-SXM",
+        "models": ["llama-3-8b", "qwen2-7b"],
+        "weights_load_gbps": 10.0,
+        "startup_s": startup_s,
+    }
+    groups = [
+        {"kind": "a", "count": llama, "model": "llama-3-8b", **group},
+        {"kind": "b", "count": qwen, "model": "qwen2-7b", **group},
+    ]
+    return fleet_from_dict({"name": "pool", "replicas": [g for g in groups if g["count"]]})
+
+
+def demand(llama_rps: float, qwen_rps: float, window_s: float = 10.0) -> list[Request]:
+    out: list[Request] = []
+    for model, rps in (("llama-3-8b", llama_rps), ("qwen2-7b", qwen_rps)):
+        n = int(rps * window_s)
+        out += [Request(len(out) + i, i * window_s / n, 100, 10, model=model) for i in range(n)]
+    return out
+
+
+def place(fleet: Fleet, reqs: list[Request], **kw: object):
+    args: dict[str, object] = {"window_s": 10.0, "horizon_s": 120.0, **kw}
+    return place_base_models(reqs, fleet, DEFAULT_CLASSES, CAP, **args)  # type: ignore[arg-type]
+
+
+def held(placed, model: str) -> int:
+    return sum(1 for m in placed.models.values() if m == model)
+
+
+def test_replicas_follow_demand_from_the_current_holders():
+    fleet = pool(6, 2)
+    placed = place(fleet, demand(40.0, 40.0))  # 4 replicas' worth each
+    assert placed.demand == pytest.approx({"llama-3-8b": 4.0, "qwen2-7b": 4.0})
+    assert held(placed, "qwen2-7b") == 2 + MAX_SWAPS  # at most MAX_SWAPS per plan
+    assert set(placed.swaps) <= {r.id for r in fleet.replicas if r.model.name == "llama-3-8b"}
+    again = place(with_residency(fleet, placed.models), demand(40.0, 40.0))
+    assert again.swaps == ()  # balanced: nothing moves
+
+
+def test_a_small_imbalance_or_a_dear_swap_moves_nothing():
+    fleet = pool(4, 4)
+    assert place(fleet, demand(42.0, 38.0)).swaps == ()  # within the hysteresis
+    # the same imbalance that moves a replica when swaps are cheap stays when one costs more
+    # than the plan's horizon gains
+    assert place(fleet, demand(60.0, 20.0)).swaps
+    assert place(pool(4, 4, startup_s=200.0), demand(60.0, 20.0)).swaps == ()
+    assert HYSTERESIS > 0
+
+
+def test_a_model_with_demand_keeps_a_replica_and_one_without_a_holder_gets_one():
+    placed = place(pool(1, 7), demand(0.5, 80.0))
+    assert held(placed, "llama-3-8b") == 1
+    placed = place(pool(8, 0), demand(60.0, 5.0))
+    assert held(placed, "qwen2-7b") == 1
+
+
+def test_unhealthy_replicas_stay_as_they_are_and_fixed_fleets_do_not_swap():
+    fleet = pool(6, 2)
+    sick = [r.id for r in fleet.replicas if r.model.name == "llama-3-8b"][-1]
+    placed = place(fleet, demand(40.0, 40.0), unhealthy={sick})
+    assert sick not in placed.swaps and placed.models[sick] == "llama-3-8b"
+    fixed = fleet_from_dict(
+        {
+            "name": "f",
+            "replicas": [
+                {"kind": "a", "accelerator": "H100-SXM", "count": 2, "model": "llama-3-8b"}
+            ],
+        }
+    )
+    assert not swappable(fixed) and swappable(fleet)
+    assert place(fixed, demand(40.0, 0.0)).swaps == ()
+
+
+def test_with_residency_recomputes_kv_and_bad_windows_are_refused():
+    fleet = pool(1, 1)
+    moved = with_residency(fleet, {fleet.replicas[0].id: "qwen2-7b"})
+    assert moved.replicas[0].model.name == "qwen2-7b"
+    assert moved.replicas[0].kv_capacity_tokens == fleet.replicas[1].kv_capacity_tokens
+    with pytest.raises(InputError):
+        place(fleet, demand(1.0, 1.0), window_s=0.0)
