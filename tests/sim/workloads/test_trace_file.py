@@ -115,7 +115,7 @@ def test_the_multi_model_sample_declares_its_adapters_on_their_base_model() -> N
     assert asked == set(w.adapters) and len(asked) >= 24  # a few dozen
     assert {a.base for a in w.adapters.values()} == {"llama-3-8b"}
     assert {a.rank for a in w.adapters.values()} == {8, 16, 32, 64}
-    assert {r.model for r in w.requests} == {"llama-3-8b", "llama-3-70b"}
+    assert {r.model for r in w.requests} == {"llama-3-8b", "qwen2-7b", "llama-3-70b"}
     assert all(r.model == "llama-3-8b" for r in w.requests if r.adapter)
 
 
