@@ -39,6 +39,7 @@ from bench.loop.plans import NO_GROUPS, Planning
 from bench.loop.replan import Replanning
 from bench.loop.tuning import (
     BASE_PROFILE,
+    BASE_WAITING_PRICE,
     TUNE_LOADS,
     WARM_KV_SHARES,
     Setting,
@@ -46,6 +47,7 @@ from bench.loop.tuning import (
     grid,
     keeps_every_load,
     plan_pickers,
+    waiting_variant,
     write_profile,
 )
 from bench.policies import (
@@ -167,6 +169,7 @@ class CaseContext:
     credit_slack: float | None = None  # past capacity, a tenant this far ahead yields
     tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
     tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
+    waiting_price: str = BASE_WAITING_PRICE  # the route profile's waiting.price (tuned on the head)
     # the plans' reported predicted-attainment model (None: the route profile's, pooled for
     # the scored picker, :func:`~placement.solver.pooled_attainment.attainment_for`)
     attainment: AttainmentModel | None = None
@@ -435,6 +438,11 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got
+        # then the scraped waiting queue's price, on top of all that, under the same rule
+        for setting in waiting_variant(best[1]):
+            got = score(setting)
+            if sum(got) > best[0] and keeps_every_load(got, by_load):
+                best, by_load = (sum(got), setting), got
     chosen = best[1]
     ctx.headroom = chosen.headroom
     ctx.warm_kv_share = chosen.warm_kv_share
@@ -445,6 +453,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx.credit_slack = chosen.credit_slack
     ctx.tpot_by_work = chosen.tpot_by_work
     ctx.tpot_shed_from = chosen.tpot_shed_from
+    ctx.waiting_price = chosen.waiting_price
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
@@ -455,7 +464,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         f"(by the queue) at {chosen.strict_refuse_at}, credit cut {chosen.strict_credit_cut}, "
         f"credit slack {chosen.credit_slack}, "
         f"TPOT forecast by work {chosen.tpot_by_work}, TPOT rule sheds from "
-        f"{chosen.tpot_shed_from}"
+        f"{chosen.tpot_shed_from}, scraped waiting queue priced {chosen.waiting_price}"
     )
     return ctx
 
@@ -627,6 +636,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_credit_slack": ctx.credit_slack,
         "gate_tpot_by_work": ctx.tpot_by_work,
         "gate_tpot_shed_from": ctx.tpot_shed_from,
+        "waiting_price": ctx.waiting_price,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
         "our_knee_load": knee(our_rows),

@@ -33,6 +33,13 @@ Nor is ``Setting.tpot_shed_from`` (the TPOT rule refusing only at a 0.9 chance o
 that share of SLO refusals): on the tails, with the chosen settings fixed, it lost 2–5% at
 loads 3–4 of ``tiers`` and of ``kv-bound`` over the heterogeneous fleet (bench/RESULTS.md).
 
+Last, the scraped waiting queue's price (:func:`waiting_variant`, ``waiting.price`` in the
+route profile, :mod:`serving.route.waiting_queue`): a waiting request at the mean uncached prompt
+the router dispatched to that replica rather than at 1,024 tokens. Fixed on for every case it
+gained on the tail of ``multi-model`` (short prompts) at every load but lost 3–10% past the knee
+of ``kv-bound``, ``tiers`` and ``mixed`` (bench/RESULTS.md), so it is offered on top of the chosen
+setting under :func:`keeps_every_load`, one variant per case.
+
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
 inspected and reused (``placement bench routing`` and the service read the same YAML).
@@ -77,6 +84,9 @@ STRICT_CREDIT_CUT = 0.0
 CREDIT_SLACK = 300.0
 # the most a gate variant may lose at one tuning load against the chosen route setting
 NO_LOSS = 0.02
+# the scraped waiting queue's price (``waiting.price``): the shipped one, and the one offered
+BASE_WAITING_PRICE = "constant"
+DISPATCHED_WAITING_PRICE = "dispatched"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +103,7 @@ class Setting:
     credit_slack: float | None = None  # None: no tenant yields for credit alone
     tpot_by_work: bool = False  # the gate's TPOT forecast by work
     tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
+    waiting_price: str = BASE_WAITING_PRICE  # the route profile's ``waiting.price``
 
 
 def grid(
@@ -119,6 +130,13 @@ def gate_variants(chosen: Setting, *, credit_slack: bool = False) -> list[Settin
     return [v for v in variants if v != chosen]
 
 
+def waiting_variant(chosen: Setting) -> list[Setting]:
+    """The chosen setting with the scraped waiting queue priced by what was dispatched (none if
+    it already is)."""
+    priced = dataclasses.replace(chosen, waiting_price=DISPATCHED_WAITING_PRICE)
+    return [priced] if priced != chosen else []
+
+
 def keeps_every_load(
     variant: Sequence[float], base: Sequence[float], *, tolerance: float = NO_LOSS
 ) -> bool:
@@ -135,8 +153,8 @@ def plan_pickers(request_classes: Iterable[str], accelerators: Iterable[str]) ->
 
 
 def write_profile(setting: Setting, directory: Path, base: Path = BASE_PROFILE) -> Path:
-    """The base profile with the setting's scorer weights and plan picker, as a YAML file in
-    ``directory``."""
+    """The base profile with the setting's scorer weights, plan picker and waiting-queue price,
+    as a YAML file in ``directory`` (named for the price only where it is not the shipped one)."""
     doc = yaml.safe_load(base.read_text())
     weights = {
         "prefix-match-scorer": setting.prefix_weight,
@@ -147,6 +165,9 @@ def write_profile(setting: Setting, directory: Path, base: Path = BASE_PROFILE) 
             scorer["weight"] = weights[scorer["name"]]
     doc["plan_picker"] = setting.plan_picker
     name = f"{setting.plan_picker}-p{setting.prefix_weight:g}-t{setting.ttft_weight:g}"
+    if setting.waiting_price != BASE_WAITING_PRICE:
+        doc["waiting"] = {**doc.get("waiting", {}), "price": setting.waiting_price}
+        name += f"-waiting-{setting.waiting_price}"
     doc["name"] = name
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.yaml"
