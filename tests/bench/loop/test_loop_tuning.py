@@ -2,10 +2,16 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 from bench.loop.tuning import (
     BASE_PLAN_PICKER,
+    BASE_WAITING_PRICE,
     CREDIT_SLACK,
+    DISPATCHED_WAITING_PRICE,
     HEADROOMS,
     NO_LOSS,
     PLAN_PICKER_CHOICES,
@@ -13,17 +19,22 @@ from bench.loop.tuning import (
     STRICT_CREDIT_CUT,
     STRICT_REFUSE_AT,
     TTFT_WEIGHTS,
+    TUNE_LOADS,
     WARM_KV_SHARES,
     Setting,
     gate_variants,
     grid,
     keeps_every_load,
     plan_pickers,
+    waiting_variant,
     write_profile,
 )
+from placement.domain.fleet import load_fleet
+from placement.paths import repo_root
 from placement.solver.instance import WARM_KV_SHARE
 from serving.admission.slo_gate import DEFAULT_CREDIT_CUT, DEFAULT_OVERLOAD_REFUSE_AT
 from serving.route import load_profile
+from sim.workloads.registry import load_workload
 
 
 def test_written_profile_loads_with_the_setting_weights(tmp_path: Path) -> None:
@@ -134,3 +145,62 @@ def test_the_credit_slack_is_tried_on_top_of_both_gates_only_when_asked() -> Non
     assert strict_slack.strict_refuse_at == STRICT_REFUSE_AT
     # the route setting is the chosen one in every variant
     assert {(v.prefix_weight, v.ttft_weight) for v in (strict, slack, strict_slack)} == {(1.0, 0.5)}
+
+
+def test_the_waiting_price_is_offered_once_on_top_of_the_chosen_setting(tmp_path: Path) -> None:
+    chosen = Setting(12.0, 0.5, 1.0, strict_refuse_at=STRICT_REFUSE_AT)
+    (priced,) = waiting_variant(chosen)
+    assert priced == dataclasses.replace(chosen, waiting_price=DISPATCHED_WAITING_PRICE)
+    assert waiting_variant(priced) == []
+    # the grid and the gate variants keep the shipped price
+    assert {s.waiting_price for s in [*grid(), *gate_variants(chosen)]} == {BASE_WAITING_PRICE}
+    # the written profile carries the price; the shipped price leaves profile and name as before
+    shipped, offered = write_profile(chosen, tmp_path), write_profile(priced, tmp_path)
+    assert shipped != offered and shipped.stem == "scored-p12-t0.5"
+    assert not load_profile(shipped).price_waiting
+    profile = load_profile(offered)
+    assert profile.price_waiting and not profile.waiting_since_scrape
+    weights = {s.name: w for s, w in profile.scorers}
+    assert (weights["prefix-match-scorer"], weights["predicted-ttft-scorer"]) == (12.0, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("priced", "kept"),
+    [
+        ((30.0, 42.0, 40.0), True),  # gains in sum, within NO_LOSS at every load
+        ((25.0, 60.0, 60.0), False),  # gains in sum but loses 17% at the first load
+        ((30.0, 40.0, 30.0), False),  # loses nowhere but gains nothing
+    ],
+)
+def test_the_head_keeps_the_waiting_price_only_if_it_loses_at_no_tuning_load(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    priced: tuple[float, float, float],
+    kept: bool,
+) -> None:
+    """The head's goodput faked per load: every setting of the grid and the gate scores
+    (30, 40, 30); the priced variant scores ``priced``."""
+    from bench.loop import run
+
+    def fake_ours(ctx: Any, load: float, **_: Any) -> tuple[Any, Any, None]:
+        price = load_profile(ctx.profile).price_waiting
+        return (price, load), ctx.tune, None
+
+    def fake_summarise(result: tuple[bool, float], _: Any) -> SimpleNamespace:
+        price, load = result
+        got = dict(zip(TUNE_LOADS, priced if price else (30.0, 40.0, 30.0), strict=True))
+        return SimpleNamespace(goodput_rps=got[load])
+
+    monkeypatch.setattr(run, "ours", fake_ours)
+    monkeypatch.setattr(run, "summarise", fake_summarise)
+    case = run.Case(
+        workload=load_workload("synthetic", duration_s=30.0),
+        fleet=load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+        peers=("round_robin",),
+        loads=(1.0,),
+        learn=False,
+    )
+    ctx = run.prepare(case, tmp_path, lambda _: None)
+    assert load_profile(ctx.profile).price_waiting is kept
+    assert ctx.waiting_price == (DISPATCHED_WAITING_PRICE if kept else BASE_WAITING_PRICE)
+    assert f"waiting queue priced {ctx.waiting_price}" in ctx.notes[-1]
