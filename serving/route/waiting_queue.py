@@ -32,7 +32,9 @@ dispatched"). The price raised the gate's precision where the constant was furth
 past the knee (not diagnosed; the constant's larger count of a scraped queue may have been
 holding load back there, where the gate sheds most). Priced at whole prompts (the own count's
 unit) it lost too (``kv-bound`` over the heterogeneous fleet −12% at load 4). Counting first
-tokens since the scrape lowered goodput at load 4 of ``multi-model``'s head.
+tokens since the scrape lowered goodput at load 4 of ``multi-model``'s head. ``placement bench
+loop`` offers the price to each case's head tuning, kept only where it loses at no tuning load
+(:func:`bench.loop.tuning.waiting_variant`).
 """
 
 from __future__ import annotations
