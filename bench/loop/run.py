@@ -438,8 +438,12 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got
-        # then the scraped waiting queue's price, on top of all that, under the same rule
-        for setting in waiting_variant(best[1]):
+        # then the scraped waiting queue's price, on top of all that, under the same rule, on
+        # traffic of short prompts
+        prompts = (
+            float(np.mean([r.input_tokens for r in tune.requests])) if tune.requests else np.inf
+        )
+        for setting in waiting_variant(best[1], prompts):
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got

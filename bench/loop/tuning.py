@@ -37,8 +37,10 @@ Last, the scraped waiting queue's price (:func:`waiting_variant`, ``waiting.pric
 route profile, :mod:`serving.route.waiting_queue`): a waiting request at the mean uncached prompt
 the router dispatched to that replica rather than at 1,024 tokens. Fixed on for every case it
 gained on the tail of ``multi-model`` (short prompts) at every load but lost 3–10% past the knee
-of ``kv-bound``, ``tiers`` and ``mixed`` (bench/RESULTS.md), so it is offered on top of the chosen
-setting under :func:`keeps_every_load`, one variant per case.
+of ``kv-bound``, ``tiers`` and ``mixed`` (bench/RESULTS.md). So it is offered, on top of the
+chosen setting under :func:`keeps_every_load`, only to traffic whose head's mean prompt the
+constant overprices by more than :data:`SHORT_PROMPT_FACTOR`: the head alone does not screen the
+loss out (on ``kv-bound`` over ``h100x8`` it kept the price, and its tail lost 10% at load 4).
 
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
@@ -58,6 +60,7 @@ import yaml
 from placement.paths import repo_root
 from placement.solver.instance import WARM_KV_SHARE
 from serving.admission.slo_gate import DEFAULT_CREDIT_CUT, DEFAULT_OVERLOAD_REFUSE_AT
+from serving.route.waiting_queue import QUEUED_PROMPT_TOKENS
 
 BASE_PROFILE = repo_root() / "data" / "profiles" / "scored.yaml"
 PREFIX_WEIGHTS = (1.0, 4.0, 12.0)
@@ -87,6 +90,9 @@ NO_LOSS = 0.02
 # the scraped waiting queue's price (``waiting.price``): the shipped one, and the one offered
 BASE_WAITING_PRICE = "constant"
 DISPATCHED_WAITING_PRICE = "dispatched"
+# the price is offered where the constant (a waiting request at QUEUED_PROMPT_TOKENS) is more
+# than this many times the head's mean prompt
+SHORT_PROMPT_FACTOR = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +136,12 @@ def gate_variants(chosen: Setting, *, credit_slack: bool = False) -> list[Settin
     return [v for v in variants if v != chosen]
 
 
-def waiting_variant(chosen: Setting) -> list[Setting]:
-    """The chosen setting with the scraped waiting queue priced by what was dispatched (none if
-    it already is)."""
+def waiting_variant(chosen: Setting, mean_prompt_tokens: float) -> list[Setting]:
+    """The chosen setting with the scraped waiting queue priced by what was dispatched, offered
+    to traffic of short prompts (the head's mean under :data:`QUEUED_PROMPT_TOKENS` over
+    :data:`SHORT_PROMPT_FACTOR`); none otherwise, or if it already is."""
+    if mean_prompt_tokens * SHORT_PROMPT_FACTOR >= QUEUED_PROMPT_TOKENS:
+        return []
     priced = dataclasses.replace(chosen, waiting_price=DISPATCHED_WAITING_PRICE)
     return [priced] if priced != chosen else []
 
