@@ -16,6 +16,7 @@ from bench.loop.tuning import (
     NO_LOSS,
     PLAN_PICKER_CHOICES,
     PREFIX_WEIGHTS,
+    SHORT_PROMPT_FACTOR,
     STRICT_CREDIT_CUT,
     STRICT_REFUSE_AT,
     TTFT_WEIGHTS,
@@ -34,6 +35,7 @@ from placement.paths import repo_root
 from placement.solver.instance import WARM_KV_SHARE
 from serving.admission.slo_gate import DEFAULT_CREDIT_CUT, DEFAULT_OVERLOAD_REFUSE_AT
 from serving.route import load_profile
+from serving.route.waiting_queue import QUEUED_PROMPT_TOKENS
 from sim.workloads.registry import load_workload
 
 
@@ -149,9 +151,13 @@ def test_the_credit_slack_is_tried_on_top_of_both_gates_only_when_asked() -> Non
 
 def test_the_waiting_price_is_offered_once_on_top_of_the_chosen_setting(tmp_path: Path) -> None:
     chosen = Setting(12.0, 0.5, 1.0, strict_refuse_at=STRICT_REFUSE_AT)
-    (priced,) = waiting_variant(chosen)
+    short = QUEUED_PROMPT_TOKENS / SHORT_PROMPT_FACTOR - 1.0
+    (priced,) = waiting_variant(chosen, short)
     assert priced == dataclasses.replace(chosen, waiting_price=DISPATCHED_WAITING_PRICE)
-    assert waiting_variant(priced) == []
+    assert waiting_variant(priced, short) == []
+    # not offered to traffic whose prompts the constant does not overprice by the factor
+    assert waiting_variant(chosen, QUEUED_PROMPT_TOKENS / SHORT_PROMPT_FACTOR) == []
+    assert waiting_variant(chosen, 10_000.0) == []
     # the grid and the gate variants keep the shipped price
     assert {s.waiting_price for s in [*grid(), *gate_variants(chosen)]} == {BASE_WAITING_PRICE}
     # the written profile carries the price; the shipped price leaves profile and name as before
@@ -165,25 +171,31 @@ def test_the_waiting_price_is_offered_once_on_top_of_the_chosen_setting(tmp_path
 
 
 @pytest.mark.parametrize(
-    ("priced", "kept"),
+    ("workload", "priced", "kept"),
     [
-        ((30.0, 42.0, 40.0), True),  # gains in sum, within NO_LOSS at every load
-        ((25.0, 60.0, 60.0), False),  # gains in sum but loses 17% at the first load
-        ((30.0, 40.0, 30.0), False),  # loses nowhere but gains nothing
+        ("multi-model", (30.0, 42.0, 40.0), True),  # gains in sum, within NO_LOSS everywhere
+        ("multi-model", (25.0, 60.0, 60.0), False),  # gains in sum but loses 17% at load 1
+        ("multi-model", (30.0, 40.0, 30.0), False),  # loses nowhere but gains nothing
+        ("synthetic", (30.0, 42.0, 40.0), False),  # long prompts: not offered
     ],
 )
 def test_the_head_keeps_the_waiting_price_only_if_it_loses_at_no_tuning_load(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    workload: str,
     priced: tuple[float, float, float],
     kept: bool,
 ) -> None:
     """The head's goodput faked per load: every setting of the grid and the gate scores
-    (30, 40, 30); the priced variant scores ``priced``."""
+    (30, 40, 30); the priced variant scores ``priced``. ``multi-model``'s prompts are short
+    (mean ~230 tokens), ``synthetic``'s long (~3,700)."""
     from bench.loop import run
+
+    offered: list[bool] = []
 
     def fake_ours(ctx: Any, load: float, **_: Any) -> tuple[Any, Any, None]:
         price = load_profile(ctx.profile).price_waiting
+        offered.append(price)
         return (price, load), ctx.tune, None
 
     def fake_summarise(result: tuple[bool, float], _: Any) -> SimpleNamespace:
@@ -193,14 +205,17 @@ def test_the_head_keeps_the_waiting_price_only_if_it_loses_at_no_tuning_load(
 
     monkeypatch.setattr(run, "ours", fake_ours)
     monkeypatch.setattr(run, "summarise", fake_summarise)
+    fleet = "multimodel.yaml" if workload == "multi-model" else "h100x8.yaml"
     case = run.Case(
-        workload=load_workload("synthetic", duration_s=30.0),
-        fleet=load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+        workload=load_workload(workload, duration_s=30.0),
+        fleet=load_fleet(repo_root() / "data" / "fleets" / fleet),
         peers=("round_robin",),
         loads=(1.0,),
         learn=False,
     )
     ctx = run.prepare(case, tmp_path, lambda _: None)
+    # one variant per case, three tuning runs, and only on short prompts
+    assert offered.count(True) == (3 if workload == "multi-model" else 0)
     assert load_profile(ctx.profile).price_waiting is kept
     assert ctx.waiting_price == (DISPATCHED_WAITING_PRICE if kept else BASE_WAITING_PRICE)
     assert f"waiting queue priced {ctx.waiting_price}" in ctx.notes[-1]
