@@ -98,6 +98,8 @@ class ReplicaScraper:
             reg.metrics_etag = etag
             self.pages_read += 1
         s.scraped_at = time.monotonic()
+        # the gauges hold as of now: first tokens from here on have left their waiting count
+        s.first_tokens_at_scrape = s.first_tokens
         reg.scrape_failures = 0
         self.service.mark_health(s.id, True)
 

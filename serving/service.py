@@ -253,6 +253,8 @@ class PlacementService:
             old = self.replicas[state.id]
             state.in_flight = old.in_flight
             state.in_flight_prefill_tokens = old.in_flight_prefill_tokens
+            state.waiting_prompt_tokens = old.waiting_prompt_tokens
+            state.prompts_priced = old.prompts_priced
         url = metrics_url or state.address.rstrip("/") + "/metrics"
         if "://" not in url:
             url = "http://" + url

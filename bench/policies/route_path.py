@@ -164,6 +164,7 @@ class PlacementPolicy:
                 s.num_requests_running = v.num_running
                 s.num_requests_waiting = v.num_waiting
                 s.kv_cache_usage_perc = v.kv_usage
+                s.first_tokens_at_scrape = s.first_tokens
         if moved:  # the pools changed: the route path re-indexes them
             self.path.set_replicas(self._states)
 

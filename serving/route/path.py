@@ -45,6 +45,7 @@ from serving.route.plugins.pickers.least_predicted_ttft_picker import LeastPredi
 from serving.route.prefix_index import RouterPrefixIndex
 from serving.route.profile import RouteProfile, load_profile
 from serving.route.types import Decision, NoReplica, ReplicaState, RouteQuery, UnservedModel
+from serving.route.waiting_queue import first_token, price_dispatch
 
 PLAN = "plan"
 SPILL = "fallback:spill"
@@ -101,6 +102,8 @@ class PlacementRoutePath:
         self._reasons.setdefault("unhealthy", "fallback:unhealthy")
         self._prefixes = RouterPrefixIndex(p.block_tokens) if p.uses_prefix_index else None
         self._fastest = LeastPredictedTtftPicker()
+        self._price_waiting = p.price_waiting
+        self._waiting_since_scrape = p.waiting_since_scrape
         # id(query) -> (replica id, prefill tokens not yet past first token, first-token time)
         self._open: dict[int, tuple[str, int, float]] = {}
         # replica id -> the LoRA adapters last sent there, least recent first (at most its
@@ -555,6 +558,8 @@ class PlacementRoutePath:
                 self._book_slots(state, book)
         state.in_flight += 1
         state.in_flight_prefill_tokens += query.input_tokens
+        if self._price_waiting:
+            price_dispatch(state, query.input_tokens - decision.cached_tokens)
         if self.by_priority:
             split = state.prefill_tokens_by_priority
             split[query.priority] = split.get(query.priority, 0) + query.input_tokens
@@ -573,6 +578,8 @@ class PlacementRoutePath:
         state = self.replica(record[0])
         if state is not None:
             state.in_flight_prefill_tokens -= record[1]
+            if self._waiting_since_scrape:
+                first_token(state)
             if self.by_priority:
                 _unqueue(state, query.priority, record[1])
             book = self._slots.get(record[0]) if query.adapter else None

@@ -22,6 +22,13 @@ A profile file::
       unseen_prefix: {picker: bounded-load-hash-picker, epsilon: 0.25}
       planned_unavailable: least-predicted-ttft-picker
       no_plan: max-score-picker
+    waiting: {price: constant, since_scrape: false}   # the scraped queue in tokens
+
+``waiting`` says how the scraped ``num_requests_waiting`` counts in the queue ahead of a request
+(:mod:`serving.route.waiting_queue`): each at the mean uncached prompt the router dispatched
+there (``dispatched``) or at a fixed 1,024 tokens (``constant``, the default), less the first
+tokens seen since the scrape (``since_scrape``, off by default): both measured, neither kept on
+(bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from serving.route.plugins import (
 )
 from serving.route.plugins.filters.load_cap_filter import LoadCapFilter
 from serving.route.plugins.pickers.max_score_picker import MaxScorePicker
+from serving.route.waiting_queue import PRICES
 
 FALLBACK_SITUATIONS = ("unseen_prefix", "planned_unavailable", "no_plan")
 PLAN_PICKERS = ("weighted", "scored", "warm", "planned")
@@ -68,6 +76,7 @@ DEFAULTS: dict[str, Any] = {
         "planned_unavailable": "least-predicted-ttft-picker",
         "no_plan": "max-score-picker",
     },
+    "waiting": {"price": "constant", "since_scrape": False},
 }
 
 
@@ -101,6 +110,10 @@ class RouteProfile:
     unseen_prefix: FallbackPicker
     planned_unavailable: FallbackPicker
     no_plan: FallbackPicker
+    # the scraped waiting queue: each request at the mean uncached prompt dispatched there
+    # (else the constant), less the first tokens seen since the scrape
+    price_waiting: bool = False
+    waiting_since_scrape: bool = False
 
     @property
     def load_cap(self) -> LoadCapFilter | None:
@@ -139,7 +152,7 @@ def with_defaults(raw: dict[str, Any], *, source: str) -> dict[str, Any]:
         )
     out = copy.deepcopy(DEFAULTS)
     for key, value in raw.items():
-        if key in ("ring", "fallbacks") and isinstance(value, dict):
+        if key in ("ring", "fallbacks", "waiting") and isinstance(value, dict):
             out[key].update(value)
         else:
             out[key] = value
@@ -251,6 +264,7 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         name, params = _spec(fallbacks[situation], source=source, field=field, name_key="picker")
         factory = _lookup(PICKERS, name, source=source, field=f"{field}.picker")
         pickers[situation] = factory(Params(params, source=source, field=field), frozen_scorers)
+    price, since_scrape = _waiting(raw["waiting"], source=source)
     name = raw["name"]
     if not isinstance(name, str) or not name:
         raise InputError(
@@ -271,7 +285,37 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         unseen_prefix=pickers["unseen_prefix"],
         planned_unavailable=pickers["planned_unavailable"],
         no_plan=pickers["no_plan"],
+        price_waiting=price == "dispatched",
+        waiting_since_scrape=since_scrape,
     )
+
+
+def _waiting(waiting: Any, *, source: str) -> tuple[str, bool]:
+    """The ``waiting`` mapping: its price and whether it counts since the scrape."""
+    if not isinstance(waiting, dict):
+        raise InputError(f"got {waiting!r}", source=source, field="waiting", expected="a mapping")
+    unknown = sorted(set(waiting) - {"price", "since_scrape"})
+    if unknown:
+        raise InputError(
+            "unknown key",
+            source=source,
+            field=f"waiting.{unknown[0]}",
+            expected="price, since_scrape",
+        )
+    price = waiting["price"]
+    if price not in PRICES:
+        raise InputError(
+            f"got {price!r}", source=source, field="waiting.price", expected=" or ".join(PRICES)
+        )
+    since_scrape = waiting["since_scrape"]
+    if not isinstance(since_scrape, bool):
+        raise InputError(
+            f"got {since_scrape!r}",
+            source=source,
+            field="waiting.since_scrape",
+            expected="true or false",
+        )
+    return price, since_scrape
 
 
 # ---- phase 4: validate ------------------------------------------------------------------------

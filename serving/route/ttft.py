@@ -10,7 +10,9 @@ tokens, the route path predicts
   interpolated linearly between grid points (extrapolated along the last segment beyond);
 - ``queued_k``: uncached prompt tokens ahead of it, the larger of the router's own counter
   (``in_flight_prefill_tokens``: prompt tokens dispatched without a first token yet) and the
-  scraped ``num_requests_waiting`` × :data:`QUEUED_PROMPT_TOKENS` (the prior's queue rule);
+  scraped ``num_requests_waiting`` priced in prompt tokens (:mod:`serving.route.waiting_queue`:
+  the mean uncached prompt the router dispatched there, or :data:`QUEUED_PROMPT_TOKENS` before
+  it dispatched any, or always with the profile's ``waiting.price: constant``);
 - ``prefill_rate_k``: tokens per second of a full prefill chunk, ``C / (overhead + linear(C))``.
 
 Kinds the catalogue does not know (or that cannot be split over their TP) get a generic table

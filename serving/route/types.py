@@ -92,6 +92,15 @@ class ReplicaState:
     # lets others pass them, so they are not queued ahead of a new request
     slot_waiting_requests: int = 0
     slot_waiting_tokens: int = 0
+    # the price of one scraped waiting request, in uncached prompt tokens (the route path's own
+    # moving mean of what it dispatched here, :mod:`serving.route.waiting_queue`), over
+    # ``prompts_priced`` dispatches (0: none priced yet, the constant prices it)
+    waiting_prompt_tokens: float = 0.0
+    prompts_priced: int = 0
+    # first tokens the route path has seen from this replica, and their count when the scraper
+    # last read its gauges: those since have left the scraped waiting queue
+    first_tokens: int = 0
+    first_tokens_at_scrape: int = 0
     # of the prompt tokens in flight not yet past their first token, those of each engine
     # priority (kept only by a route path whose replicas schedule by priority): a new request
     # waits behind those of its priority or better alone

@@ -71,9 +71,12 @@ def test_a_page_is_read_in_full_only_when_it_changed(emulator: EmulatorThread) -
             first = {r: service.replicas[r].scraped_at for r in IDS}
             assert all(t > 0 for t in first.values())
 
+            service.replicas["h100-0"].first_tokens = 3  # first tokens the route path saw
             await scraper.scrape_all()  # nothing changed: two 304s, both stamped fresh again
             assert (scraper.pages_read, scraper.pages_unchanged) == (2, 2)
             assert all(service.replicas[r].scraped_at > first[r] for r in IDS)
+            # the gauges hold as of this scrape: earlier first tokens are in its waiting count
+            assert service.replicas["h100-0"].first_tokens_at_scrape == 3
 
             await asyncio.to_thread(_complete, emulator, "h100-1")
             await scraper.scrape_all()  # h100-1 served a request: its page is read again

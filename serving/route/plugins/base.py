@@ -21,8 +21,8 @@ from typing import Protocol
 from serving.route.compiled import CompiledPlan
 from serving.route.fleet import FleetView
 from serving.route.ring import key_of
-from serving.route.ttft import QUEUED_PROMPT_TOKENS
 from serving.route.types import ReplicaState, RouteQuery
+from serving.route.waiting_queue import waiting_tokens
 
 
 class ReplicaFilter(Protocol):
@@ -48,9 +48,9 @@ class FallbackPicker(Protocol):
 
 
 def queued_prefill_tokens(state: ReplicaState) -> float:
-    """Prompt tokens ahead of a new request: the router's own count, or the scraped queue
-    times a typical prompt when that is larger (see :mod:`serving.route.ttft`)."""
-    waiting = state.num_requests_waiting * QUEUED_PROMPT_TOKENS
+    """Prompt tokens ahead of a new request: the router's own count, or the scraped waiting
+    queue priced in tokens when that is larger (:mod:`serving.route.waiting_queue`)."""
+    waiting = waiting_tokens(state)
     own = state.in_flight_prefill_tokens
     return own if own > waiting else waiting
 
@@ -69,8 +69,7 @@ def queued_ahead_tokens(state: ReplicaState, priority: int | None = None) -> flo
     if not blocked:
         queued = queued_prefill_tokens(state)
     else:
-        waiting = state.num_requests_waiting
-        waiting = (waiting - blocked if waiting > blocked else 0.0) * QUEUED_PROMPT_TOKENS
+        waiting = waiting_tokens(state, blocked)
         own = state.in_flight_prefill_tokens - state.slot_waiting_tokens
         queued = own if own > waiting else waiting
     split = state.prefill_tokens_by_priority

@@ -24,6 +24,7 @@ def test_default_profile_loads() -> None:
 def test_empty_profile_takes_defaults() -> None:
     p = profile_from_text("", source="empty.yaml")
     assert p.candidates == 8 and p.key_blocks == 1
+    assert not p.price_waiting and not p.waiting_since_scrape  # the constant price
     assert isinstance(p.planned_unavailable, LeastPredictedTtftPicker)
 
 
@@ -67,6 +68,10 @@ fallbacks:
         ("ring: {key_blocks: 0}", "ring.key_blocks"),
         ("colour: blue", "colour"),
         ("plan_picker: random", "plan_picker"),
+        ("waiting: 3", "waiting"),
+        ("waiting: {price: free}", "waiting.price"),
+        ("waiting: {since_scrape: maybe}", "waiting.since_scrape"),
+        ("waiting: {discount: 0.5}", "waiting.discount"),
     ],
 )
 def test_errors_name_the_field(text: str, field: str) -> None:
@@ -75,6 +80,13 @@ def test_errors_name_the_field(text: str, field: str) -> None:
     assert info.value.field == field
     assert info.value.source == "bad.yaml"
     assert "bad.yaml" in str(info.value) and field in str(info.value)
+
+
+def test_the_waiting_queue_settings_are_read() -> None:
+    p = profile_from_text("waiting: {price: constant, since_scrape: true}", source="w.yaml")
+    assert not p.price_waiting and p.waiting_since_scrape
+    p = profile_from_text("waiting: {price: dispatched}", source="w.yaml")
+    assert p.price_waiting and not p.waiting_since_scrape  # the key left out: its default
 
 
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
