@@ -154,16 +154,14 @@ def fleet_from_dict(raw: Any, *, source: str = "<fleet>") -> Fleet:
         where = f"replicas.{gi}"
         acc = get_accelerator(g.accelerator, source=source, field=f"{where}.accelerator")
         model = get_model(g.model, source=source, field=f"{where}.model")
-        # vLLM reserves every LoRA slot at the largest rank up front
-        slots = g.max_loras * lora_bytes(model, g.max_lora_rank)
-        kv = kv_capacity_tokens(acc, model, g.tp, g.gpu_memory_utilization, lora_slot_bytes=slots)
-        if kv < MIN_KV_TOKENS:
-            raise InputError(
-                f"{model.name} on {g.tp}×{acc.kind} leaves {kv} tokens of KV cache",
-                source=source,
-                field=f"{where}.tp",
-                expected="more GPUs (tp) or a smaller model",
-            )
+        kv = _fitting_kv(
+            g,
+            acc,
+            model,
+            source=source,
+            field=f"{where}.tp",
+            expected="more GPUs (tp) or a smaller model",
+        )
         models = _candidate_models(g, acc, model, source=source, where=where)
         cost = g.cost_per_hour if g.cost_per_hour is not None else acc.cost_per_hour
         for i in range(g.count):
@@ -210,17 +208,54 @@ def _candidate_models(
         other = get_model(name, source=source, field=f"{where}.models.{j}")
         if other.name in names:
             continue
-        slots = g.max_loras * lora_bytes(other, g.max_lora_rank)
-        kv = kv_capacity_tokens(acc, other, g.tp, g.gpu_memory_utilization, lora_slot_bytes=slots)
-        if kv < MIN_KV_TOKENS:
-            raise InputError(
-                f"{other.name} on {g.tp}×{acc.kind} leaves {kv} tokens of KV cache",
-                source=source,
-                field=f"{where}.models.{j}",
-                expected="base models whose weights fit the group's GPUs",
-            )
+        _fitting_kv(
+            g,
+            acc,
+            other,
+            source=source,
+            field=f"{where}.models.{j}",
+            expected="base models whose weights fit the group's GPUs",
+        )
         names.append(other.name)
     return tuple(names) if len(names) > 1 else ()
+
+
+def kv_with_lora_slots(
+    acc: Accelerator,
+    model: ModelArchitecture,
+    tp: int,
+    gpu_memory_utilization: float,
+    max_loras: int,
+    max_lora_rank: int,
+) -> int:
+    """KV tokens left on a replica once its weights and its LoRA slots are placed (vLLM
+    reserves every slot at the largest rank up front)."""
+    slots = max_loras * lora_bytes(model, max_lora_rank)
+    return kv_capacity_tokens(acc, model, tp, gpu_memory_utilization, lora_slot_bytes=slots)
+
+
+def _fitting_kv(
+    g: _GroupSpec,
+    acc: Accelerator,
+    model: ModelArchitecture,
+    *,
+    source: str,
+    field: str,
+    expected: str,
+) -> int:
+    """The group's KV tokens holding ``model``; an error naming ``field`` if under
+    :data:`MIN_KV_TOKENS`."""
+    kv = kv_with_lora_slots(
+        acc, model, g.tp, g.gpu_memory_utilization, g.max_loras, g.max_lora_rank
+    )
+    if kv < MIN_KV_TOKENS:
+        raise InputError(
+            f"{model.name} on {g.tp}×{acc.kind} leaves {kv} tokens of KV cache",
+            source=source,
+            field=field,
+            expected=expected,
+        )
+    return kv
 
 
 def with_model(spec: ReplicaSpec, model: ModelArchitecture) -> ReplicaSpec:
@@ -235,9 +270,13 @@ def with_model(spec: ReplicaSpec, model: ModelArchitecture) -> ReplicaSpec:
         return spec
     if not spec.models:
         raise InputError(f"replica {spec.id} keeps {spec.model.name}", field="model")
-    slots = spec.max_loras * lora_bytes(model, spec.max_lora_rank)
-    kv = kv_capacity_tokens(
-        spec.accelerator, model, spec.tp, spec.gpu_memory_utilization, lora_slot_bytes=slots
+    kv = kv_with_lora_slots(
+        spec.accelerator,
+        model,
+        spec.tp,
+        spec.gpu_memory_utilization,
+        spec.max_loras,
+        spec.max_lora_rank,
     )
     return replace(spec, model=model, kv_capacity_tokens=kv)
 

@@ -135,6 +135,11 @@ class RouteResponse(BaseModel):
     plan_version: int | None
     predicted_ttft_s: float
     fallbacks: list[FallbackTarget] = Field(description="further replicas, in order")
+    priority: int | None = Field(
+        default=None,
+        description="the engine priority to send the request with (vLLM's `priority`, lower "
+        "first), only when the service sets one (PLACEMENT_ENGINE_PRIORITY)",
+    )
 
 
 class FieldError(BaseModel):

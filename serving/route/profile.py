@@ -217,30 +217,14 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         p = Params(params, source=source, field=field)
         weight = p.number("weight", 1.0, minimum=0.0)
         scorers.append((factory(p), weight))
-    ring = raw["ring"]
-    if not isinstance(ring, dict):
-        raise InputError(f"got {ring!r}", source=source, field="ring", expected="a mapping")
-    unknown_ring = sorted(set(ring) - {"key_blocks", "virtual_nodes"})
-    if unknown_ring:
-        raise InputError(
-            "unknown key",
-            source=source,
-            field=f"ring.{unknown_ring[0]}",
-            expected="key_blocks, virtual_nodes",
-        )
-    fallbacks = raw["fallbacks"]
-    if not isinstance(fallbacks, dict):
-        raise InputError(
-            f"got {fallbacks!r}", source=source, field="fallbacks", expected="a mapping"
-        )
-    unknown_fb = sorted(set(fallbacks) - {"spill_to_secondary", *FALLBACK_SITUATIONS})
-    if unknown_fb:
-        raise InputError(
-            "unknown situation",
-            source=source,
-            field=f"fallbacks.{unknown_fb[0]}",
-            expected="spill_to_secondary, " + ", ".join(FALLBACK_SITUATIONS),
-        )
+    ring = _section(raw["ring"], "ring", ("key_blocks", "virtual_nodes"), source=source)
+    fallbacks = _section(
+        raw["fallbacks"],
+        "fallbacks",
+        ("spill_to_secondary", *FALLBACK_SITUATIONS),
+        source=source,
+        what="situation",
+    )
     spill = fallbacks["spill_to_secondary"]
     if not isinstance(spill, bool):
         raise InputError(
@@ -292,16 +276,7 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
 
 def _waiting(waiting: Any, *, source: str) -> tuple[str, bool]:
     """The ``waiting`` mapping: its price and whether it counts since the scrape."""
-    if not isinstance(waiting, dict):
-        raise InputError(f"got {waiting!r}", source=source, field="waiting", expected="a mapping")
-    unknown = sorted(set(waiting) - {"price", "since_scrape"})
-    if unknown:
-        raise InputError(
-            "unknown key",
-            source=source,
-            field=f"waiting.{unknown[0]}",
-            expected="price, since_scrape",
-        )
+    waiting = _section(waiting, "waiting", ("price", "since_scrape"), source=source)
     price = waiting["price"]
     if price not in PRICES:
         raise InputError(
@@ -355,3 +330,20 @@ def load_profile(path: str | Path | None = None) -> RouteProfile:
     """A profile file (default: ``data/profiles/default.yaml``)."""
     p = Path(path) if path is not None else default_profile_path()
     return profile_from_text(read_text(p, "route profile"), source=str(p))
+
+
+def _section(
+    value: Any, name: str, keys: tuple[str, ...], *, source: str, what: str = "key"
+) -> dict[str, Any]:
+    """A profile's mapping ``name``, checked to hold only ``keys`` (errors name the field)."""
+    if not isinstance(value, dict):
+        raise InputError(f"got {value!r}", source=source, field=name, expected="a mapping")
+    unknown = sorted(set(value) - set(keys))
+    if unknown:
+        raise InputError(
+            f"unknown {what}",
+            source=source,
+            field=f"{name}.{unknown[0]}",
+            expected=", ".join(keys),
+        )
+    return value

@@ -103,7 +103,7 @@ def _answer(service: PlacementService, routed: Routed) -> dict[str, Any]:
         {"replica_id": r, "address": a}
         for r, a in zip(routed.replica_ids[1:], routed.addresses[1:], strict=True)
     ]
-    return {
+    answer: dict[str, Any] = {
         "decision_id": routed.decision_id,
         "replica_id": d.replica_id,
         "address": d.address,
@@ -112,21 +112,28 @@ def _answer(service: PlacementService, routed: Routed) -> dict[str, Any]:
         "predicted_ttft_s": d.predicted_ttft_s,
         "fallbacks": fallbacks,
     }
+    if routed.priority is not None:  # replicas scheduling by priority: send it in the body
+        answer["priority"] = routed.priority
+    return answer
 
 
 def raw_headers(routed: Routed) -> list[tuple[bytes, bytes]]:
     """The decision as response headers (lower-case names, UTF-8 values), as the protocol
     writes them: the chosen replica's address and the fallbacks', the replica, the reason, the
-    plan version and the decision id."""
+    plan version, the decision id and, when the replicas schedule by priority, the engine
+    priority to send the request with."""
     d = routed.decision
     version = d.plan_version
-    return [
+    headers = [
         (_DESTINATION_RAW, ",".join(routed.addresses).encode()),
         (b"x-placement-replica", d.replica_id.encode()),
         (b"x-placement-reason", d.reason.encode()),
         (b"x-placement-plan-version", b"" if version is None else b"%d" % version),
         (b"x-placement-decision-id", routed.decision_id.encode()),
     ]
+    if routed.priority is not None:
+        headers.append((b"x-placement-priority", b"%d" % routed.priority))
+    return headers
 
 
 def _headers(routed: Routed) -> dict[str, str]:

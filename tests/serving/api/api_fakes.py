@@ -153,6 +153,7 @@ def make_runtime(
     in_flight_per_replica: int = 64,
     no_plan_fallback: bool = False,
     slo_gate: SloGate | None = None,
+    engine_priority: str | None = None,
     **settings: object,
 ) -> ServiceRuntime:
     config = Settings(environment="production", api_keys=keys(), **settings)  # type: ignore[arg-type]
@@ -161,6 +162,7 @@ def make_runtime(
         in_flight_per_replica=in_flight_per_replica,
         no_plan_fallback=no_plan_fallback,
         slo_gate=slo_gate,
+        engine_priority=engine_priority,
     )
     for i in range(replicas):
         service.register_replica(replica(i))

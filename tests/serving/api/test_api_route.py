@@ -30,6 +30,25 @@ def test_route_answers_replica_reason_version_and_headers(client: TestClient) ->
     assert r.headers["x-placement-decision-id"] == body["decision_id"]
 
 
+def test_route_answers_no_priority_for_fcfs_replicas(client: TestClient) -> None:
+    r = client.post("/v1/route", json=BODY, headers=auth(ROUTE_KEY))
+    assert "priority" not in r.json()
+    assert "x-placement-priority" not in r.headers
+
+
+def test_route_answers_the_engine_priority_by_class() -> None:
+    client = TestClient(create_app(make_runtime(plan=make_plan(3), engine_priority="class")))
+    got = {}
+    for request_class in ("interactive", "batch"):
+        body = {**BODY, "request_class": request_class}
+        r = client.post("/v1/route", json=body, headers=auth(ROUTE_KEY))
+        assert r.status_code == 200, r.text
+        got[request_class] = r.json()["priority"]
+        assert r.headers["x-placement-priority"] == str(got[request_class])
+    # interactive requests are sent ahead of batch ones
+    assert got["interactive"] < got["batch"]
+
+
 def test_route_without_plan_says_fallback() -> None:
     client = TestClient(create_app(make_runtime(no_plan_fallback=True)))
     r = client.post("/v1/route", json=BODY, headers=auth(ROUTE_KEY))
