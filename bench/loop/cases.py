@@ -55,11 +55,13 @@ def build_cases(
     trace: Path | None = None,
     tenants: Path | None = None,
     engine_priority: str | None = None,
+    offer_waiting_price: bool = False,
 ) -> list[Case]:
     """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
     workloads the tenants and classes of a tenants file — or, when its tenants name their
     ``source``, is the one workload (:mod:`sim.workloads.tenant_mix`). ``engine_priority``:
-    the engines schedule by the priority ours sends (``Case.engine_priority``)."""
+    the engines schedule by the priority ours sends (``Case.engine_priority``);
+    ``offer_waiting_price``: the head tuning also tries the waiting queue's price."""
     if not peers:
         raise InputError("no peer policy to compare with", field="--peers")
     if engine_priority is not None and engine_priority not in PRIORITY_MODES:
@@ -93,6 +95,7 @@ def build_cases(
             learn=learn,
             seed=seed,
             engine_priority=engine_priority,
+            offer_waiting_price=offer_waiting_price,
         )
         for workload in loaded
         for fleet in _fleets_for(workload, fleet_list)

@@ -146,6 +146,10 @@ class Case:
     # "credit", :mod:`serving.admission.engine_priority`; None: FCFS engines). The peers run
     # on the same engines and send none (every request alike: served by arrival)
     engine_priority: str | None = None
+    # the head tuning also tries the scraped waiting queue's price (on short prompts only); off
+    # by default: on multi-model's tail it gained past the knee but lost at the ratio load and
+    # lowered the gate's precision and Jain's index (bench/RESULTS.md)
+    offer_waiting_price: bool = False
 
 
 @dataclass(kw_only=True)
@@ -443,7 +447,8 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         prompts = (
             float(np.mean([r.input_tokens for r in tune.requests])) if tune.requests else np.inf
         )
-        for setting in waiting_variant(best[1], prompts):
+        offered = waiting_variant(best[1], prompts) if case.offer_waiting_price else []
+        for setting in offered:
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got

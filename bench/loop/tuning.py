@@ -41,6 +41,8 @@ of ``kv-bound``, ``tiers`` and ``mixed`` (bench/RESULTS.md). So it is offered, o
 chosen setting under :func:`keeps_every_load`, only to traffic whose head's mean prompt the
 constant overprices by more than :data:`SHORT_PROMPT_FACTOR`: the head alone does not screen the
 loss out (on ``kv-bound`` over ``h100x8`` it kept the price, and its tail lost 10% at load 4).
+Even so it is offered only when asked (``Case.offer_waiting_price``, ``--offer-waiting-price``):
+on ``multi-model`` it lost at the ratio load and lowered the gate's precision and Jain's index.
 
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be

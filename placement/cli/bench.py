@@ -339,6 +339,13 @@ def loop(
             "tenants first); default FCFS engines"
         ),
     ] = None,
+    offer_waiting_price: Annotated[
+        bool,
+        typer.Option(
+            help="the head tuning also tries pricing the scraped waiting queue by the prompts "
+            "dispatched (short-prompt traffic only; kept only if it loses at no tuning load)"
+        ),
+    ] = False,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
@@ -358,6 +365,7 @@ def loop(
         learn=learn,
         seed=seed,
         engine_priority=engine_priority,
+        offer_waiting_price=offer_waiting_price,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 

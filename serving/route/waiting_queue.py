@@ -33,8 +33,9 @@ past the knee (not diagnosed; the constant's larger count of a scraped queue may
 holding load back there, where the gate sheds most). Priced at whole prompts (the own count's
 unit) it lost too (``kv-bound`` over the heterogeneous fleet −12% at load 4). Counting first
 tokens since the scrape lowered goodput at load 4 of ``multi-model``'s head. ``placement bench
-loop`` offers the price to the head tuning of traffic of short prompts, kept only where it loses
-at no tuning load (:func:`bench.loop.tuning.waiting_variant`).
+loop --offer-waiting-price`` offers the price to the head tuning of traffic of short prompts,
+kept only where it loses at no tuning load (:func:`bench.loop.tuning.waiting_variant`); not
+offered by default.
 """
 
 from __future__ import annotations

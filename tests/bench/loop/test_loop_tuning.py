@@ -171,12 +171,13 @@ def test_the_waiting_price_is_offered_once_on_top_of_the_chosen_setting(tmp_path
 
 
 @pytest.mark.parametrize(
-    ("workload", "priced", "kept"),
+    ("workload", "priced", "kept", "offer"),
     [
-        ("multi-model", (30.0, 42.0, 40.0), True),  # gains in sum, within NO_LOSS everywhere
-        ("multi-model", (25.0, 60.0, 60.0), False),  # gains in sum but loses 17% at load 1
-        ("multi-model", (30.0, 40.0, 30.0), False),  # loses nowhere but gains nothing
-        ("synthetic", (30.0, 42.0, 40.0), False),  # long prompts: not offered
+        ("multi-model", (30.0, 42.0, 40.0), True, True),  # gains in sum, loses nowhere
+        ("multi-model", (25.0, 60.0, 60.0), False, True),  # gains in sum, loses 17% at load 1
+        ("multi-model", (30.0, 40.0, 30.0), False, True),  # loses nowhere but gains nothing
+        ("synthetic", (30.0, 42.0, 40.0), False, True),  # long prompts: not offered
+        ("multi-model", (30.0, 42.0, 40.0), False, False),  # not asked for: not offered
     ],
 )
 def test_the_head_keeps_the_waiting_price_only_if_it_loses_at_no_tuning_load(
@@ -185,6 +186,7 @@ def test_the_head_keeps_the_waiting_price_only_if_it_loses_at_no_tuning_load(
     workload: str,
     priced: tuple[float, float, float],
     kept: bool,
+    offer: bool,
 ) -> None:
     """The head's goodput faked per load: every setting of the grid and the gate scores
     (30, 40, 30); the priced variant scores ``priced``. ``multi-model``'s prompts are short
@@ -212,8 +214,12 @@ def test_the_head_keeps_the_waiting_price_only_if_it_loses_at_no_tuning_load(
         peers=("round_robin",),
         loads=(1.0,),
         learn=False,
+        offer_waiting_price=offer,
     )
     ctx = run.prepare(case, tmp_path, lambda _: None)
+    if not offer:  # not offered unless asked
+        assert not any(offered) and ctx.waiting_price == BASE_WAITING_PRICE
+        return
     # one variant per case, three tuning runs, and only on short prompts
     assert offered.count(True) == (3 if workload == "multi-model" else 0)
     assert load_profile(ctx.profile).price_waiting is kept
