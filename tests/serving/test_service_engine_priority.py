@@ -3,10 +3,10 @@ schedule by it: by class, or by class and credit standing."""
 
 from __future__ import annotations
 
-import math
+from one_replica import one_h100
 
 from placement.domain.requests import Tenant
-from serving.route import PlacementRoutePath, ReplicaState, RouteQuery
+from serving.route import PlacementRoutePath, RouteQuery
 from serving.service import PlacementService
 
 
@@ -18,17 +18,7 @@ def _service(engine_priority: str | None) -> PlacementService:
         tenants={t: Tenant(name=t, credit_share=0.5) for t in ("a", "b")},
         engine_priority=engine_priority,
     )
-    service.register_replica(
-        ReplicaState(
-            id="h100-0",
-            address="10.0.0.1:8000",
-            model="llama-3-8b",
-            accelerator="H100-SXM",
-            tp=1,
-            kv_capacity_tokens=400_000,
-            scraped_at=math.inf,
-        )
-    )
+    service.register_replica(one_h100())
     return service
 
 

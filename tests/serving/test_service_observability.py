@@ -3,14 +3,13 @@ solver report, recent refusals and SLO attainment over time (serving.activity)."
 
 from __future__ import annotations
 
-import math
-
 import pytest
+from one_replica import one_h100
 from prometheus_client import generate_latest
 
 from placement.domain.requests import Tenant
 from serving.activity import BUCKET_S, Activity
-from serving.route import NoReplica, PlacementRoutePath, ReplicaState, RouteQuery
+from serving.route import NoReplica, PlacementRoutePath, RouteQuery
 from serving.service import PlacementService
 
 
@@ -24,17 +23,7 @@ def _service() -> PlacementService:
         in_flight_per_replica=8,
         no_plan_fallback=True,
     )
-    service.register_replica(
-        ReplicaState(
-            id="h100-0",
-            address="10.0.0.1:8000",
-            model="llama-3-8b",
-            accelerator="H100-SXM",
-            tp=1,
-            kv_capacity_tokens=400_000,
-            scraped_at=math.inf,
-        )
-    )
+    service.register_replica(one_h100())
     return service
 
 

@@ -3,13 +3,12 @@ default, refused by name with ``unknown_tenants: reject``."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
+from one_replica import one_h100
 
 from placement.domain.requests import Tenant
 from placement.errors import InputError
-from serving.route import PlacementRoutePath, ReplicaState, RouteQuery
+from serving.route import PlacementRoutePath, RouteQuery
 from serving.service import PlacementService
 
 
@@ -19,17 +18,7 @@ def _service(*, reject: bool, declared: bool = True) -> PlacementService:
         tenants={"acme": Tenant(name="acme", credit_share=0.5)} if declared else {},
         reject_unknown_tenants=reject,
     )
-    service.register_replica(
-        ReplicaState(
-            id="h100-0",
-            address="10.0.0.1:8000",
-            model="llama-3-8b",
-            accelerator="H100-SXM",
-            tp=1,
-            kv_capacity_tokens=400_000,
-            scraped_at=math.inf,
-        )
-    )
+    service.register_replica(one_h100())
     return service
 
 
