@@ -48,8 +48,8 @@ import numpy.typing as npt
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
-from bench.loop.bound_kv import load_columns, reuse_groups, solve_with_kv
-from bench.loop.bound_pools import Pool, pool_rows
+from bench.loop.bound_kv import LoadColumns, load_columns, reuse_groups, solve_with_kv
+from bench.loop.bound_pools import Pool, PoolRows, pool_rows
 from models.capacity import Slo
 from placement.domain.adapters import LoraAdapter, lora_load_s
 from placement.domain.fleet import Fleet, ReplicaSpec, with_model
@@ -396,6 +396,21 @@ def _load_seconds(
     return out
 
 
+#: A sparse program's entries (rows, columns, values) and its right-hand sides.
+_Program = tuple[IntArray, IntArray, FloatArray, FloatArray]
+
+
+def _appended(program: _Program, block: LoadColumns | PoolRows) -> _Program:
+    """``program`` with ``block``'s entries and right-hand sides added after its own."""
+    rows, cols, data, b_ub = program
+    return (
+        np.concatenate([rows, block.rows]),
+        np.concatenate([cols, block.cols]),
+        np.concatenate([data, block.data]),
+        np.concatenate([b_ub, block.b_ub]),
+    )
+
+
 def _solve(
     cells: _Cells,
     cap: FloatArray,
@@ -431,10 +446,7 @@ def _solve(
             replicas=replicas,
             slice_len=slice_len,
         )
-        rows = np.concatenate([rows, extra.rows])
-        cols = np.concatenate([cols, extra.cols])
-        data = np.concatenate([data, extra.data])
-        b_ub = np.concatenate([b_ub, extra.b_ub])
+        rows, cols, data, b_ub = _appended((rows, cols, data, b_ub), extra)
         n_rows += len(extra.b_ub)
         weight = np.concatenate([weight, np.zeros(extra.n_cols)])
         n_vars += extra.n_cols
@@ -448,10 +460,7 @@ def _solve(
         n_slices=n_slices,
         first_row=n_rows,
     )
-    rows = np.concatenate([rows, shared.rows])
-    cols = np.concatenate([cols, shared.cols])
-    data = np.concatenate([data, shared.data])
-    b_ub = np.concatenate([b_ub, shared.b_ub])
+    rows, cols, data, b_ub = _appended((rows, cols, data, b_ub), shared)
     n_rows += len(shared.b_ub)
     a_ub = csr_matrix((data, (rows, cols)), shape=(n_rows, n_vars))
     result = linprog(-weight, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
