@@ -226,6 +226,9 @@ TTFT = "ttft"  # likely to miss, mostly for its TTFT
 TPOT = "tpot"  # likely to miss, mostly for its TPOT
 CREDIT = "credit"  # doubtful, and its tenant is over credit under pressure
 UNREACHABLE = "unreachable"  # misses its TTFT even alone on the replica: no retry helps
+# a request that would meet its SLO refused for the room kept for tenants owed credit
+# (``credit_reserve``): a refusal for credit, not an SLO refusal
+RESERVE_RULE = CREDIT
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -266,6 +269,7 @@ class SloGate:
         cold_move_ttft_share: float | None = None,
         tpot_by_work: bool = False,
         tpot_shed_from: float | None = None,
+        credit_reserve: float = 0.0,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -301,6 +305,8 @@ class SloGate:
             raise InputError(
                 f"{strict_credit_cut}", field="strict_credit_cut", expected="in [0, 1)"
             )
+        if not 0 <= credit_reserve < 1:
+            raise InputError(f"{credit_reserve}", field="credit_reserve", expected="in [0, 1)")
         self.classes = dict(classes)
         self.headroom = headroom
         self.credit_cut = credit_cut
@@ -312,6 +318,7 @@ class SloGate:
         self.cold_move_ttft_share = cold_move_ttft_share
         self.tpot_by_work = tpot_by_work
         self.tpot_shed_from = tpot_shed_from
+        self.credit_reserve = credit_reserve
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
         self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
         self.tpot_headroom = tpot_headroom
@@ -412,6 +419,15 @@ class SloGate:
         span = start * (TPOT_SHED_SPAN - 1.0)
         return min(max((self.pressure - start) / span, 0.0), 1.0)
 
+    def reserve(self, tenant: str) -> float:
+        """The share of the TTFT limit kept from ``tenant`` for the tenants owed credit: 0
+        while the fleet keeps up (pressure under :data:`PRESSURE_FLOOR`) or without
+        ``credit_reserve``; past capacity ``credit_reserve`` × the tenant's standing among the
+        active tenants (0 the most owed, 1 the furthest over its share)."""
+        if self.credit_reserve <= 0.0 or self.pressure < PRESSURE_FLOOR:
+            return 0.0
+        return self.credit_reserve * self.vtc.over_credit(tenant)
+
     def _owed_threshold(self, base: float, cut: float, owed: float) -> float:
         """The threshold of a tenant ``owed`` (0 furthest over its share, 1 most owed) when
         the base threshold is ``base`` and the lift's cut ``cut``."""
@@ -473,7 +489,10 @@ class SloGate:
         refusing service, but the top band fell from 0.956 to 0.868 on the held-out tail.)"""
         ttft_limit = self.limit_s(request_class, budget_s)
         tpot_limit = self.tpot_limit_s(request_class)
-        ttft_miss = seen.ttft_miss(ttft_limit)
+        # past capacity, a tenant over its share queues only where its first token still
+        # leaves the reserve's room to the tenants owed (see ``credit_reserve``)
+        own_limit = ttft_limit * (1.0 - self.reserve(tenant))
+        ttft_miss = seen.ttft_miss(own_limit)
         tpot_miss = self._tpot_chance(seen, tpot_limit)
         miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
         base, cut = self._base_and_cut()
@@ -492,6 +511,10 @@ class SloGate:
             rule = TTFT if ttft_miss >= tpot_miss else TPOT
             if miss < owed_at:
                 rule = CREDIT  # a tenant owed credit would have been admitted
+            elif own_limit < ttft_limit and (
+                1.0 - (1.0 - seen.ttft_miss(ttft_limit)) * (1.0 - tpot_miss) < threshold
+            ):
+                rule = RESERVE_RULE  # it would meet, but in the room kept for tenants owed
             if rule == TTFT and seen.alone_miss(ttft_limit) >= self.refuse_at:
                 # its own prefill misses even with nothing ahead: no retry would ever meet
                 rule = UNREACHABLE
