@@ -451,11 +451,12 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got
-        # then the credit reserve, under the same rule, where the tenants' shapes differ
+        # then the credit reserve, where the tenants' shapes differ: a fairness setting, kept
+        # where it loses at no tuning load (it need not gain)
         reserve = case.offer_credit_reserve and shapes_differ(tune.requests)
         for setting in reserve_variant(best[1]) if reserve else []:
             got = score(setting)
-            if sum(got) > best[0] and keeps_every_load(got, by_load):
+            if keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got
         # then the scraped waiting queue's price, on top of all that, under the same rule, on
         # traffic of short prompts

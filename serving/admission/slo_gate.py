@@ -115,6 +115,16 @@ lowest active one by more than the slack is refused outright (rule :data:`CREDIT
 would meet; off by default: on the head of the reasoning-vs-code mix at 2× overload it raised
 Jain's index 0.82 → 0.91 but cost 13% of the goodput (the capacity the reasoning tenant yields
 is not what the code tenant lacks: its short decodes miss their TPOT on the slower replicas).
+With ``credit_reserve`` (off by default: 0), under pressure a tenant is judged against its TTFT
+limit shortened by ``credit_reserve`` × its standing among the active tenants (0 the most owed,
+1 the furthest over its share): it joins a queue only while its first token would still leave
+that room, which the owed tenants' bursts then find. A request that would meet the full limit
+but not its own is refused for credit (rule :data:`CREDIT`, not an SLO refusal: the pressure
+does not feed on it). On ``chat-longdoc-code`` over the heterogeneous fleet (a code tenant whose
+short decodes meet their TPOT only on the H100s, whose queues a long-document tenant's 12k-token
+prompts fill) 0.5 raised Jain's index at 2× overload from 0.885 to 0.942 on the tail and lost
+goodput at no load (bench/RESULTS.md); the loop offers it only when asked
+(``bench/loop/tuning.py``).
 
 **Unreachable.** A request whose own prefill misses its TTFT SLO even with nothing queued ahead
 (a very long uncached prompt on the fastest replica it may use) is refused for a miss no retry

@@ -263,12 +263,14 @@ def test_the_reserve_variant_adds_the_credit_reserve_to_the_chosen_setting() -> 
     ("shaped", "reserved", "kept", "offer"),
     [
         (True, (30.0, 42.0, 40.0), True, True),  # gains in sum, loses nowhere
+        (True, (29.5, 39.5, 29.5), True, True),  # a fairness setting: loses under 2% anywhere
         (True, (25.0, 60.0, 60.0), False, True),  # gains in sum, loses 17% at load 1
+        (True, (30.0, 40.0, 29.0), False, True),  # loses 3.3% at load 3
         (False, (30.0, 42.0, 40.0), False, True),  # tenants of one shape: not offered
         (True, (30.0, 42.0, 40.0), False, False),  # not asked for: not offered
     ],
 )
-def test_the_head_keeps_the_credit_reserve_only_where_shapes_differ_and_it_loses_nowhere(
+def test_the_head_keeps_the_credit_reserve_where_shapes_differ_and_it_loses_at_no_load(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     shaped: bool,
