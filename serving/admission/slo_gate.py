@@ -236,9 +236,6 @@ TTFT = "ttft"  # likely to miss, mostly for its TTFT
 TPOT = "tpot"  # likely to miss, mostly for its TPOT
 CREDIT = "credit"  # doubtful, and its tenant is over credit under pressure
 UNREACHABLE = "unreachable"  # misses its TTFT even alone on the replica: no retry helps
-# a request that would meet its SLO refused for the room kept for tenants owed credit
-# (``credit_reserve``): a refusal for credit, not an SLO refusal
-RESERVE_RULE = CREDIT
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -524,7 +521,8 @@ class SloGate:
             elif own_limit < ttft_limit and (
                 1.0 - (1.0 - seen.ttft_miss(ttft_limit)) * (1.0 - tpot_miss) < threshold
             ):
-                rule = RESERVE_RULE  # it would meet, but in the room kept for tenants owed
+                # it would meet, but in the room kept for the tenants owed: refused for credit
+                rule = CREDIT
             if rule == TTFT and seen.alone_miss(ttft_limit) >= self.refuse_at:
                 # its own prefill misses even with nothing ahead: no retry would ever meet
                 rule = UNREACHABLE
