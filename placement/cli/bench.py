@@ -346,6 +346,14 @@ def loop(
             "dispatched (short-prompt traffic only; kept only if it loses at no tuning load)"
         ),
     ] = False,
+    base_models_by_credit: Annotated[
+        bool,
+        typer.Option(
+            help="where replicas may swap base model, place them by the tenants' credits and "
+            "goodput at SLO instead of balancing utilisation (the other rule runs as an "
+            "ablation either way)"
+        ),
+    ] = False,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
@@ -366,6 +374,7 @@ def loop(
         seed=seed,
         engine_priority=engine_priority,
         offer_waiting_price=offer_waiting_price,
+        base_models_by_credit=base_models_by_credit,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 
