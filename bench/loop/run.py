@@ -135,6 +135,8 @@ AUDIT_GATE = Variant(name="ours:audit_gate", audit=AUDIT_SHARE)
 TOKEN_CREDITS = Variant(name="ours:token_credits", charge=TOKENS)
 # on fleets whose replicas may change base model: the plan with every replica's model fixed
 STATIC_MODELS = Variant(name="ours:static_base_models", base_models=False)
+# ... and, where the case places them by credit, by the utilisation rule instead
+BY_UTILISATION = Variant(name="ours:base_models_by_utilisation", base_by_credit=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -360,11 +362,15 @@ def request_price(fleet: Fleet) -> Callable[[Request], float]:
     return lambda r: rates.request(r.input_tokens, 0, r.output_tokens)
 
 
-def other_base_rule(case: Case) -> Variant:
-    """The base-model rule the case does not use, as an ablation (fleets that may swap)."""
+def base_model_ablations(case: Case) -> tuple[Variant, ...]:
+    """On fleets whose replicas may swap base model: the plan with every replica's model
+    fixed, and, where the case places base models by credit, the utilisation rule it replaced
+    (what the credits cost in requests)."""
+    if not any(spec.models for spec in case.fleet.replicas):
+        return ()
     if case.base_models_by_credit:
-        return Variant(name="ours:base_models_by_utilisation", base_by_credit=False)
-    return Variant(name="ours:base_models_by_credit", base_by_credit=True)
+        return (STATIC_MODELS, BY_UTILISATION)
+    return (STATIC_MODELS,)
 
 
 def ours_fixed_plan(
@@ -722,9 +728,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
     )
     full_goodput = goodput_at(our_rows, ablation_load)
     ablations: dict[str, float] = {}
-    swappable = any(spec.models for spec in case.fleet.replicas)
-    base_rules = (STATIC_MODELS, other_base_rule(case))
-    for v in (*ABLATIONS, *base_rules) if swappable else ABLATIONS:
+    for v in (*ABLATIONS, *base_model_ablations(case)):
         say(f"{name}: {v.name} @ load {ablation_load}")
         result, wl, planning = ours(ctx, ablation_load, v)
         ablated = _row(result, wl, policy=v.name, load=ablation_load, **tag)

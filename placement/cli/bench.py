@@ -350,8 +350,8 @@ def loop(
         bool,
         typer.Option(
             help="where replicas may swap base model, place them by the tenants' credits and "
-            "goodput at SLO instead of balancing utilisation (the other rule runs as an "
-            "ablation either way)"
+            "goodput at SLO instead of balancing utilisation (the utilisation rule then runs "
+            "as an ablation)"
         ),
     ] = False,
 ) -> None:
