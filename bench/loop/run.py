@@ -162,8 +162,9 @@ class Case:
     offer_waiting_price: bool = False
     # where replicas may swap base model, the plan places them by the tenants' credits and
     # goodput at SLO (:func:`~placement.solver.base_models.place_base_models` with credits);
-    # off by default: on multi-model's tail it keeps the reasoning tenants' replicas and loses
-    # the requests the utilisation rule gains by taking them (bench/RESULTS.md)
+    # off by default: on multi-model's tail (seed 0) it loses no load past 2% and holds its
+    # split from either start, but Jain's index at overload falls (0.494 → 0.451) and the
+    # capacity it converts credits into replicas with reads Llama ~6× slow (bench/RESULTS.md)
     base_models_by_credit: bool = False
 
 
