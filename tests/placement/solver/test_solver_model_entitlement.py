@@ -73,9 +73,9 @@ def test_tenant_demand_reads_the_lowest_capacity_and_prices_requests():
             ],
         }
     )
-    reqs = [
-        Request(i, i * 0.1, 100, 10, tenant="a", model="llama-3-8b") for i in range(100)
-    ] + [Request(100, 0.0, 100, 10, tenant="b", model="qwen2-7b")]
+    reqs = [Request(i, i * 0.1, 100, 10, tenant="a", model="llama-3-8b") for i in range(100)] + [
+        Request(100, 0.0, 100, 10, tenant="b", model="qwen2-7b")
+    ]
     fast, slow = FixedCapacity({"H100-SXM": 10.0}), FixedCapacity({"H100-SXM": 5.0})
     (a,) = tenant_demand(
         reqs, ["llama-3-8b"], fleet.replicas[0], DEFAULT_CLASSES, [fast], window_s=10.0
