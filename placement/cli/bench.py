@@ -354,6 +354,14 @@ def loop(
             "request shapes only; kept only if it loses at no tuning load)"
         ),
     ] = False,
+    base_models_by_credit: Annotated[
+        bool,
+        typer.Option(
+            help="where replicas may swap base model, place them by the tenants' credits and "
+            "goodput at SLO instead of balancing utilisation (the utilisation rule then runs "
+            "as an ablation)"
+        ),
+    ] = False,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
@@ -375,6 +383,7 @@ def loop(
         engine_priority=engine_priority,
         offer_waiting_price=offer_waiting_price,
         offer_credit_reserve=offer_credit_reserve,
+        base_models_by_credit=base_models_by_credit,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 
