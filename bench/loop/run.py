@@ -163,7 +163,8 @@ class Case:
     # lowered the gate's precision and Jain's index (bench/RESULTS.md)
     offer_waiting_price: bool = False
     # the head tuning also tries the gate's credit reserve (tenants of differing shapes only);
-    # off by default: measured on chat-longdoc-code alone (bench/RESULTS.md)
+    # off by default: of the shipped cases the head keeps it on chat-longdoc-code, multi-model
+    # and mixed over h100x8, and mixed's tail then loses 3.6% at load 1.5 (bench/RESULTS.md)
     offer_credit_reserve: bool = False
     # where replicas may swap base model, the plan places them by the tenants' credits and
     # goodput at SLO (:func:`~placement.solver.base_models.place_base_models` with credits);

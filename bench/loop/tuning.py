@@ -51,7 +51,9 @@ when asked (``Case.offer_credit_reserve``, ``--offer-credit-reserve``) and only 
 tenants' request shapes differ (:func:`shapes_differ`), on top of the chosen setting; a fairness
 setting, it is kept where it loses at no tuning load (:func:`keeps_every_load`), gain or not: on
 the head of ``chat-longdoc-code``'s seed 1 it cost 1.2% at load 3 and 0.3% in sum, and on that
-seed's tail it lost nowhere and raised Jain's index at 2× overload from 0.84 to 0.95. On
+seed's tail it lost nowhere and raised Jain's index at 2× overload from 0.84 to 0.95. Not a
+default: the head keeps it on ``mixed`` over ``h100x8`` too, whose tail then loses 3.6% at load
+1.5 and 2.5% at load 2 (bench/RESULTS.md). On
 ``chat-longdoc-code`` over the heterogeneous fleet the code tenant's short decodes meet their
 TPOT only on the H100s, where the long-document tenant's 12k-token prompts fill the queues its
 bursts need (bench/RESULTS.md).

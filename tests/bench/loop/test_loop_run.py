@@ -102,6 +102,25 @@ def test_cli_names_a_bad_workload() -> None:
     assert "--workloads" in result.output
 
 
+@pytest.mark.parametrize(("flag", "offered"), [([], False), (["--offer-credit-reserve"], True)])
+def test_the_loop_offers_the_credit_reserve_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: list[str], offered: bool
+) -> None:
+    import bench.loop.report
+
+    seen: list[bool] = []
+
+    def fake_run(cases: list[Case], **_: Any) -> None:
+        seen.extend(c.offer_credit_reserve for c in cases)
+
+    monkeypatch.setattr(bench.loop.report, "run_loop_bench", fake_run)
+    fleet = str(repo_root() / "data" / "fleets" / "h100x8.yaml")
+    args = ["bench", "loop", "--workloads", "synthetic", "--fleet", fleet, "--duration", "30"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "x.json"), *flag])
+    assert result.exit_code == 0, result.output
+    assert seen == [offered]
+
+
 def test_a_trace_file_with_a_tenants_file_becomes_one_case_per_fleet() -> None:
     from bench.loop.cases import build_cases
 
