@@ -75,6 +75,8 @@ class GateSettings:
     # like the shadow's — the gate's precision under the regime it runs in, where the shadow
     # judges a fleet that nothing guards
     audit_share: float = 0.0
+    # the overload signals kept per model pool (False: one for the fleet, as before)
+    pressure_by_model: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -258,6 +260,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             credit_slack=cfg.slo_gate.credit_slack,
             tpot_by_work=cfg.slo_gate.tpot_by_work,
             tpot_shed_from=cfg.slo_gate.tpot_shed_from,
+            pressure_by_model=cfg.slo_gate.pressure_by_model,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow
