@@ -40,6 +40,7 @@ def test_the_gate_is_built_with_the_overload_settings(
             slo_gate_cold_move_ttft_share=None,
             slo_gate_tpot_by_work=False,
             slo_gate_tpot_shed_from=None,
+            slo_gate_pressure_by_model=True,
         )
     ).state.runtime.service.slo_gate
     assert plain is not None
