@@ -166,6 +166,10 @@ class Case:
     # split from either start, but Jain's index at overload falls (0.494 → 0.451) and the
     # capacity it converts credits into replicas with reads Llama ~6× slow (bench/RESULTS.md)
     base_models_by_credit: bool = False
+    # the gate keeps its overload signals per model pool (:mod:`serving.admission.
+    # overload_signal`; ours and the gated peers alike); off by default: on multi-model's
+    # tail it lost 2.4% at load 4 on seed 1 and lowered Jain's index (bench/RESULTS.md)
+    gate_pressure_by_model: bool = False
 
 
 @dataclass(kw_only=True)
@@ -264,6 +268,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 credit_slack=ctx.credit_slack if v.credits and v.charge == GPU_SECONDS else None,
                 tpot_by_work=ctx.tpot_by_work,
                 tpot_shed_from=ctx.tpot_shed_from,
+                pressure_by_model=ctx.case.gate_pressure_by_model,
                 shadow=v.shadow,
                 audit_share=v.audit,
                 charge=v.charge,
@@ -430,6 +435,7 @@ def peer(
             credit_slack=ctx.credit_slack,
             tpot_by_work=ctx.tpot_by_work,
             tpot_shed_from=ctx.tpot_shed_from,
+            pressure_by_model=ctx.case.gate_pressure_by_model,
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)
@@ -695,6 +701,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_credit_slack": ctx.credit_slack,
         "gate_tpot_by_work": ctx.tpot_by_work,
         "gate_tpot_shed_from": ctx.tpot_shed_from,
+        "gate_pressure_by_model": ctx.case.gate_pressure_by_model,
         "waiting_price": ctx.waiting_price,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),

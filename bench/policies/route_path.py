@@ -75,8 +75,8 @@ class GateSettings:
     # like the shadow's — the gate's precision under the regime it runs in, where the shadow
     # judges a fleet that nothing guards
     audit_share: float = 0.0
-    # the overload signals kept per model pool (False: one for the fleet, as before)
-    pressure_by_model: bool = True
+    # the overload signals kept per model pool (False: one for the fleet)
+    pressure_by_model: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

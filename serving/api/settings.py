@@ -111,8 +111,8 @@ class Settings(BaseSettings):
     # (0.9); up to 3× it, it comes to shed as the TTFT rule does (None: it always does)
     slo_gate_tpot_shed_from: float | None = Field(default=None, gt=0, lt=1)
     # the share of SLO refusals (the overload signal) kept per model pool: a request is judged
-    # by its model's (False: one signal for the whole fleet)
-    slo_gate_pressure_by_model: bool = True
+    # by its model's (False: one signal for the whole fleet; see the gate for why it is off)
+    slo_gate_pressure_by_model: bool = False
     # the replicas run vLLM's --scheduling-policy priority: every request is sent with a
     # ``priority`` by its class ("class") or by class and its tenant's credit standing
     # ("credit"; serving/admission/engine_priority.py); unset: FCFS replicas, bodies untouched

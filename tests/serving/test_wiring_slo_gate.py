@@ -20,7 +20,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     monkeypatch.setenv("PLACEMENT_SLO_GATE_COLD_MOVE_TTFT_SHARE", "0.75")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_BY_WORK", "1")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_SHED_FROM", "0.05")
-    monkeypatch.setenv("PLACEMENT_SLO_GATE_PRESSURE_BY_MODEL", "0")
+    monkeypatch.setenv("PLACEMENT_SLO_GATE_PRESSURE_BY_MODEL", "1")
     settings = load_settings(environment="development", slo_gate=True, plan_dir=tmp_path)
     gate = build_app(settings).state.runtime.service.slo_gate
     assert gate is not None
@@ -28,9 +28,9 @@ def test_the_gate_is_built_with_the_overload_settings(
     assert (gate.strict_refuse_at, gate.cold_move_ttft_share) == (0.3, 0.75)
     assert gate.tpot_by_work
     assert gate.tpot_shed_from == 0.05
-    assert not gate.signals.by_model
+    assert gate.signals.by_model
     # by default neither the strict regime, the cold-move rule nor the TPOT forecast by work
-    # is on; the overload signals are kept per model pool
+    # is on, nor the overload signals per model pool
     plain = build_app(
         load_settings(
             environment="development",
@@ -40,14 +40,14 @@ def test_the_gate_is_built_with_the_overload_settings(
             slo_gate_cold_move_ttft_share=None,
             slo_gate_tpot_by_work=False,
             slo_gate_tpot_shed_from=None,
-            slo_gate_pressure_by_model=True,
+            slo_gate_pressure_by_model=False,
         )
     ).state.runtime.service.slo_gate
     assert plain is not None
     assert (plain.strict_refuse_at, plain.cold_move_ttft_share) == (None, None)
     assert not plain.tpot_by_work
     assert plain.tpot_shed_from is None
-    assert plain.signals.by_model
+    assert not plain.signals.by_model
 
 
 @pytest.mark.parametrize(

@@ -800,8 +800,9 @@ def test_on_one_model_the_signal_per_pool_is_the_fleet_wide_one_to_the_digit() -
     """The same judgements of one model's requests, over a run that goes past capacity and
     back, by a gate keeping its signals per pool and by one keeping one for the fleet: every
     rule, threshold, pressure and strict share equal (not approximately: exactly)."""
-    per_pool = SloGate(DEFAULT_CLASSES, strict_refuse_at=0.3)
-    fleet_wide = SloGate(DEFAULT_CLASSES, strict_refuse_at=0.3, pressure_by_model=False)
+    per_pool = SloGate(DEFAULT_CLASSES, strict_refuse_at=0.3, pressure_by_model=True)
+    fleet_wide = SloGate(DEFAULT_CLASSES, strict_refuse_at=0.3)
+    assert not fleet_wide.signals.by_model  # the default
     strict = 0.0
     for k in range(600):
         ttft = 1.0 + 2.0 * ((k * 37) % 100) / 100 * (1.5 if 150 < k < 400 else 0.8)
