@@ -56,6 +56,7 @@ def build_cases(
     tenants: Path | None = None,
     engine_priority: str | None = None,
     offer_waiting_price: bool = False,
+    offer_credit_reserve: bool = False,
     base_models_by_credit: bool = False,
     gate_pressure_by_model: bool = False,
 ) -> list[Case]:
@@ -65,6 +66,7 @@ def build_cases(
     the engines schedule by the priority ours sends (``Case.engine_priority``);
     ``offer_waiting_price``: the head tuning also tries the waiting queue's price;
     ``base_models_by_credit``: swappable replicas are placed by credit and goodput at SLO;
+    ``offer_credit_reserve``: the head tuning also tries the gate's credit reserve;
     ``gate_pressure_by_model``: the gate's overload signals are kept per model pool."""
     if not peers:
         raise InputError("no peer policy to compare with", field="--peers")
@@ -100,6 +102,7 @@ def build_cases(
             seed=seed,
             engine_priority=engine_priority,
             offer_waiting_price=offer_waiting_price,
+            offer_credit_reserve=offer_credit_reserve,
             base_models_by_credit=base_models_by_credit,
             gate_pressure_by_model=gate_pressure_by_model,
         )

@@ -48,6 +48,8 @@ from bench.loop.tuning import (
     grid,
     keeps_every_load,
     plan_pickers,
+    reserve_variant,
+    shapes_differ,
     waiting_variant,
     write_profile,
 )
@@ -160,6 +162,9 @@ class Case:
     # by default: on multi-model's tail it gained past the knee but lost at the ratio load and
     # lowered the gate's precision and Jain's index (bench/RESULTS.md)
     offer_waiting_price: bool = False
+    # the head tuning also tries the gate's credit reserve (tenants of differing shapes only);
+    # off by default: measured on chat-longdoc-code alone (bench/RESULTS.md)
+    offer_credit_reserve: bool = False
     # where replicas may swap base model, the plan places them by the tenants' credits and
     # goodput at SLO (:func:`~placement.solver.base_models.place_base_models` with credits);
     # off by default: on multi-model's tail (seed 0) it loses no load past 2% and holds its
@@ -191,6 +196,7 @@ class CaseContext:
     strict_refuse_at: float | None = None  # the strict regime (None: none)
     strict_credit_cut: float = 0.0
     credit_slack: float | None = None  # past capacity, a tenant this far ahead yields
+    credit_reserve: float = 0.0  # past capacity, the TTFT limit's share kept for owed tenants
     tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
     tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
     waiting_price: str = BASE_WAITING_PRICE  # the route profile's waiting.price (tuned on the head)
@@ -266,6 +272,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 strict_credit_cut=ctx.strict_credit_cut if v.credits else 0.0,
                 # the slack is in GPU-seconds: the token-charged ablation has none
                 credit_slack=ctx.credit_slack if v.credits and v.charge == GPU_SECONDS else None,
+                credit_reserve=ctx.credit_reserve if v.credits else 0.0,
                 tpot_by_work=ctx.tpot_by_work,
                 tpot_shed_from=ctx.tpot_shed_from,
                 pressure_by_model=ctx.case.gate_pressure_by_model,
@@ -433,6 +440,7 @@ def peer(
             strict_refuse_at=ctx.strict_refuse_at,
             strict_credit_cut=ctx.strict_credit_cut,
             credit_slack=ctx.credit_slack,
+            credit_reserve=ctx.credit_reserve,
             tpot_by_work=ctx.tpot_by_work,
             tpot_shed_from=ctx.tpot_shed_from,
             pressure_by_model=ctx.case.gate_pressure_by_model,
@@ -470,6 +478,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         ctx.strict_refuse_at = setting.strict_refuse_at
         ctx.strict_credit_cut = setting.strict_credit_cut
         ctx.credit_slack = setting.credit_slack
+        ctx.credit_reserve = setting.credit_reserve
         ctx.tpot_by_work = setting.tpot_by_work
         ctx.tpot_shed_from = setting.tpot_shed_from
         got = []
@@ -498,6 +507,13 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got
+        # then the credit reserve, where the tenants' shapes differ: a fairness setting, kept
+        # where it loses at no tuning load (it need not gain)
+        reserve = case.offer_credit_reserve and shapes_differ(tune.requests)
+        for setting in reserve_variant(best[1]) if reserve else []:
+            got = score(setting)
+            if keeps_every_load(got, by_load):
+                best, by_load = (sum(got), setting), got
         # then the scraped waiting queue's price, on top of all that, under the same rule, on
         # traffic of short prompts
         prompts = (
@@ -516,6 +532,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx.strict_refuse_at = chosen.strict_refuse_at
     ctx.strict_credit_cut = chosen.strict_credit_cut
     ctx.credit_slack = chosen.credit_slack
+    ctx.credit_reserve = chosen.credit_reserve
     ctx.tpot_by_work = chosen.tpot_by_work
     ctx.tpot_shed_from = chosen.tpot_shed_from
     ctx.waiting_price = chosen.waiting_price
@@ -527,7 +544,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         f"{chosen.warm_kv_share}, plan picker {chosen.plan_picker}, gate past capacity: "
         f"refuses at {chosen.overload_refuse_at}, credit cut {chosen.credit_cut}, strict "
         f"(by the queue) at {chosen.strict_refuse_at}, credit cut {chosen.strict_credit_cut}, "
-        f"credit slack {chosen.credit_slack}, "
+        f"credit slack {chosen.credit_slack}, credit reserve {chosen.credit_reserve}, "
         f"TPOT forecast by work {chosen.tpot_by_work}, TPOT rule sheds from "
         f"{chosen.tpot_shed_from}, scraped waiting queue priced {chosen.waiting_price}"
     )
@@ -699,6 +716,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_strict_refuse_at": ctx.strict_refuse_at,
         "gate_strict_credit_cut": ctx.strict_credit_cut,
         "gate_credit_slack": ctx.credit_slack,
+        "gate_credit_reserve": ctx.credit_reserve,
         "gate_tpot_by_work": ctx.tpot_by_work,
         "gate_tpot_shed_from": ctx.tpot_shed_from,
         "gate_pressure_by_model": ctx.case.gate_pressure_by_model,

@@ -346,6 +346,14 @@ def loop(
             "dispatched (short-prompt traffic only; kept only if it loses at no tuning load)"
         ),
     ] = False,
+    offer_credit_reserve: Annotated[
+        bool,
+        typer.Option(
+            help="the head tuning also tries the gate's credit reserve: past capacity, tenants "
+            "over their share queue only where those owed have room (tenants of differing "
+            "request shapes only; kept only if it loses at no tuning load)"
+        ),
+    ] = False,
     base_models_by_credit: Annotated[
         bool,
         typer.Option(
@@ -381,6 +389,7 @@ def loop(
         seed=seed,
         engine_priority=engine_priority,
         offer_waiting_price=offer_waiting_price,
+        offer_credit_reserve=offer_credit_reserve,
         base_models_by_credit=base_models_by_credit,
         gate_pressure_by_model=gate_pressure_by_model,
     )

@@ -215,13 +215,24 @@ def _rebalance(
                 best = (peak, m)
         if best is None or not best[0] < top * (1 - HYSTERESIS):
             break
-        donor = best[1]
-        replica = holders[donor].pop()  # the last one (deterministic)
-        holders[worst].append(replica)
-        count[donor] -= 1
-        count[worst] += 1 - cost[worst]
-        moves.append((replica, worst))
+        moves.append(_swap(holders, count, cost, best[1], worst))
     return moves
+
+
+def _swap(
+    holders: dict[str, list[str]],
+    count: dict[str, float],
+    cost: Mapping[str, float],
+    donor: str,
+    receiver: str,
+) -> tuple[str, str]:
+    """Move the donor's last replica (deterministic) to ``receiver``, which counts it less its
+    loading ``cost``: the (replica id, new model) move."""
+    replica = holders[donor].pop()
+    holders[receiver].append(replica)
+    count[donor] -= 1
+    count[receiver] += 1 - cost[receiver]
+    return replica, receiver
 
 
 def _rebalance_by_credit(
@@ -278,10 +289,5 @@ def _rebalance_by_credit(
                 pick = (best[1], best[2])
         if pick is None:
             break
-        donor, receiver = pick
-        replica = holders[donor].pop()  # the last one (deterministic)
-        holders[receiver].append(replica)
-        count[donor] -= 1
-        count[receiver] += 1 - cost[receiver]
-        moves.append((replica, receiver))
+        moves.append(_swap(holders, count, cost, *pick))
     return moves

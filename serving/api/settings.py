@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     # the share of SLO refusals (the overload signal) kept per model pool: a request is judged
     # by its model's (False: one signal for the whole fleet; see the gate for why it is off)
     slo_gate_pressure_by_model: bool = False
+    # past capacity, a tenant is judged against its TTFT SLO shortened by this share × its
+    # standing among the active tenants (0 the most owed, 1 the furthest over its share), so
+    # that it queues only where those owed have room (0: off)
+    slo_gate_credit_reserve: float = Field(default=0.0, ge=0, lt=1)
     # the replicas run vLLM's --scheduling-policy priority: every request is sent with a
     # ``priority`` by its class ("class") or by class and its tenant's credit standing
     # ("credit"; serving/admission/engine_priority.py); unset: FCFS replicas, bodies untouched
