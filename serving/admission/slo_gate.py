@@ -331,6 +331,9 @@ class SloGate:
         self.ttft_pressure = 0.0  # the share of refusals led by the first token (strict regime)
         self._pressure_at: float | None = None  # time of the last pressure update
         self.last = Judgement(rule=ADMITTED, ttft_limit_s=math.inf, tpot_limit_s=math.inf)
+        # the decision the last :meth:`admit_decision` judged: the second look's when it went
+        # there — where the request would have been sent had it been admitted
+        self.last_decision: Decision | None = None
         self.retry_after_s = MIN_RETRY_AFTER_S
 
     def _class(self, request_class: str) -> RequestClass:
@@ -672,6 +675,7 @@ class SloGate:
                     other_miss = other.miss(ttft_limit, tpot_limit, observed=True)
                     if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
                         decision, seen = other_choice, other
+        self.last_decision = decision
         admitted = self.judge(
             tenant,
             cls,
