@@ -56,12 +56,16 @@ def build_cases(
     tenants: Path | None = None,
     engine_priority: str | None = None,
     offer_waiting_price: bool = False,
+    offer_credit_reserve: bool = False,
+    base_models_by_credit: bool = False,
 ) -> list[Case]:
     """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
     workloads the tenants and classes of a tenants file — or, when its tenants name their
     ``source``, is the one workload (:mod:`sim.workloads.tenant_mix`). ``engine_priority``:
     the engines schedule by the priority ours sends (``Case.engine_priority``);
-    ``offer_waiting_price``: the head tuning also tries the waiting queue's price."""
+    ``offer_waiting_price``: the head tuning also tries the waiting queue's price;
+    ``base_models_by_credit``: swappable replicas are placed by credit and goodput at SLO;
+    ``offer_credit_reserve``: the head tuning also tries the gate's credit reserve."""
     if not peers:
         raise InputError("no peer policy to compare with", field="--peers")
     if engine_priority is not None and engine_priority not in PRIORITY_MODES:
@@ -96,6 +100,8 @@ def build_cases(
             seed=seed,
             engine_priority=engine_priority,
             offer_waiting_price=offer_waiting_price,
+            offer_credit_reserve=offer_credit_reserve,
+            base_models_by_credit=base_models_by_credit,
         )
         for workload in loaded
         for fleet in _fleets_for(workload, fleet_list)

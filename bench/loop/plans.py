@@ -10,14 +10,17 @@ infeasible window keeps the previous plan, as the service's planner does; with n
 Where replicas may change base model (``ReplicaSpec.models``), each solve first decides the
 base model of every replica (:mod:`placement.solver.base_models`, from the window's demand,
 starting from what the last plan gave each replica), then solves the plan on the fleet as it
-will then be; :attr:`Planning.residency` is what the last plan gave each replica.
+will then be; :attr:`Planning.residency` is what the last plan gave each replica. With
+:attr:`Planning.base_models_by_credit` that decision follows the tenants' credits and goodput at
+SLO instead of balancing utilisation, its demand read with :attr:`Planning.base_capacity_guard`
+as well (the lower capacity of the two).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from placement.domain.fleet import Fleet
@@ -74,6 +77,13 @@ class Planning:
     move_base_models: bool = True
     # each replica's base model under the last plan (empty: as in ``fleet``)
     residency: dict[str, str] = field(default_factory=dict)
+    # base models placed by the tenants' credits and goodput at SLO (False: by utilisation)
+    base_models_by_credit: bool = False
+    # a second capacity source for that decision's demand (the lower capacity wins)
+    base_capacity_guard: CapacitySource | None = None
+    # what one request costs in the unit credits are charged in, for that decision (None: the
+    # replica-time it takes)
+    base_price: Callable[[Request], float] | None = None
 
     def solve(
         self,
@@ -102,6 +112,9 @@ class Planning:
                 window_s=max(window_s, 1e-9),
                 horizon_s=max(horizon_s or window_s, 1e-9),
                 unhealthy=unhealthy,
+                credits=self.tenants if self.base_models_by_credit else None,
+                guard=self.base_capacity_guard if self.base_models_by_credit else None,
+                price=self.base_price,
             )
             models = placed.models
             fleet = fleet_with_models(fleet, models)

@@ -14,6 +14,7 @@ gate — and by the ablations, at the load where the best peer's attainment firs
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ from bench.loop.tuning import (
     grid,
     keeps_every_load,
     plan_pickers,
+    reserve_variant,
+    shapes_differ,
     waiting_variant,
     write_profile,
 )
@@ -58,14 +61,18 @@ from bench.policies import (
     PolicyContext,
     make_policy,
 )
+from models.capacity import Slo
 from placement.domain.fleet import Fleet
+from placement.domain.requests import Request
 from placement.plan import Plan
 from placement.solver.capacity import CapacitySource, class_slos
+from placement.solver.engine_capacity import EngineCapacity as EngineModelCapacity
 from placement.solver.instance import WARM_KV_SHARE
 from placement.solver.model import DEFAULT_WEIGHTS, Weights
 from placement.solver.pooled_attainment import AttainmentModel, attainment_for
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
+from serving.admission.cost import mean_rates
 from serving.admission.slo_gate import (
     DEFAULT_CREDIT_CUT,
     DEFAULT_OVERLOAD_REFUSE_AT,
@@ -108,6 +115,9 @@ class Variant:
     audit: float = 0.0  # this share of the gate's refusals admitted anyway (its precision)
     charge: str = GPU_SECONDS  # credits charged in GPU-seconds (TOKENS: per weighted token)
     base_models: bool = True  # the plan moves base models where replicas may hold several
+    # base models placed by credit and goodput at SLO (True) or by utilisation (False); None:
+    # as the case says (``Case.base_models_by_credit``)
+    base_by_credit: bool | None = None
 
 
 FULL = Variant(name=OURS)
@@ -127,6 +137,8 @@ AUDIT_GATE = Variant(name="ours:audit_gate", audit=AUDIT_SHARE)
 TOKEN_CREDITS = Variant(name="ours:token_credits", charge=TOKENS)
 # on fleets whose replicas may change base model: the plan with every replica's model fixed
 STATIC_MODELS = Variant(name="ours:static_base_models", base_models=False)
+# ... and, where the case places them by credit, by the utilisation rule instead
+BY_UTILISATION = Variant(name="ours:base_models_by_utilisation", base_by_credit=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,6 +162,15 @@ class Case:
     # by default: on multi-model's tail it gained past the knee but lost at the ratio load and
     # lowered the gate's precision and Jain's index (bench/RESULTS.md)
     offer_waiting_price: bool = False
+    # the head tuning also tries the gate's credit reserve (tenants of differing shapes only);
+    # off by default: measured on chat-longdoc-code alone (bench/RESULTS.md)
+    offer_credit_reserve: bool = False
+    # where replicas may swap base model, the plan places them by the tenants' credits and
+    # goodput at SLO (:func:`~placement.solver.base_models.place_base_models` with credits);
+    # off by default: on multi-model's tail (seed 0) it loses no load past 2% and holds its
+    # split from either start, but Jain's index at overload falls (0.494 → 0.451) and the
+    # capacity it converts credits into replicas with reads Llama ~6× slow (bench/RESULTS.md)
+    base_models_by_credit: bool = False
 
 
 @dataclass(kw_only=True)
@@ -171,6 +192,7 @@ class CaseContext:
     strict_refuse_at: float | None = None  # the strict regime (None: none)
     strict_credit_cut: float = 0.0
     credit_slack: float | None = None  # past capacity, a tenant this far ahead yields
+    credit_reserve: float = 0.0  # past capacity, the TTFT limit's share kept for owed tenants
     tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
     tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
     waiting_price: str = BASE_WAITING_PRICE  # the route profile's waiting.price (tuned on the head)
@@ -246,6 +268,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 strict_credit_cut=ctx.strict_credit_cut if v.credits else 0.0,
                 # the slack is in GPU-seconds: the token-charged ablation has none
                 credit_slack=ctx.credit_slack if v.credits and v.charge == GPU_SECONDS else None,
+                credit_reserve=ctx.credit_reserve if v.credits else 0.0,
                 tpot_by_work=ctx.tpot_by_work,
                 tpot_shed_from=ctx.tpot_shed_from,
                 shadow=v.shadow,
@@ -298,6 +321,7 @@ def ours_with_policy(
     rate = rate_multiplier(load, source, ctx.nominal_rps)
     target = source.scaled(rate)
     head = ctx.at_load(ctx.tune, load)
+    by_credit = ctx.case.base_models_by_credit if v.base_by_credit is None else v.base_by_credit
     planning = Planning(
         fleet=ctx.case.fleet,
         tenants=ctx.tune.tenants if v.credits else {},
@@ -312,6 +336,11 @@ def ours_with_policy(
         warm_kv_share=ctx.warm_kv_share,
         keep_plans=keep_plans,
         move_base_models=v.base_models,
+        base_models_by_credit=by_credit,
+        base_capacity_guard=_engine_model_capacity(class_slos(ctx.tune.classes))
+        if by_credit
+        else None,
+        base_price=request_price(ctx.case.fleet) if by_credit else None,
     )
     policy = make_policy(OURS, _policy_ctx(ctx, v, headroom or ctx.headroom))
     assert isinstance(policy, PlacementPolicy)
@@ -322,6 +351,34 @@ def ours_with_policy(
         # every load re-solves after the same number of requests
         routing = Replanning(policy, planning, period_s=ctx.case.period_s / rate, plan=first)
     return _simulate(ctx, routing, target, faults), target, planning, policy
+
+
+@functools.cache
+def _engine_model_capacity(slos: tuple[Slo, ...]) -> CapacitySource:
+    """Capacity at SLO from the kind's iteration-time model
+    (:mod:`placement.solver.engine_capacity`), the same whichever base models a swap group held
+    when the head's telemetry was taken: the guard on the base-model decision's demand (one per
+    SLO set; its tables are built on first use and kept)."""
+    return EngineModelCapacity(slos=slos)
+
+
+def request_price(fleet: Fleet) -> Callable[[Request], float]:
+    """What a request costs in the unit credits are charged in: GPU-seconds on the fleet's
+    average replica (:func:`~serving.admission.cost.mean_rates`), as the fairness figures
+    charge it (:func:`~bench.loop.fairness.request_gpu_seconds`; no cache hit known ahead)."""
+    rates = mean_rates((r.accelerator.kind, r.model.name, r.tp) for r in fleet.replicas)
+    return lambda r: rates.request(r.input_tokens, 0, r.output_tokens)
+
+
+def base_model_ablations(case: Case) -> tuple[Variant, ...]:
+    """On fleets whose replicas may swap base model: the plan with every replica's model
+    fixed, and, where the case places base models by credit, the utilisation rule it replaced
+    (what the credits cost in requests)."""
+    if not any(spec.models for spec in case.fleet.replicas):
+        return ()
+    if case.base_models_by_credit:
+        return (STATIC_MODELS, BY_UTILISATION)
+    return (STATIC_MODELS,)
 
 
 def ours_fixed_plan(
@@ -383,6 +440,7 @@ def peer(
             strict_refuse_at=ctx.strict_refuse_at,
             strict_credit_cut=ctx.strict_credit_cut,
             credit_slack=ctx.credit_slack,
+            credit_reserve=ctx.credit_reserve,
             tpot_by_work=ctx.tpot_by_work,
             tpot_shed_from=ctx.tpot_shed_from,
         )
@@ -419,6 +477,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         ctx.strict_refuse_at = setting.strict_refuse_at
         ctx.strict_credit_cut = setting.strict_credit_cut
         ctx.credit_slack = setting.credit_slack
+        ctx.credit_reserve = setting.credit_reserve
         ctx.tpot_by_work = setting.tpot_by_work
         ctx.tpot_shed_from = setting.tpot_shed_from
         got = []
@@ -447,6 +506,13 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got
+        # then the credit reserve, where the tenants' shapes differ: a fairness setting, kept
+        # where it loses at no tuning load (it need not gain)
+        reserve = case.offer_credit_reserve and shapes_differ(tune.requests)
+        for setting in reserve_variant(best[1]) if reserve else []:
+            got = score(setting)
+            if keeps_every_load(got, by_load):
+                best, by_load = (sum(got), setting), got
         # then the scraped waiting queue's price, on top of all that, under the same rule, on
         # traffic of short prompts
         prompts = (
@@ -465,6 +531,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx.strict_refuse_at = chosen.strict_refuse_at
     ctx.strict_credit_cut = chosen.strict_credit_cut
     ctx.credit_slack = chosen.credit_slack
+    ctx.credit_reserve = chosen.credit_reserve
     ctx.tpot_by_work = chosen.tpot_by_work
     ctx.tpot_shed_from = chosen.tpot_shed_from
     ctx.waiting_price = chosen.waiting_price
@@ -476,7 +543,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         f"{chosen.warm_kv_share}, plan picker {chosen.plan_picker}, gate past capacity: "
         f"refuses at {chosen.overload_refuse_at}, credit cut {chosen.credit_cut}, strict "
         f"(by the queue) at {chosen.strict_refuse_at}, credit cut {chosen.strict_credit_cut}, "
-        f"credit slack {chosen.credit_slack}, "
+        f"credit slack {chosen.credit_slack}, credit reserve {chosen.credit_reserve}, "
         f"TPOT forecast by work {chosen.tpot_by_work}, TPOT rule sheds from "
         f"{chosen.tpot_shed_from}, scraped waiting queue priced {chosen.waiting_price}"
     )
@@ -648,6 +715,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_strict_refuse_at": ctx.strict_refuse_at,
         "gate_strict_credit_cut": ctx.strict_credit_cut,
         "gate_credit_slack": ctx.credit_slack,
+        "gate_credit_reserve": ctx.credit_reserve,
         "gate_tpot_by_work": ctx.tpot_by_work,
         "gate_tpot_shed_from": ctx.tpot_shed_from,
         "waiting_price": ctx.waiting_price,
@@ -684,8 +752,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
     )
     full_goodput = goodput_at(our_rows, ablation_load)
     ablations: dict[str, float] = {}
-    swappable = any(spec.models for spec in case.fleet.replicas)
-    for v in (*ABLATIONS, STATIC_MODELS) if swappable else ABLATIONS:
+    for v in (*ABLATIONS, *base_model_ablations(case)):
         say(f"{name}: {v.name} @ load {ablation_load}")
         result, wl, planning = ours(ctx, ablation_load, v)
         ablated = _row(result, wl, policy=v.name, load=ablation_load, **tag)

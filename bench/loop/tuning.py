@@ -44,6 +44,18 @@ loss out (on ``kv-bound`` over ``h100x8`` it kept the price, and its tail lost 1
 Even so it is offered only when asked (``Case.offer_waiting_price``, ``--offer-waiting-price``):
 on ``multi-model`` it lost at the ratio load and lowered the gate's precision and Jain's index.
 
+The gate's credit reserve (``Setting.credit_reserve``, :data:`CREDIT_RESERVE`): past capacity,
+a tenant over its share is judged against a TTFT limit shortened by the reserve × its standing
+among the active tenants, so it queues only where the tenants owed still have room. Offered only
+when asked (``Case.offer_credit_reserve``, ``--offer-credit-reserve``) and only to traffic whose
+tenants' request shapes differ (:func:`shapes_differ`), on top of the chosen setting; a fairness
+setting, it is kept where it loses at no tuning load (:func:`keeps_every_load`), gain or not: on
+the head of ``chat-longdoc-code``'s seed 1 it cost 1.2% at load 3 and 0.3% in sum, and on that
+seed's tail it lost nowhere and raised Jain's index at 2× overload from 0.84 to 0.95. On
+``chat-longdoc-code`` over the heterogeneous fleet the code tenant's short decodes meet their
+TPOT only on the H100s, where the long-document tenant's 12k-token prompts fill the queues its
+bursts need (bench/RESULTS.md).
+
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
 inspected and reused (``placement bench routing`` and the service read the same YAML).
@@ -53,12 +65,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from placement.domain.requests import Request
 from placement.paths import repo_root
 from placement.solver.instance import WARM_KV_SHARE
 from serving.admission.slo_gate import DEFAULT_CREDIT_CUT, DEFAULT_OVERLOAD_REFUSE_AT
@@ -87,6 +101,14 @@ STRICT_CREDIT_CUT = 0.0
 # (GPU-seconds per unit of credit share) yields outright what it asks for: tried on traffic
 # with LoRA adapters (:func:`gate_variants`)
 CREDIT_SLACK = 300.0
+# past capacity, the share of the TTFT limit kept from the tenant furthest over its share for
+# the tenants owed credit (:func:`reserve_variant`; 0.5 of 0.25 / 0.5 / 0.75 on the head of
+# chat-longdoc-code: 0.75 lost 2% at load 2)
+CREDIT_RESERVE = 0.5
+# tenants' request shapes differ when the mean prompt or the mean output of one tenant is this
+# many times another's (among tenants of at least SHAPE_MIN_REQUESTS requests)
+SHAPE_FACTOR = 8.0
+SHAPE_MIN_REQUESTS = 20
 # the most a gate variant may lose at one tuning load against the chosen route setting
 NO_LOSS = 0.02
 # the scraped waiting queue's price (``waiting.price``): the shipped one, and the one offered
@@ -109,6 +131,7 @@ class Setting:
     strict_refuse_at: float | None = None  # None: no strict regime
     strict_credit_cut: float = STRICT_CREDIT_CUT
     credit_slack: float | None = None  # None: no tenant yields for credit alone
+    credit_reserve: float = 0.0  # past capacity, the TTFT limit's share kept for owed tenants
     tpot_by_work: bool = False  # the gate's TPOT forecast by work
     tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
     waiting_price: str = BASE_WAITING_PRICE  # the route profile's ``waiting.price``
@@ -136,6 +159,33 @@ def gate_variants(chosen: Setting, *, credit_slack: bool = False) -> list[Settin
     if credit_slack:
         variants += [dataclasses.replace(s, credit_slack=CREDIT_SLACK) for s in (chosen, strict)]
     return [v for v in variants if v != chosen]
+
+
+def shapes_differ(requests: Iterable[Request]) -> bool:
+    """Whether the tenants' request shapes differ: among tenants with at least
+    :data:`SHAPE_MIN_REQUESTS` requests, one's mean prompt or mean output is at least
+    :data:`SHAPE_FACTOR` times another's."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for r in requests:
+        s = sums[r.tenant]
+        s[0] += 1.0
+        s[1] += r.input_tokens
+        s[2] += r.output_tokens
+    means = [(p / n, o / n) for n, p, o in sums.values() if n >= SHAPE_MIN_REQUESTS]
+    if len(means) < 2:
+        return False
+    for axis in (0, 1):
+        values = [m[axis] for m in means]
+        if max(values) >= SHAPE_FACTOR * max(min(values), 1.0):
+            return True
+    return False
+
+
+def reserve_variant(chosen: Setting) -> list[Setting]:
+    """The chosen setting with the gate's credit reserve (:data:`CREDIT_RESERVE`); none if it
+    already has it."""
+    reserved = dataclasses.replace(chosen, credit_reserve=CREDIT_RESERVE)
+    return [reserved] if reserved != chosen else []
 
 
 def waiting_variant(chosen: Setting, mean_prompt_tokens: float) -> list[Setting]:

@@ -67,6 +67,8 @@ class GateSettings:
     # the second look's cold moves kept to replicas with prefill to spare (None: off)
     cold_move_ttft_share: float | None = None
     credit_slack: float | None = None
+    # past capacity, this share of the TTFT limit kept from tenants over their share (0: none)
+    credit_reserve: float = 0.0
     # the TPOT forecast by work (prompt tokens to compute, learned TPOT ratio; off: received)
     tpot_by_work: bool = False
     # the TPOT rule refuses only at the gate's own threshold below this share of SLO refusals
@@ -260,6 +262,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             charge=cfg.slo_gate.charge,
             cold_move_ttft_share=cfg.slo_gate.cold_move_ttft_share,
             credit_slack=cfg.slo_gate.credit_slack,
+            credit_reserve=cfg.slo_gate.credit_reserve,
             tpot_by_work=cfg.slo_gate.tpot_by_work,
             tpot_shed_from=cfg.slo_gate.tpot_shed_from,
         )

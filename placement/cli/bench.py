@@ -346,6 +346,22 @@ def loop(
             "dispatched (short-prompt traffic only; kept only if it loses at no tuning load)"
         ),
     ] = False,
+    offer_credit_reserve: Annotated[
+        bool,
+        typer.Option(
+            help="the head tuning also tries the gate's credit reserve: past capacity, tenants "
+            "over their share queue only where those owed have room (tenants of differing "
+            "request shapes only; kept only if it loses at no tuning load)"
+        ),
+    ] = False,
+    base_models_by_credit: Annotated[
+        bool,
+        typer.Option(
+            help="where replicas may swap base model, place them by the tenants' credits and "
+            "goodput at SLO instead of balancing utilisation (the utilisation rule then runs "
+            "as an ablation)"
+        ),
+    ] = False,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
@@ -366,6 +382,8 @@ def loop(
         seed=seed,
         engine_priority=engine_priority,
         offer_waiting_price=offer_waiting_price,
+        offer_credit_reserve=offer_credit_reserve,
+        base_models_by_credit=base_models_by_credit,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 

@@ -14,25 +14,43 @@ move lowers the largest utilisation by more than :data:`HYSTERESIS`, counting th
 a replica that swaps serves nothing for ``load_s`` seconds, ``load_s / horizon_s`` of a replica
 over the plan's horizon, charged to the model it joins. A model with demand keeps at least one
 replica it already had; at most :data:`MAX_SWAPS` replicas move per plan.
+
+**By credit** (``credits`` given): balancing utilisation moves replicas by each model's work
+whatever its tenants' credits, and reads that work from a capacity that may depend on which
+split produced it. Instead each model is entitled to the replicas its tenants are owed by their
+credits, charged by what their requests cost (``price``; max-min fair in that charge,
+:mod:`placement.solver.model_entitlement`): a model short of its entitlement by at least
+:data:`SHORT` replicas gains one first (from the model with the most to spare); then spare
+replicas (a model's beyond its entitlement) go where one more adds the most requests served at
+SLO — ``λ_m / u_m`` req/s per replica up to ``u_m``, fluid — net of what the donor loses, by at
+least :data:`HYSTERESIS` of a replica's requests; a donor never falls short of its own
+entitlement by :data:`SHORT` (so the next plan on the same demand moves nothing back) and a
+model with demand keeps a replica. Demand here may be read from several capacity sources, the
+lowest capacity of a class winning (``guard``): capacity learned on a model's light telemetry
+reads it ample and would hand its replicas away.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from models.capacity import Slo
 from placement.domain.base_models import swap_load_s
 from placement.domain.fleet import Fleet, ReplicaSpec, with_model
 from placement.domain.llm import get_model
-from placement.domain.requests import Request, RequestClass
+from placement.domain.requests import Request, RequestClass, Tenant
 from placement.errors import InputError
 from placement.solver.capacity import CapacitySource
+from placement.solver.model_entitlement import model_entitlements, tenant_demand
 
 #: A move must lower the largest utilisation by this share of it (no thrash on noise).
 HYSTERESIS = 0.1
 #: Replicas that start a swap in one plan, at most (a drain takes capacity from the pool).
 MAX_SWAPS = 2
+#: By credit: a model this many replicas short of its entitlement gains one (half a replica and
+#: the hysteresis: rounding, without moving back on the next plan's noise).
+SHORT = 0.5 + HYSTERESIS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,9 +77,15 @@ def place_base_models(
     window_s: float,
     horizon_s: float,
     unhealthy: Collection[str] = (),
+    credits: Mapping[str, Tenant] | None = None,
+    guard: CapacitySource | None = None,
+    price: Callable[[Request], float] | None = None,
 ) -> BaseModelPlacement:
     """The base model of every replica for the demand of ``requests`` over ``window_s``, the
-    swaps' cost spread over ``horizon_s`` (the time until the next plan)."""
+    swaps' cost spread over ``horizon_s`` (the time until the next plan); with ``credits`` (the
+    tenants), by their entitlements and goodput at SLO rather than by utilisation, demand read
+    from ``capacity`` and ``guard`` (the lower capacity of the two) and charged by ``price``
+    (what one request costs; None: the replica-time it takes)."""
     if window_s <= 0 or horizon_s <= 0:
         raise InputError(
             f"window_s={window_s}, horizon_s={horizon_s}", field="window_s", expected="> 0"
@@ -71,7 +95,6 @@ def place_base_models(
     swaps: list[str] = []
     for group in _groups(fleet, unhealthy):
         head = group[0]
-        u = {m: _demand(requests, m, head, classes, capacity, window_s) for m in head.models}
         fixed = {
             m: sum(
                 1
@@ -88,7 +111,20 @@ def place_base_models(
             / horizon_s
             for m in head.models
         }
-        moved = _rebalance(group, u, fixed, cost)
+        if credits is None:
+            u = {m: _demand(requests, m, head, classes, capacity, window_s) for m in head.models}
+            moved = _rebalance(group, u, fixed, cost)
+        else:
+            sources = (capacity,) if guard is None else (capacity, guard)
+            asks = tenant_demand(requests, head.models, head, classes, sources, window_s, price)
+            u = dict.fromkeys(head.models, 0.0)
+            rate = dict.fromkeys(head.models, 0.0)
+            for d in asks:
+                u[d.model] += d.replicas
+                rate[d.model] += d.rate
+            owed = model_entitlements(asks, credits, float(len(group) + sum(fixed.values())))
+            floor = {m: owed.get(m, 0.0) for m in head.models}
+            moved = _rebalance_by_credit(group, u, rate, floor, fixed, cost)
         for replica, model in moved:
             held[replica] = model
             swaps.append(replica)
@@ -179,10 +215,79 @@ def _rebalance(
                 best = (peak, m)
         if best is None or not best[0] < top * (1 - HYSTERESIS):
             break
-        donor = best[1]
-        replica = holders[donor].pop()  # the last one (deterministic)
-        holders[worst].append(replica)
-        count[donor] -= 1
-        count[worst] += 1 - cost[worst]
-        moves.append((replica, worst))
+        moves.append(_swap(holders, count, cost, best[1], worst))
+    return moves
+
+
+def _swap(
+    holders: dict[str, list[str]],
+    count: dict[str, float],
+    cost: Mapping[str, float],
+    donor: str,
+    receiver: str,
+) -> tuple[str, str]:
+    """Move the donor's last replica (deterministic) to ``receiver``, which counts it less its
+    loading ``cost``: the (replica id, new model) move."""
+    replica = holders[donor].pop()
+    holders[receiver].append(replica)
+    count[donor] -= 1
+    count[receiver] += 1 - cost[receiver]
+    return replica, receiver
+
+
+def _rebalance_by_credit(
+    group: list[ReplicaSpec],
+    demand: Mapping[str, float],
+    rate: Mapping[str, float],
+    floor: Mapping[str, float],
+    fixed: Mapping[str, int],
+    cost: Mapping[str, float],
+) -> list[tuple[str, str]]:
+    """(replica id, new model) moves, at most :data:`MAX_SWAPS`: first to models short of
+    their entitlement ``floor``, then to where a replica serves the most more at SLO."""
+    holders: dict[str, list[str]] = {m: [] for m in demand}
+    for r in group:
+        holders[r.model.name].append(r.id)
+    count = {m: float(len(ids) + fixed[m]) for m, ids in holders.items()}
+
+    def served(m: str, c: float) -> float:
+        """Requests/s served at SLO by ``c`` replicas on ``m`` (fluid)."""
+        u = demand[m]
+        return rate[m] / u * min(u, max(c, 0.0)) if u > 0 else 0.0
+
+    def per_replica(m: str) -> float:
+        return rate[m] / demand[m] if demand[m] > 0 else 0.0
+
+    def short(m: str) -> bool:
+        return floor[m] - count[m] >= SHORT or (demand[m] > 0 and count[m] < 1)
+
+    def can_give(m: str) -> bool:
+        if not holders[m] or (demand[m] > 0 and count[m] - 1 < 1):
+            return False
+        return floor[m] - (count[m] - 1) < SHORT
+
+    moves: list[tuple[str, str]] = []
+    while len(moves) < MAX_SWAPS:
+        donors = [m for m in sorted(demand) if can_give(m)]
+        pick: tuple[str, str] | None = None
+        for m in sorted(demand, key=lambda k: (-(floor[k] - count[k]), k)):
+            spare = [d for d in donors if d != m]
+            if short(m) and spare:
+                pick = (max(spare, key=lambda d: (count[d] - floor[d], d)), m)
+                break
+        if pick is None:
+            best: tuple[float, str, str] | None = None
+            for m in sorted(demand):
+                gain = served(m, count[m] + 1 - cost[m]) - served(m, count[m])
+                for d in donors:
+                    if d == m:
+                        continue
+                    net = gain - (served(d, count[d]) - served(d, count[d] - 1))
+                    if net > HYSTERESIS * per_replica(m) and (best is None or net > best[0]):
+                        best = (net, d, m)
+            if best is not None:
+                pick = (best[1], best[2])
+        if pick is None:
+            break
+        moves.append(_swap(holders, count, cost, *pick))
     return moves

@@ -115,6 +115,16 @@ lowest active one by more than the slack is refused outright (rule :data:`CREDIT
 would meet; off by default: on the head of the reasoning-vs-code mix at 2× overload it raised
 Jain's index 0.82 → 0.91 but cost 13% of the goodput (the capacity the reasoning tenant yields
 is not what the code tenant lacks: its short decodes miss their TPOT on the slower replicas).
+With ``credit_reserve`` (off by default: 0), under pressure a tenant is judged against its TTFT
+limit shortened by ``credit_reserve`` × its standing among the active tenants (0 the most owed,
+1 the furthest over its share): it joins a queue only while its first token would still leave
+that room, which the owed tenants' bursts then find. A request that would meet the full limit
+but not its own is refused for credit (rule :data:`CREDIT`, not an SLO refusal: the pressure
+does not feed on it). On ``chat-longdoc-code`` over the heterogeneous fleet (a code tenant whose
+short decodes meet their TPOT only on the H100s, whose queues a long-document tenant's 12k-token
+prompts fill) 0.5 raised Jain's index at 2× overload from 0.885 to 0.942 on the tail and lost
+goodput at no load (bench/RESULTS.md); the loop offers it only when asked
+(``bench/loop/tuning.py``).
 
 **Unreachable.** A request whose own prefill misses its TTFT SLO even with nothing queued ahead
 (a very long uncached prompt on the fastest replica it may use) is refused for a miss no retry
@@ -266,6 +276,7 @@ class SloGate:
         cold_move_ttft_share: float | None = None,
         tpot_by_work: bool = False,
         tpot_shed_from: float | None = None,
+        credit_reserve: float = 0.0,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -301,6 +312,8 @@ class SloGate:
             raise InputError(
                 f"{strict_credit_cut}", field="strict_credit_cut", expected="in [0, 1)"
             )
+        if not 0 <= credit_reserve < 1:
+            raise InputError(f"{credit_reserve}", field="credit_reserve", expected="in [0, 1)")
         self.classes = dict(classes)
         self.headroom = headroom
         self.credit_cut = credit_cut
@@ -312,6 +325,7 @@ class SloGate:
         self.cold_move_ttft_share = cold_move_ttft_share
         self.tpot_by_work = tpot_by_work
         self.tpot_shed_from = tpot_shed_from
+        self.credit_reserve = credit_reserve
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
         self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
         self.tpot_headroom = tpot_headroom
@@ -415,6 +429,15 @@ class SloGate:
         span = start * (TPOT_SHED_SPAN - 1.0)
         return min(max((self.pressure - start) / span, 0.0), 1.0)
 
+    def reserve(self, tenant: str) -> float:
+        """The share of the TTFT limit kept from ``tenant`` for the tenants owed credit: 0
+        while the fleet keeps up (pressure under :data:`PRESSURE_FLOOR`) or without
+        ``credit_reserve``; past capacity ``credit_reserve`` × the tenant's standing among the
+        active tenants (0 the most owed, 1 the furthest over its share)."""
+        if self.credit_reserve <= 0.0 or self.pressure < PRESSURE_FLOOR:
+            return 0.0
+        return self.credit_reserve * self.vtc.over_credit(tenant)
+
     def _owed_threshold(self, base: float, cut: float, owed: float) -> float:
         """The threshold of a tenant ``owed`` (0 furthest over its share, 1 most owed) when
         the base threshold is ``base`` and the lift's cut ``cut``."""
@@ -476,7 +499,10 @@ class SloGate:
         refusing service, but the top band fell from 0.956 to 0.868 on the held-out tail.)"""
         ttft_limit = self.limit_s(request_class, budget_s)
         tpot_limit = self.tpot_limit_s(request_class)
-        ttft_miss = seen.ttft_miss(ttft_limit)
+        # past capacity, a tenant over its share queues only where its first token still
+        # leaves the reserve's room to the tenants owed (see ``credit_reserve``)
+        own_limit = ttft_limit * (1.0 - self.reserve(tenant))
+        ttft_miss = seen.ttft_miss(own_limit)
         tpot_miss = self._tpot_chance(seen, tpot_limit)
         miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
         base, cut = self._base_and_cut()
@@ -495,6 +521,11 @@ class SloGate:
             rule = TTFT if ttft_miss >= tpot_miss else TPOT
             if miss < owed_at:
                 rule = CREDIT  # a tenant owed credit would have been admitted
+            elif own_limit < ttft_limit and (
+                1.0 - (1.0 - seen.ttft_miss(ttft_limit)) * (1.0 - tpot_miss) < threshold
+            ):
+                # it would meet, but in the room kept for the tenants owed: refused for credit
+                rule = CREDIT
             if rule == TTFT and seen.alone_miss(ttft_limit) >= self.refuse_at:
                 # its own prefill misses even with nothing ahead: no retry would ever meet
                 rule = UNREACHABLE

@@ -110,6 +110,10 @@ class Settings(BaseSettings):
     # below this share of SLO refusals the TPOT rule refuses only at the gate's own threshold
     # (0.9); up to 3× it, it comes to shed as the TTFT rule does (None: it always does)
     slo_gate_tpot_shed_from: float | None = Field(default=None, gt=0, lt=1)
+    # past capacity, a tenant is judged against its TTFT SLO shortened by this share × its
+    # standing among the active tenants (0 the most owed, 1 the furthest over its share), so
+    # that it queues only where those owed have room (0: off)
+    slo_gate_credit_reserve: float = Field(default=0.0, ge=0, lt=1)
     # the replicas run vLLM's --scheduling-policy priority: every request is sent with a
     # ``priority`` by its class ("class") or by class and its tenant's credit standing
     # ("credit"; serving/admission/engine_priority.py); unset: FCFS replicas, bodies untouched

@@ -13,7 +13,10 @@ answered 413 at once. With flow control on, the decision may wait in the flow-co
 (:meth:`EndpointPicker.place`): the stream holds, and the answer that carries the destination
 (or the 429) is sent when it comes; when the wait starts, Envoy is first asked to wait that long
 for it (``override_message_timeout``, beyond the filter's ``message_timeout``, up to its
-``max_message_timeout``) — :meth:`Exchange.answers`.
+``max_message_timeout``) — :meth:`Exchange.answers`. When the replicas schedule by priority
+(the service's ``engine_priority``), the body goes on with the priority the service set (vLLM's
+``priority``, over the client's) and the Content-Length that matches it: replaced in the
+BUFFERED body's answer, streamed back in FULL_DUPLEX_STREAMED.
 
 **Response**: the headers tell the status and, from the proxy, the endpoint that served
 (``envoy.lb`` metadata, or the same-named header, which is removed before the client sees it);
@@ -53,8 +56,10 @@ from serving.epp.protocol import (
 )
 from serving.epp.refusals import Refusal
 from serving.epp.usage import OutputTokens
+from serving.gateway.prompt import with_priority
 
 _SERVER_ERROR = 500
+CONTENT_LENGTH = "content-length"
 # Envoy is asked to wait this much longer than the queue may hold a request (the 429 at its
 # deadline comes from the queue's next pump)
 OVERRIDE_MARGIN_S = 1.0
@@ -141,7 +146,7 @@ class Exchange:
     async def _request_headers(self, request: Message) -> list[Message]:
         headers = request.request_headers
         self.headers = header_map(headers)
-        length = self.headers.get("content-length", "")
+        length = self.headers.get(CONTENT_LENGTH, "")
         limit = self.picker.config.max_body_bytes
         if length.isdigit() and int(length) > limit:
             return self._refuse(_too_large(limit))
@@ -200,14 +205,19 @@ class Exchange:
         if isinstance(outcome, Refusal):
             return self._refuse(outcome)
         self.pick = outcome
-        mutation = destination_mutation(outcome.endpoints, outcome.headers, remove=(SERVED,))
+        headers = outcome.headers
+        sent = raw
+        if raw is not None and outcome.priority is not None:  # replicas scheduling by priority
+            sent = with_priority(raw, outcome.priority)
+            headers = {**headers, CONTENT_LENGTH: str(len(sent))}
+        mutation = destination_mutation(outcome.endpoints, headers, remove=(SERVED,))
         if raw is None or duplex:
             first = request_headers_response(mutation)
         else:
-            first = request_body_response(mutation)
+            first = request_body_response(mutation, None if sent is raw else sent)
         answers = [with_destination_metadata(first, outcome.endpoints)]
         if duplex:
-            answers += streamed_body("request_body", raw or b"", end_of_stream=end_of_stream)
+            answers += streamed_body("request_body", sent or b"", end_of_stream=end_of_stream)
         return answers
 
     def _refuse(self, refusal: Refusal) -> list[Message]:

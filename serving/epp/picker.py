@@ -91,6 +91,9 @@ class Pick:
     max_output_tokens: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     first_token_at: float | None = None  # the service clock when the first byte came back
+    # the engine priority the request goes with (put in its body), when the replicas schedule
+    # by priority (vLLM ``--scheduling-policy priority``)
+    priority: int | None = None
 
 
 def endpoint_of(address: str) -> str:
@@ -265,6 +268,7 @@ class EndpointPicker:
             plan_version=decision.plan_version,
             decision_id=routed.decision_id,
             max_output_tokens=query.max_output_tokens,
+            priority=routed.priority,
         )
         if not targets:
             self.finish(pick, ok=False, output_tokens=0)

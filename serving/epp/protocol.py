@@ -150,11 +150,15 @@ def request_headers_response(mutation: Message | None = None) -> Message:
     return ext_proc.ProcessingResponse(request_headers=ext_proc.HeadersResponse(response=common))
 
 
-def request_body_response(mutation: Message | None = None) -> Message:
-    """The answer to a buffered request body: continue, with the request headers mutated."""
+def request_body_response(mutation: Message | None = None, body: bytes | None = None) -> Message:
+    """The answer to a buffered request body: continue, with the request headers mutated and,
+    given ``body``, the body replaced by it (the mutation must then set its Content-Length:
+    in BUFFERED mode that is the processor's job)."""
     common = ext_proc.CommonResponse()
     if mutation is not None:
         common.header_mutation.CopyFrom(mutation)
+    if body is not None:
+        common.body_mutation.body = body
     return ext_proc.ProcessingResponse(request_body=ext_proc.BodyResponse(response=common))
 
 

@@ -20,6 +20,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     monkeypatch.setenv("PLACEMENT_SLO_GATE_COLD_MOVE_TTFT_SHARE", "0.75")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_BY_WORK", "1")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_SHED_FROM", "0.05")
+    monkeypatch.setenv("PLACEMENT_SLO_GATE_CREDIT_RESERVE", "0.5")
     settings = load_settings(environment="development", slo_gate=True, plan_dir=tmp_path)
     gate = build_app(settings).state.runtime.service.slo_gate
     assert gate is not None
@@ -27,6 +28,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     assert (gate.strict_refuse_at, gate.cold_move_ttft_share) == (0.3, 0.75)
     assert gate.tpot_by_work
     assert gate.tpot_shed_from == 0.05
+    assert gate.credit_reserve == 0.5
     # by default neither the strict regime, the cold-move rule nor the TPOT forecast by work
     # is on
     plain = build_app(
@@ -38,12 +40,14 @@ def test_the_gate_is_built_with_the_overload_settings(
             slo_gate_cold_move_ttft_share=None,
             slo_gate_tpot_by_work=False,
             slo_gate_tpot_shed_from=None,
+            slo_gate_credit_reserve=0.0,
         )
     ).state.runtime.service.slo_gate
     assert plain is not None
     assert (plain.strict_refuse_at, plain.cold_move_ttft_share) == (None, None)
     assert not plain.tpot_by_work
     assert plain.tpot_shed_from is None
+    assert plain.credit_reserve == 0.0
 
 
 @pytest.mark.parametrize(
@@ -54,6 +58,7 @@ def test_the_gate_is_built_with_the_overload_settings(
         ({"slo_gate_overload_refuse_at": 0.95}, "PLACEMENT_SLO_GATE_OVERLOAD_REFUSE_AT"),
         ({"slo_gate_cold_move_ttft_share": -1.0}, "PLACEMENT_SLO_GATE_COLD_MOVE_TTFT_SHARE"),
         ({"slo_gate_tpot_shed_from": 1.5}, "PLACEMENT_SLO_GATE_TPOT_SHED_FROM"),
+        ({"slo_gate_credit_reserve": 1.0}, "PLACEMENT_SLO_GATE_CREDIT_RESERVE"),
     ],
 )
 def test_a_bad_overload_setting_names_its_variable(

@@ -3,12 +3,15 @@ simulator, and the route path sends the new model's requests there once it serve
 
 from __future__ import annotations
 
+import dataclasses
+
 from bench.loop.model_residency import DRAINING, LOADING, model_figures, model_intervals
 from bench.loop.plans import Planning
 from bench.loop.replan import Replanning
+from bench.loop.run import BY_UTILISATION, STATIC_MODELS, Case, base_model_ablations
 from bench.policies import PlacementPolicy, policy_for_plan
 from placement.domain.fleet import fleet_from_dict
-from placement.domain.requests import DEFAULT_CLASSES, Request
+from placement.domain.requests import DEFAULT_CLASSES, Request, Tenant
 from placement.solver import FixedCapacity
 from sim.costmodel.factory import cost_model_for_replica
 from sim.simulator import Simulator
@@ -85,3 +88,52 @@ def test_a_replan_swaps_a_replica_to_the_model_whose_demand_grew() -> None:
     # nothing lost on the way
     assert not [r for r in result.requests if r.error.startswith("lost")]
     assert all(r.finish_s >= 0 for r in result.requests if not r.error)
+
+
+def _demand(tenant_of: dict[str, str], rps: float, window_s: float) -> list[Request]:
+    reqs: list[Request] = []
+    for model, tenant in tenant_of.items():
+        n = int(rps * window_s)
+        reqs += [Request(0, i / rps, 200, 20, tenant=tenant, model=model) for i in range(n)]
+    for i, r in enumerate(reqs):
+        r.id = i
+    return reqs
+
+
+def test_the_planning_places_base_models_by_credit_when_asked() -> None:
+    # 3 replicas' demand each on 4 replicas; Qwen's tenant holds 0.8 of the credits
+    tenants = {
+        "a": Tenant(name="a", credit_share=0.2),
+        "b": Tenant(name="b", credit_share=0.8),
+    }
+    head = _demand({"llama-3-8b": "a", "qwen2-7b": "b"}, 30.0, SHIFT_S)
+    held: dict[bool, int] = {}
+    for by_credit in (False, True):
+        planning = Planning(
+            fleet=FLEET,
+            tenants=tenants,
+            classes=DEFAULT_CLASSES,
+            capacity=FixedCapacity({"H100-SXM": 10.0}),
+            block_tokens=16,
+            time_limit_s=2.0,
+            base_models_by_credit=by_credit,
+        )
+        assert planning.solve(head, window_s=SHIFT_S) is not None
+        held[by_credit] = sum(1 for m in planning.residency.values() if m == "qwen2-7b")
+    # utilisation: 3 / 3 against 3 / 1 balances at 2 : 2; by credit Qwen is owed 3.2 replicas
+    assert held == {False: 2, True: 3}
+
+
+def test_the_loop_ablates_the_rule_it_replaced_on_swappable_fleets_only() -> None:
+    wl = _workload()
+    case = Case(workload=wl, fleet=FLEET, peers=("chbl",), loads=(1.0,))
+    assert base_model_ablations(case) == (STATIC_MODELS,)
+    by_credit = dataclasses.replace(case, base_models_by_credit=True)
+    assert base_model_ablations(by_credit) == (STATIC_MODELS, BY_UTILISATION)
+    fixed = fleet_from_dict(
+        {
+            "name": "f",
+            "replicas": [{"kind": "a", "accelerator": "H100-SXM", "count": 1, "model": "qwen2-7b"}],
+        }
+    )
+    assert base_model_ablations(dataclasses.replace(by_credit, fleet=fixed)) == ()

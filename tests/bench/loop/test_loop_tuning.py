@@ -10,12 +10,15 @@ import pytest
 from bench.loop.tuning import (
     BASE_PLAN_PICKER,
     BASE_WAITING_PRICE,
+    CREDIT_RESERVE,
     CREDIT_SLACK,
     DISPATCHED_WAITING_PRICE,
     HEADROOMS,
     NO_LOSS,
     PLAN_PICKER_CHOICES,
     PREFIX_WEIGHTS,
+    SHAPE_FACTOR,
+    SHAPE_MIN_REQUESTS,
     SHORT_PROMPT_FACTOR,
     STRICT_CREDIT_CUT,
     STRICT_REFUSE_AT,
@@ -27,10 +30,13 @@ from bench.loop.tuning import (
     grid,
     keeps_every_load,
     plan_pickers,
+    reserve_variant,
+    shapes_differ,
     waiting_variant,
     write_profile,
 )
 from placement.domain.fleet import load_fleet
+from placement.domain.requests import Request
 from placement.paths import repo_root
 from placement.solver.instance import WARM_KV_SHARE
 from serving.admission.slo_gate import DEFAULT_CREDIT_CUT, DEFAULT_OVERLOAD_REFUSE_AT
@@ -225,3 +231,84 @@ def test_the_head_keeps_the_waiting_price_only_if_it_loses_at_no_tuning_load(
     assert load_profile(ctx.profile).price_waiting is kept
     assert ctx.waiting_price == (DISPATCHED_WAITING_PRICE if kept else BASE_WAITING_PRICE)
     assert f"waiting queue priced {ctx.waiting_price}" in ctx.notes[-1]
+
+
+def _tenant(name: str, prompt: int, output: int, n: int = SHAPE_MIN_REQUESTS) -> list[Request]:
+    return [Request(k, float(k), prompt, output, tenant=name) for k in range(n)]
+
+
+def test_tenants_shapes_differ_by_an_order_of_magnitude_of_prompt_or_output() -> None:
+    base = _tenant("a", 1_000, 100)
+    longer = int(1_000 * SHAPE_FACTOR)
+    assert shapes_differ([*base, *_tenant("long-prompts", longer, 100)])
+    assert shapes_differ([*base, *_tenant("long-outputs", 1_000, int(100 * SHAPE_FACTOR))])
+    assert not shapes_differ([*base, *_tenant("alike", longer - 1_000, 700)])
+    # a tenant of a few requests does not count, nor does one tenant alone
+    few = _tenant("few", 100_000, 100, n=SHAPE_MIN_REQUESTS - 1)
+    assert not shapes_differ([*base, *few])
+    assert not shapes_differ(base)
+
+
+def test_the_reserve_variant_adds_the_credit_reserve_to_the_chosen_setting() -> None:
+    chosen = Setting(4.0, 0.5, 1.0, strict_refuse_at=STRICT_REFUSE_AT)
+    assert chosen.credit_reserve == 0.0
+    (reserved,) = reserve_variant(chosen)
+    assert reserved == dataclasses.replace(chosen, credit_reserve=CREDIT_RESERVE)
+    assert reserve_variant(reserved) == []
+    # the grid and the gate variants keep no reserve
+    assert {s.credit_reserve for s in [*grid(), *gate_variants(chosen, credit_slack=True)]} == {0.0}
+
+
+@pytest.mark.parametrize(
+    ("shaped", "reserved", "kept", "offer"),
+    [
+        (True, (30.0, 42.0, 40.0), True, True),  # gains in sum, loses nowhere
+        (True, (29.5, 39.5, 29.5), True, True),  # a fairness setting: loses under 2% anywhere
+        (True, (25.0, 60.0, 60.0), False, True),  # gains in sum, loses 17% at load 1
+        (True, (30.0, 40.0, 29.0), False, True),  # loses 3.3% at load 3
+        (False, (30.0, 42.0, 40.0), False, True),  # tenants of one shape: not offered
+        (True, (30.0, 42.0, 40.0), False, False),  # not asked for: not offered
+    ],
+)
+def test_the_head_keeps_the_credit_reserve_where_shapes_differ_and_it_loses_at_no_load(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shaped: bool,
+    reserved: tuple[float, float, float],
+    kept: bool,
+    offer: bool,
+) -> None:
+    """The head's goodput faked per load: every setting without the reserve scores (30, 40,
+    30), the reserved one ``reserved``; the workload's tenants differ in shape or not."""
+    from bench.loop import run
+
+    offered: list[float] = []
+
+    def fake_ours(ctx: Any, load: float, **_: Any) -> tuple[Any, Any, None]:
+        offered.append(ctx.credit_reserve)
+        return (ctx.credit_reserve, load), ctx.tune, None
+
+    def fake_summarise(result: tuple[float, float], _: Any) -> SimpleNamespace:
+        reserve, load = result
+        got = dict(zip(TUNE_LOADS, reserved if reserve else (30.0, 40.0, 30.0), strict=True))
+        return SimpleNamespace(goodput_rps=got[load])
+
+    monkeypatch.setattr(run, "ours", fake_ours)
+    monkeypatch.setattr(run, "summarise", fake_summarise)
+    workload = load_workload("synthetic", duration_s=30.0)
+    other = int(3_000 * SHAPE_FACTOR) if shaped else 3_000
+    requests = [*_tenant("a", 3_000, 300, n=40), *_tenant("b", other, 300, n=40)]
+    case = run.Case(
+        workload=dataclasses.replace(workload, requests=requests),
+        fleet=load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+        peers=("round_robin",),
+        loads=(1.0,),
+        learn=False,
+        tune_share=1.0,
+        offer_credit_reserve=offer,
+    )
+    ctx = run.prepare(case, tmp_path, lambda _: None)
+    tried = sum(1 for r in offered if r > 0.0)
+    assert tried == (3 if shaped and offer else 0)  # one variant, three tuning loads
+    assert ctx.credit_reserve == (CREDIT_RESERVE if kept else 0.0)
+    assert f"credit reserve {ctx.credit_reserve}" in ctx.notes[-1]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from placement.domain.fleet import Fleet, fleet_from_dict
-from placement.domain.requests import DEFAULT_CLASSES, Request
+from placement.domain.requests import DEFAULT_CLASSES, Request, Tenant
 from placement.errors import InputError
 from placement.solver.base_models import (
     HYSTERESIS,
     MAX_SWAPS,
+    SHORT,
     place_base_models,
     swappable,
     with_residency,
@@ -101,3 +102,61 @@ def test_with_residency_recomputes_kv_and_bad_windows_are_refused():
     assert moved.replicas[0].kv_capacity_tokens == fleet.replicas[1].kv_capacity_tokens
     with pytest.raises(InputError):
         place(fleet, demand(1.0, 1.0), window_s=0.0)
+
+
+# by credit: tenant "a" sends Llama traffic (credit 0.375), "b" Qwen traffic (credit 0.225)
+CREDITS = {"a": Tenant(name="a", credit_share=0.375), "b": Tenant(name="b", credit_share=0.225)}
+
+
+def tenant_demand(llama_rps: float, qwen_rps: float, window_s: float = 10.0) -> list[Request]:
+    out: list[Request] = []
+    for model, tenant, rps in (("llama-3-8b", "a", llama_rps), ("qwen2-7b", "b", qwen_rps)):
+        n = int(rps * window_s)
+        out += [
+            Request(len(out) + i, i * window_s / n, 100, 10, tenant=tenant, model=model)
+            for i in range(n)
+        ]
+    return out
+
+
+def by_credit(fleet: Fleet, reqs: list[Request], **kw: object):
+    return place(fleet, reqs, credits=CREDITS, **kw)
+
+
+def test_by_credit_a_model_short_of_its_entitlement_gains_from_either_start():
+    # both ask for 10 replicas of 8: owed 5 : 3 by credit, whichever split they start from
+    reqs = tenant_demand(100.0, 100.0)
+    placed = by_credit(pool(7, 1), reqs)
+    assert held(placed, "qwen2-7b") == 1 + MAX_SWAPS
+    assert by_credit(with_residency(pool(7, 1), placed.models), reqs).swaps == ()
+    assert by_credit(pool(5, 3), reqs).swaps == ()
+    # the utilisation rule balances the work (4 : 4) whatever the credits
+    assert held(place(pool(3, 5), reqs), "qwen2-7b") == 4
+    assert held(by_credit(pool(3, 5), reqs), "qwen2-7b") == 3
+
+
+def test_by_credit_requests_that_cost_more_are_owed_fewer_replicas():
+    # Qwen's requests charged 4× Llama's per replica they use: fair in the charge, Qwen is owed
+    # about one replica and Llama takes the rest
+    reqs = tenant_demand(100.0, 100.0)
+
+    def price(r: Request) -> float:
+        return 0.4 if r.model == "qwen2-7b" else 0.1
+
+    placed = by_credit(pool(5, 3), reqs, price=price)
+    assert held(placed, "qwen2-7b") == 1 and len(placed.swaps) == MAX_SWAPS
+
+
+def test_by_credit_spare_replicas_go_where_they_serve_more_and_stay():
+    # 6.5 + 1 replicas of demand on 8: both within their entitlement; the spare Qwen replica
+    # serves nothing more, on Llama it serves half a replica's requests
+    reqs = tenant_demand(65.0, 10.0)
+    placed = by_credit(pool(6, 2), reqs)
+    assert held(placed, "qwen2-7b") == 1
+    again = by_credit(with_residency(pool(6, 2), placed.models), reqs)
+    assert again.swaps == ()
+    # a model with demand keeps a replica even when the other could use it
+    assert held(by_credit(pool(7, 1), tenant_demand(200.0, 1.0)), "qwen2-7b") == 1
+    # nothing to gain: nothing moves
+    assert by_credit(pool(4, 4), tenant_demand(20.0, 10.0)).swaps == ()
+    assert SHORT > 0.5

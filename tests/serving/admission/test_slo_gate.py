@@ -285,6 +285,8 @@ def test_the_strict_regime_grows_from_half_the_floor_and_is_off_without_a_settin
         ({"strict_credit_cut": 1.0}, "strict_credit_cut"),
         ({"tpot_shed_from": 0.0}, "tpot_shed_from"),
         ({"tpot_shed_from": 1.0}, "tpot_shed_from"),
+        ({"credit_reserve": 1.0}, "credit_reserve"),
+        ({"credit_reserve": -0.1}, "credit_reserve"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, float], field: str) -> None:
@@ -747,3 +749,46 @@ def test_the_second_look_leaves_an_adapter_request_where_the_plan_sent_it() -> N
     )
     assert gate.admit_decision(path, lora, lora_on_r0, NOW) is None
     assert gate.last.replica_id == "r0"  # judged where it was sent, and refused there
+
+
+def test_with_a_credit_reserve_a_tenant_over_its_share_queues_only_where_those_owed_have_room() -> (
+    None
+):
+    """Past capacity the tenant furthest over its share is judged against a TTFT limit
+    shortened by the reserve (a refusal for credit where the full limit would admit it); the
+    most owed tenant keeps the full limit; while the fleet keeps up nobody is held back."""
+    gate = SloGate(DEFAULT_CLASSES, credit_cut=0.0, credit_reserve=0.5)
+    gate.set_credits({"owed": 0.5, "greedy": 0.5})
+    gate.started("owed", 100)
+    gate.started("greedy", 100_000)  # far over its share now
+    queued = Forecast(ttft_s=1.5, ttft_spread=0.05)  # meets 2 s, not the reserve's 1 s
+    assert gate.reserve("greedy") == 0.0  # no pressure
+    assert gate.judge("greedy", "interactive", queued)
+    _overload(gate)
+    assert gate.reserve("greedy") == pytest.approx(0.5)
+    assert gate.reserve("owed") == 0.0
+    pressure = gate.pressure
+    assert not gate.judge("greedy", "interactive", queued)
+    assert gate.last.rule == CREDIT
+    assert gate.pressure < pressure  # a refusal for credit is no sign of overload
+    assert gate.judge("owed", "interactive", queued)
+    # a short queue leaves room for both
+    assert gate.judge("greedy", "interactive", Forecast(ttft_s=0.5, ttft_spread=0.05))
+    # what would miss even the full limit is refused for its SLO, as without the reserve
+    assert not gate.judge("greedy", "interactive", Forecast(ttft_s=3.0, ttft_spread=0.05))
+    assert gate.last.rule == TTFT
+
+
+def test_without_a_credit_reserve_judgements_do_not_change() -> None:
+    plain, zero = SloGate(DEFAULT_CLASSES), SloGate(DEFAULT_CLASSES, credit_reserve=0.0)
+    for gate in (plain, zero):
+        gate.set_credits({"owed": 0.5, "greedy": 0.5})
+        gate.started("owed", 100)
+        gate.started("greedy", 100_000)
+        _overload(gate)
+    for ttft in (0.5, 1.5, 1.95, 2.05, 3.0):
+        seen = Forecast(ttft_s=ttft, ttft_spread=0.05)
+        assert plain.judge("greedy", "interactive", seen) == zero.judge(
+            "greedy", "interactive", seen
+        )
+        assert plain.last == zero.last

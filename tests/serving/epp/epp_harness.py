@@ -67,8 +67,10 @@ def make_service(
     *,
     models: Sequence[str] | None = None,
     in_flight_per_replica: int = 64,
+    engine_priority: str | None = None,
 ) -> RecordingService:
-    """The service over replicas at ``addresses`` (ids ``r0``, ``r1``, …), freshly scraped."""
+    """The service over replicas at ``addresses`` (ids ``r0``, ``r1``, …), freshly scraped;
+    ``engine_priority``: the replicas schedule by the priority each request is sent with."""
 
     def route_path(replicas: dict[str, ReplicaState]) -> PlacementRoutePath:
         return PlacementRoutePath(list(replicas.values()))
@@ -77,6 +79,7 @@ def make_service(
         route_path_factory=route_path,
         no_plan_fallback=True,
         in_flight_per_replica=in_flight_per_replica,
+        engine_priority=engine_priority,
     )
     for i, address in enumerate(addresses):
         service.register_replica(

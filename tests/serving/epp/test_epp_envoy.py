@@ -9,7 +9,9 @@ One Envoy for the module, three listeners:
 - ``quiet``: as ``dst`` with BUFFERED bodies, the response body kept from the picker;
 - ``down``: a picker that is not running (fail closed);
 - ``flow``: a picker with flow control over one replica that takes one request at a time,
-  BUFFERED bodies, Envoy's message timeout 0.3 s.
+  BUFFERED bodies, Envoy's message timeout 0.3 s;
+- ``prio-buf`` / ``prio-dup``: a picker over replicas that schedule by priority (the request
+  class's), BUFFERED / FULL_DUPLEX_STREAMED bodies: the priority goes in the body.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Stack:
     dst: RunningPicker  # behind the ORIGINAL_DST listener
     lists: RunningPicker  # behind the override-host listener; its last replica is dead
     flow: RunningPicker  # with flow control, one request in flight
+    prio: RunningPicker  # its replicas schedule by the request class's priority
     envoy: EnvoyProcess
     ports: dict[str, int]
 
@@ -61,7 +64,11 @@ def stack() -> Iterator[Stack]:
         make_service(endpoints[:1], in_flight_per_replica=1),
         PickerConfig(max_fallbacks=0, flow=FlowPolicy()),
     )
-    ports = {name: free_port() for name in ("dst", "lists", "quiet", "down", "flow", "admin")}
+    prio = RunningPicker(
+        make_service(endpoints, engine_priority="class"), PickerConfig(max_fallbacks=0)
+    )
+    names = ("dst", "lists", "quiet", "down", "flow", "prio-buf", "prio-dup", "admin")
+    ports = {name: free_port() for name in names}
     configs = [
         EnvoyConfig(
             name="dst",
@@ -105,9 +112,20 @@ def stack() -> Iterator[Stack]:
             body_mode="BUFFERED",
             message_timeout_s=0.3,
         ),
+        *(
+            EnvoyConfig(
+                name=name,
+                picker=f"127.0.0.1:{prio.server.port}",
+                listen_port=ports[name],
+                admin_port=ports["admin"],
+                routing="original-dst",
+                body_mode=mode,
+            )
+            for name, mode in (("prio-buf", "BUFFERED"), ("prio-dup", "FULL_DUPLEX_STREAMED"))
+        ),
     ]
     envoy = EnvoyProcess(binary, bootstrap(configs, admin_port=ports["admin"]))
-    running = Stack(upstreams, dst, lists, flow, envoy, ports)
+    running = Stack(upstreams, dst, lists, flow, prio, envoy, ports)
     try:
         yield running
     finally:
@@ -115,6 +133,7 @@ def stack() -> Iterator[Stack]:
         dst.stop()
         lists.stop()
         flow.stop()
+        prio.stop()
         for upstream in upstreams:
             upstream.stop()
 
@@ -170,6 +189,23 @@ def test_requests_land_where_the_picker_sends_them(
         assert response.json()["choices"][0]["text"] == f"served by {served}"
     assert _settled(stack.dst, done + 1)
     assert stack.dst.service.outcomes[-1] == (served, OUTPUT_TOKENS, True)
+
+
+@pytest.mark.parametrize("listener", ["prio-buf", "prio-dup"])
+@pytest.mark.parametrize(("request_class", "priority"), [("interactive", 0), ("batch", 1)])
+def test_the_request_reaches_its_replica_with_the_class_s_priority_in_its_body(
+    stack: Stack, listener: str, request_class: str, priority: int
+) -> None:
+    stack.clear()
+    body = {"model": MODEL, "prompt": "Rank me. " * 200, "priority": 7}  # the client's is replaced
+    with stack.client(listener) as client:
+        response = client.post(
+            "/v1/completions", json=body, headers={"x-gateway-inference-objective": request_class}
+        )
+    assert response.status_code == 200, response.text
+    (hit,) = stack.by_name()[response.headers["x-served-by"]].hits
+    # parsed whole by the upstream: the length Envoy sent it with matched the mutated body
+    assert hit["body"] == {**body, "priority": priority}
 
 
 def test_without_the_response_body_the_lease_ends_with_the_headers(stack: Stack) -> None:
