@@ -414,10 +414,15 @@ def shadow_gate(ctx: CaseContext, load: float) -> dict[str, Any]:
 
 def audit_gate(ctx: CaseContext, load: float) -> dict[str, Any]:
     """The gate's precision at ``load`` in the gated run itself: :data:`AUDIT_SHARE` of its
-    refusals admitted anyway (recall is not measured: the refusals not audited are shed)."""
+    refusals admitted anyway (recall is not measured: the refusals not audited are shed), and
+    per band of the chance of a miss it judged them at (``by_chance``)."""
     result, target, _, policy = ours_with_policy(ctx, load, AUDIT_GATE)
     quality = gate_quality(result.requests, target.classes, policy.would_refuse, policy.judgements)
-    return {"precision": quality["precision"], "audited": len(policy.would_refuse)}
+    return {
+        "precision": quality["precision"],
+        "audited": len(policy.would_refuse),
+        "by_chance": quality["by_chance"],
+    }
 
 
 def planning_rule(v: Variant) -> GroupRule:

@@ -198,7 +198,11 @@ class PlacementPolicy:
             if admitted is None and (self.shadow or self.audited(req.id)):
                 self.would_refuse.add(req.id)
                 self.judgements[req.id] = gate.last
-                # admitted after all, where the route path sent it
+                # admitted after all, where the gate judged it: where it would have gone had
+                # it been admitted (the second look's replica when it went there, not the
+                # route path's first choice)
+                if gate.last_decision is not None:
+                    decision = gate.last_decision
                 seen = gate.forecast(self.path, query, decision, now)
                 gate.dispatched(
                     decision.replica_id,

@@ -358,6 +358,9 @@ class SloGate:
         self.signals = PoolSignals(by_model=pressure_by_model)
         self._signal = self.signals.of(FLEET)
         self.last = Judgement(rule=ADMITTED, ttft_limit_s=math.inf, tpot_limit_s=math.inf)
+        # the decision the last :meth:`admit_decision` judged: the second look's when it went
+        # there — where the request would have been sent had it been admitted
+        self.last_decision: Decision | None = None
         self.retry_after_s = MIN_RETRY_AFTER_S
 
     @property
@@ -748,6 +751,7 @@ class SloGate:
                     other_miss = other.miss(ttft_limit, tpot_limit, observed=True)
                     if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
                         decision, seen = other_choice, other
+        self.last_decision = decision
         admitted = self.judge(
             tenant,
             cls,

@@ -80,6 +80,7 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
         assert audit["load"] in (1.0, 3.0)
         assert audit["precision"] is None or 0 <= audit["precision"] <= 1
         assert summary["gate_precision_audited"] == audit["precision"]
+        assert sum(b["refused"] for b in audit["by_chance"].values()) == audit["audited"]
 
 
 def test_the_audit_goes_to_the_worst_swept_load_with_enough_refusals() -> None:

@@ -503,6 +503,7 @@ def test_the_judgement_names_the_replica_judged_the_second_looks_when_it_goes_th
     fleet[0].in_flight_prefill_tokens = 400_000  # the planned replica is far behind
     admitted = gate.admit_decision(path, query(c), path.decide(query(c), NOW), NOW)
     assert admitted is not None and gate.last.replica_id == admitted.replica_id == "r1"
+    assert gate.last_decision == admitted
     assert gate.judge("acme", "interactive", _decoding(0.01, 0.02, gaps=1, queued=0.0))
     assert gate.last.replica_id == ""  # judged with no replica named
 
