@@ -109,6 +109,7 @@ def build_app(
             cold_move_ttft_share=settings.slo_gate_cold_move_ttft_share,
             tpot_by_work=settings.slo_gate_tpot_by_work,
             tpot_shed_from=settings.slo_gate_tpot_shed_from,
+            pressure_by_model=settings.slo_gate_pressure_by_model,
             credit_reserve=settings.slo_gate_credit_reserve,
         )
         if settings.slo_gate

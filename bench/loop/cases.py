@@ -58,6 +58,7 @@ def build_cases(
     offer_waiting_price: bool = False,
     offer_credit_reserve: bool = False,
     base_models_by_credit: bool = False,
+    gate_pressure_by_model: bool = False,
 ) -> list[Case]:
     """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
     workloads the tenants and classes of a tenants file — or, when its tenants name their
@@ -65,7 +66,8 @@ def build_cases(
     the engines schedule by the priority ours sends (``Case.engine_priority``);
     ``offer_waiting_price``: the head tuning also tries the waiting queue's price;
     ``base_models_by_credit``: swappable replicas are placed by credit and goodput at SLO;
-    ``offer_credit_reserve``: the head tuning also tries the gate's credit reserve."""
+    ``offer_credit_reserve``: the head tuning also tries the gate's credit reserve;
+    ``gate_pressure_by_model``: the gate's overload signals are kept per model pool."""
     if not peers:
         raise InputError("no peer policy to compare with", field="--peers")
     if engine_priority is not None and engine_priority not in PRIORITY_MODES:
@@ -102,6 +104,7 @@ def build_cases(
             offer_waiting_price=offer_waiting_price,
             offer_credit_reserve=offer_credit_reserve,
             base_models_by_credit=base_models_by_credit,
+            gate_pressure_by_model=gate_pressure_by_model,
         )
         for workload in loaded
         for fleet in _fleets_for(workload, fleet_list)

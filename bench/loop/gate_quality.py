@@ -18,6 +18,12 @@ a rule that errs says which estimate to fix; and per rule and **decode length**
 (``by_rule_decode``, :data:`DECODE_BUCKETS`): a short decode's TPOT is all or nothing, decided
 by a burst of prompts after it is admitted, a long one's the average prompt work of its whole
 span, and the TPOT rule errs differently on each (bench/RESULTS.md, "The TPOT rule's refusals").
+
+And per **chance** the gate gave the miss (``by_chance``, :data:`CHANCE_BANDS`): a gate whose
+chances are right has, in each band, a precision within it — so refusals at a chance under
+0.9 (past capacity the threshold falls to 0.5, and to 0.3 in the strict regime) cannot reach
+the 0.9 precision issue 14 §2 asks for, however well the gate forecasts (bench/RESULTS.md,
+"The gate's precision is its threshold").
 """
 
 from __future__ import annotations
@@ -48,6 +54,15 @@ DECODE_BUCKETS: tuple[tuple[str, int, float], ...] = (
 )
 
 
+#: Bands of the chance of a miss the gate judged a refused request at: [lower, upper).
+CHANCE_BANDS: tuple[tuple[str, float, float], ...] = (
+    ("<0.5", 0.0, 0.5),
+    ("0.5-0.7", 0.5, 0.7),
+    ("0.7-0.9", 0.7, 0.9),
+    (">=0.9", 0.9, float("inf")),
+)
+
+
 def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
@@ -60,7 +75,8 @@ def gate_quality(
 ) -> dict[str, Any]:
     """Precision, recall and refused share of the gate over a shadow run's ``requests``
     (``would_refuse``: ids of those it would have refused), overall and per prompt bucket;
-    per rule when the gate's ``judgements`` of the refused requests are given."""
+    per rule, decode length and judged chance of a miss when the gate's ``judgements`` of the
+    refused requests are given."""
     table = request_table(list(requests), classes)
     ids = np.fromiter((r.id for r in requests), np.int64, len(requests))
     refused = np.isin(ids, np.fromiter(would_refuse, np.int64, len(would_refuse)))
@@ -95,6 +111,12 @@ def gate_quality(
                 for name, lo, hi in DECODE_BUCKETS
             }
             for rule in sorted(set(rules[refused]))
+        }
+        chance = np.array(
+            [judgements[i].miss_probability if i in judgements else 0.0 for i in ids.tolist()]
+        )
+        overall["by_chance"] = {
+            name: stats(refused & (chance >= lo) & (chance < hi)) for name, lo, hi in CHANCE_BANDS
         }
         overall["forecast_error"] = _forecast_error(requests, table, judgements)
     return overall

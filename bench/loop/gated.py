@@ -80,7 +80,11 @@ class Gated:
         predicted = table.ttft(req.input_tokens, v.outstanding_prefill_tokens)
         seen = self.gate.forecast_on(state, v.id, predicted, query, now)
         retry = req.id in self._refused
-        if not self.gate.judge(req.tenant, req.request_class, seen, now, budget, retry=retry):
+        # judged by the pool of the replica's model, as ours is (the gate's overload signals)
+        judged = self.gate.judge(
+            req.tenant, req.request_class, seen, now, budget, retry=retry, model=query.model
+        )
+        if not judged:
             if not retry:
                 self.shed += 1
                 self._refused.add(req.id)

@@ -172,6 +172,10 @@ class Case:
     # split from either start, but Jain's index at overload falls (0.494 → 0.451) and the
     # capacity it converts credits into replicas with reads Llama ~6× slow (bench/RESULTS.md)
     base_models_by_credit: bool = False
+    # the gate keeps its overload signals per model pool (:mod:`serving.admission.
+    # overload_signal`; ours and the gated peers alike); off by default: on multi-model's
+    # tail it lost 2.4% at load 4 on seed 1 and lowered Jain's index (bench/RESULTS.md)
+    gate_pressure_by_model: bool = False
 
 
 @dataclass(kw_only=True)
@@ -272,6 +276,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 credit_reserve=ctx.credit_reserve if v.credits else 0.0,
                 tpot_by_work=ctx.tpot_by_work,
                 tpot_shed_from=ctx.tpot_shed_from,
+                pressure_by_model=ctx.case.gate_pressure_by_model,
                 shadow=v.shadow,
                 audit_share=v.audit,
                 charge=v.charge,
@@ -410,10 +415,15 @@ def shadow_gate(ctx: CaseContext, load: float) -> dict[str, Any]:
 
 def audit_gate(ctx: CaseContext, load: float) -> dict[str, Any]:
     """The gate's precision at ``load`` in the gated run itself: :data:`AUDIT_SHARE` of its
-    refusals admitted anyway (recall is not measured: the refusals not audited are shed)."""
+    refusals admitted anyway (recall is not measured: the refusals not audited are shed), and
+    per band of the chance of a miss it judged them at (``by_chance``)."""
     result, target, _, policy = ours_with_policy(ctx, load, AUDIT_GATE)
     quality = gate_quality(result.requests, target.classes, policy.would_refuse, policy.judgements)
-    return {"precision": quality["precision"], "audited": len(policy.would_refuse)}
+    return {
+        "precision": quality["precision"],
+        "audited": len(policy.would_refuse),
+        "by_chance": quality["by_chance"],
+    }
 
 
 def planning_rule(v: Variant) -> GroupRule:
@@ -439,6 +449,7 @@ def peer(
             credit_reserve=ctx.credit_reserve,
             tpot_by_work=ctx.tpot_by_work,
             tpot_shed_from=ctx.tpot_shed_from,
+            pressure_by_model=ctx.case.gate_pressure_by_model,
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)
@@ -714,6 +725,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_credit_reserve": ctx.credit_reserve,
         "gate_tpot_by_work": ctx.tpot_by_work,
         "gate_tpot_shed_from": ctx.tpot_shed_from,
+        "gate_pressure_by_model": ctx.case.gate_pressure_by_model,
         "waiting_price": ctx.waiting_price,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),

@@ -77,6 +77,8 @@ class GateSettings:
     # like the shadow's — the gate's precision under the regime it runs in, where the shadow
     # judges a fleet that nothing guards
     audit_share: float = 0.0
+    # the overload signals kept per model pool (False: one for the fleet)
+    pressure_by_model: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,7 +198,11 @@ class PlacementPolicy:
             if admitted is None and (self.shadow or self.audited(req.id)):
                 self.would_refuse.add(req.id)
                 self.judgements[req.id] = gate.last
-                # admitted after all, where the route path sent it
+                # admitted after all, where the gate judged it: where it would have gone had
+                # it been admitted (the second look's replica when it went there, not the
+                # route path's first choice)
+                if gate.last_decision is not None:
+                    decision = gate.last_decision
                 seen = gate.forecast(self.path, query, decision, now)
                 gate.dispatched(
                     decision.replica_id,
@@ -261,6 +267,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             credit_reserve=cfg.slo_gate.credit_reserve,
             tpot_by_work=cfg.slo_gate.tpot_by_work,
             tpot_shed_from=cfg.slo_gate.tpot_shed_from,
+            pressure_by_model=cfg.slo_gate.pressure_by_model,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

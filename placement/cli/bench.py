@@ -362,6 +362,13 @@ def loop(
             "as an ablation)"
         ),
     ] = False,
+    gate_pressure_by_model: Annotated[
+        bool,
+        typer.Option(
+            help="the SLO gate keeps its overload signal (the share of SLO refusals) per model "
+            "pool and judges a request by its model's (default: one signal for the fleet)"
+        ),
+    ] = False,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
@@ -384,6 +391,7 @@ def loop(
         offer_waiting_price=offer_waiting_price,
         offer_credit_reserve=offer_credit_reserve,
         base_models_by_credit=base_models_by_credit,
+        gate_pressure_by_model=gate_pressure_by_model,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 

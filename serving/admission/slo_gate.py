@@ -47,6 +47,16 @@ loads 3 / 4, one fixed route setting) the model alone admitted those and goodput
 49 / 50 to 37 / 36 req/s; the blend restores it, and moves the heads of ``mixed`` and of the
 reasoning-vs-code mix by under 1% at loads 0.5–3 (bench/RESULTS.md).
 
+**Per model pool** (``pressure_by_model``, off by default). A request goes only to the
+replicas serving its model, so the gate can keep these signals per model
+(:mod:`serving.admission.overload_signal`) and judge a request by its model's: the 7–8B pool's
+overload then no longer lowers the 70B requests' threshold. On ``multi-model``'s tail the 70B
+goodput rose past capacity (seed 1, loads 3 / 4: 13.6 / 15.0 → 16.5 / 19.2 req/s), but the
+overloaded Llama pool, judged by its own refusals alone rather than diluted by the pools
+keeping up, went strict sooner and lost more (−1.9% / −2.4% of the goodput), and Jain's index
+at overload fell (0.494 → 0.461 on seed 0); a fleet serving one model is judged the same
+either way, to the digit (bench/RESULTS.md).
+
 **Strict, past capacity by the queue.** With ``strict_refuse_at`` set, the overload threshold
 falls further, to ``strict_refuse_at`` (and owed tenants' lift to ``strict_credit_cut``), as far
 as the share of refusals *led by the first token* (``ttft_pressure``: rules :data:`TTFT` and
@@ -156,6 +166,7 @@ from placement.domain.requests import RequestClass
 from placement.errors import InputError
 from serving.admission.cost import GpuRates, gpu_rates
 from serving.admission.forecast import Forecast, forecast
+from serving.admission.overload_signal import FLEET, PoolSignals
 from serving.admission.prompt_rate import PromptRates
 from serving.admission.tpot_calibration import TpotCalibration
 from serving.admission.ttft_calibration import TtftCalibration
@@ -276,6 +287,7 @@ class SloGate:
         cold_move_ttft_share: float | None = None,
         tpot_by_work: bool = False,
         tpot_shed_from: float | None = None,
+        pressure_by_model: bool = False,
         credit_reserve: float = 0.0,
     ) -> None:
         if charge not in CHARGES:
@@ -341,11 +353,39 @@ class SloGate:
         self.best_effort = best_effort
         self.credit_slack = DEFAULT_CREDIT_SLACK if credit_slack is None else credit_slack
         self._rates: dict[int, GpuRates] = {}
-        self.pressure = 0.0
-        self.ttft_pressure = 0.0  # the share of refusals led by the first token (strict regime)
-        self._pressure_at: float | None = None  # time of the last pressure update
+        # the overload signals, per model pool: a request is judged by its model's (selected
+        # by :meth:`forecast_on`, :meth:`admit_decision` and :meth:`judge` given a model)
+        self.signals = PoolSignals(by_model=pressure_by_model)
+        self._signal = self.signals.of(FLEET)
         self.last = Judgement(rule=ADMITTED, ttft_limit_s=math.inf, tpot_limit_s=math.inf)
+        # the decision the last :meth:`admit_decision` judged: the second look's when it went
+        # there — where the request would have been sent had it been admitted
+        self.last_decision: Decision | None = None
         self.retry_after_s = MIN_RETRY_AFTER_S
+
+    @property
+    def pressure(self) -> float:
+        """The share of SLO refusals, averaged, of the pool judged now (the model of the
+        request last forecast or judged)."""
+        return self._signal.pressure
+
+    @pressure.setter
+    def pressure(self, value: float) -> None:
+        self._signal.pressure = value
+
+    @property
+    def ttft_pressure(self) -> float:
+        """The share of refusals led by the first token (the strict regime's signal) of the
+        pool judged now."""
+        return self._signal.ttft_pressure
+
+    @ttft_pressure.setter
+    def ttft_pressure(self, value: float) -> None:
+        self._signal.ttft_pressure = value
+
+    def judging(self, model: str) -> None:
+        """Judge by ``model``'s pool from now on (its overload signals)."""
+        self._signal = self.signals.of(model)
 
     def _class(self, request_class: str) -> RequestClass:
         cls = self.classes.get(request_class)
@@ -443,7 +483,8 @@ class SloGate:
     def _pressure_weight(self, now: float | None) -> float:
         if now is None:
             return PRESSURE_ALPHA
-        last, self._pressure_at = self._pressure_at, now
+        signal = self._signal
+        last, signal.at = signal.at, now
         if last is None or now <= last:
             return 0.0 if last is not None else PRESSURE_ALPHA
         return min(PRESSURE_ALPHA, 1.0 - math.exp(-(now - last) / self.pressure_window_s))
@@ -485,15 +526,19 @@ class SloGate:
         retry: bool = False,
         replica_id: str = "",
         refuse_at: float | None = None,
+        model: str | None = None,
     ) -> bool:
         """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
         moves per decision only) with ``budget_s`` left for its first token (None: its class's
-        SLO) on ``replica_id``; :attr:`last` keeps the rule. A ``retry`` (a request judged
+        SLO) on ``replica_id``, by ``model``'s pool (None: the pool judged now, that of the
+        last forecast); :attr:`last` keeps the rule. A ``retry`` (a request judged
         before, waiting in a flow-control queue and tried again many times a second) refused
         is not counted again in :attr:`refused`; it still moves the pressure, so the overload
         signal lasts as long as requests wait. (Counting only first tries in the pressure was
         measured in ``bench flow``: more goodput behind the gate, 0.92 → 1.04 of the best
         refusing service, but the top band fell from 0.956 to 0.868 on the held-out tail.)"""
+        if model is not None:
+            self.judging(model)
         ttft_limit = self.limit_s(request_class, budget_s)
         tpot_limit = self.tpot_limit_s(request_class)
         # past capacity, a tenant over its share queues only where its first token still
@@ -605,7 +650,9 @@ class SloGate:
         ``cached_tokens`` of its prompt already cached there, after waiting for a LoRA adapter
         slot: ``slot_wait_s`` at the replica's recent release rate, or, until the fleet is fully
         past its capacity, by its ``slot_handovers`` (0: it need not wait; see "LoRA slots"
-        above; each forecast calibrated apart: :func:`calibration_key`)."""
+        above; each forecast calibrated apart: :func:`calibration_key`). The gate judges by
+        ``query``'s model's pool from then on (:meth:`judging`)."""
+        self.judging(query.model)
         rates = self.prompt_rates
         by_work = self.tpot_by_work
         queue_wait = slot_handovers * SLOT_HANDOVER_S
@@ -675,6 +722,7 @@ class SloGate:
         charge the prompt; None when refused (:attr:`last` says why). ``retry``: see
         :meth:`judge`."""
         tenant, cls = query.tenant, query.request_class
+        self.judging(query.model)
         ttft_limit = self.limit_s(cls, query.ttft_budget_s)
         tpot_limit = self.tpot_limit_s(cls)
         seen = self.forecast(path, query, decision, now)
@@ -703,6 +751,7 @@ class SloGate:
                     other_miss = other.miss(ttft_limit, tpot_limit, observed=True)
                     if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
                         decision, seen = other_choice, other
+        self.last_decision = decision
         admitted = self.judge(
             tenant,
             cls,
@@ -712,6 +761,7 @@ class SloGate:
             retry=retry,
             replica_id=decision.replica_id,
             refuse_at=held_at,
+            model=query.model,
         )
         if not admitted:
             return None

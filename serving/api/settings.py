@@ -110,6 +110,9 @@ class Settings(BaseSettings):
     # below this share of SLO refusals the TPOT rule refuses only at the gate's own threshold
     # (0.9); up to 3× it, it comes to shed as the TTFT rule does (None: it always does)
     slo_gate_tpot_shed_from: float | None = Field(default=None, gt=0, lt=1)
+    # the share of SLO refusals (the overload signal) kept per model pool: a request is judged
+    # by its model's (False: one signal for the whole fleet; see the gate for why it is off)
+    slo_gate_pressure_by_model: bool = False
     # past capacity, a tenant is judged against its TTFT SLO shortened by this share × its
     # standing among the active tenants (0 the most owed, 1 the furthest over its share), so
     # that it queues only where those owed have room (0: off)

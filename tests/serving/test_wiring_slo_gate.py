@@ -20,6 +20,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     monkeypatch.setenv("PLACEMENT_SLO_GATE_COLD_MOVE_TTFT_SHARE", "0.75")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_BY_WORK", "1")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_SHED_FROM", "0.05")
+    monkeypatch.setenv("PLACEMENT_SLO_GATE_PRESSURE_BY_MODEL", "1")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_CREDIT_RESERVE", "0.5")
     settings = load_settings(environment="development", slo_gate=True, plan_dir=tmp_path)
     gate = build_app(settings).state.runtime.service.slo_gate
@@ -28,9 +29,10 @@ def test_the_gate_is_built_with_the_overload_settings(
     assert (gate.strict_refuse_at, gate.cold_move_ttft_share) == (0.3, 0.75)
     assert gate.tpot_by_work
     assert gate.tpot_shed_from == 0.05
+    assert gate.signals.by_model
     assert gate.credit_reserve == 0.5
     # by default neither the strict regime, the cold-move rule nor the TPOT forecast by work
-    # is on
+    # is on, nor the overload signals per model pool
     plain = build_app(
         load_settings(
             environment="development",
@@ -40,6 +42,7 @@ def test_the_gate_is_built_with_the_overload_settings(
             slo_gate_cold_move_ttft_share=None,
             slo_gate_tpot_by_work=False,
             slo_gate_tpot_shed_from=None,
+            slo_gate_pressure_by_model=False,
             slo_gate_credit_reserve=0.0,
         )
     ).state.runtime.service.slo_gate
@@ -47,6 +50,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     assert (plain.strict_refuse_at, plain.cold_move_ttft_share) == (None, None)
     assert not plain.tpot_by_work
     assert plain.tpot_shed_from is None
+    assert not plain.signals.by_model
     assert plain.credit_reserve == 0.0
 
 

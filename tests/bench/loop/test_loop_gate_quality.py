@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.loop.gate_quality import gate_quality
+from bench.loop.gate_quality import CHANCE_BANDS, gate_quality
 from placement.domain.requests import DEFAULT_CLASSES, Request
 from serving.admission.forecast import Forecast
 from serving.admission.slo_gate import CREDIT, TPOT, TTFT, Judgement
@@ -82,3 +82,21 @@ def test_per_rule_precision_by_decode_length() -> None:
     assert by["<16"]["refused"] == 1 and by["<16"]["precision"] == 1.0
     assert by[">=256"]["refused"] == 2 and by[">=256"]["precision"] == pytest.approx(0.5)
     assert by["16-255"]["refused"] == 0 and by["16-255"]["precision"] is None
+
+
+def test_per_band_of_the_judged_chance_of_a_miss() -> None:
+    """Refusals are reported by the chance of a miss the gate judged them at: a doubtful one
+    (0.35) that met and a sure one (0.95) that missed fall in their own bands."""
+    slo = DEFAULT_CLASSES["interactive"].ttft_slo_s
+    requests = [_served(0, 1000, slo / 2), _served(1, 1000, slo * 3), _served(2, 1000, slo / 2)]
+    judged = {
+        0: Judgement(rule=TPOT, ttft_limit_s=slo, tpot_limit_s=0.1, miss_probability=0.35),
+        1: Judgement(rule=TTFT, ttft_limit_s=slo, tpot_limit_s=0.1, miss_probability=0.95),
+    }
+    q = gate_quality(requests, dict(DEFAULT_CLASSES), {0, 1}, judged)
+    by = q["by_chance"]
+    assert list(by) == [name for name, _, _ in CHANCE_BANDS]
+    assert by["<0.5"]["refused"] == 1 and by["<0.5"]["precision"] == 0.0
+    assert by[">=0.9"]["refused"] == 1 and by[">=0.9"]["precision"] == 1.0
+    assert by["0.5-0.7"]["refused"] == by["0.7-0.9"]["refused"] == 0
+    assert sum(b["refused"] for b in by.values()) == q["refused"]

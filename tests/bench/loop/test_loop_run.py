@@ -80,6 +80,7 @@ def test_a_small_case_runs_end_to_end(tmp_path: Path) -> None:
         assert audit["load"] in (1.0, 3.0)
         assert audit["precision"] is None or 0 <= audit["precision"] <= 1
         assert summary["gate_precision_audited"] == audit["precision"]
+        assert sum(b["refused"] for b in audit["by_chance"].values()) == audit["audited"]
 
 
 def test_the_audit_goes_to_the_worst_swept_load_with_enough_refusals() -> None:
@@ -213,3 +214,37 @@ def test_the_loops_plans_report_the_attainment_of_the_route_path_that_runs_them(
 
     assert _attainment_of(BASE_PROFILE) == "pooled"  # scored: the route path pools
     assert _attainment_of(None) == "replica"  # the weighted lookup follows the split
+
+
+def test_the_gate_keeps_its_overload_signals_per_model_pool_only_when_asked() -> None:
+    """``--gate-pressure-by-model`` reaches ours' gate; off by default."""
+    from bench.loop import run
+    from bench.loop.cases import build_cases
+    from bench.loop.learn import roofline_capacity
+    from placement.solver.capacity import class_slos
+
+    kw: dict[str, Any] = dict(
+        workloads="mixed",
+        fleets=str(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+        loads=(1.0,),
+        peers=("round_robin",),
+        duration_s=60.0,
+        period_s=10.0,
+        learn=False,
+        seed=0,
+    )
+    for asked in (False, True):
+        (case,) = build_cases(**kw, gate_pressure_by_model=asked)
+        assert case.gate_pressure_by_model is asked
+        wl = case.workload
+        ctx = run.CaseContext(
+            case=case,
+            tune=wl,
+            report=wl,
+            weights=[1.0],
+            capacity=roofline_capacity(class_slos(wl.classes)),
+            model_uri="roofline-prior",
+        )
+        settings = run._policy_ctx(ctx, run.FULL, 1.0).settings["placement"]
+        gate = getattr(settings, "slo_gate", None)
+        assert gate is not None and gate.pressure_by_model is asked

@@ -137,6 +137,10 @@ def test_a_policy_builds_its_gate_with_the_tuned_overload_settings() -> None:
     held = PlacementSettings(slo_gate=GateSettings(tpot_shed_from=0.05))
     gate = build(dataclasses.replace(ctx, settings={"placement": held})).gate
     assert gate is not None and gate.tpot_shed_from == 0.05
+    assert not gate.signals.by_model  # one overload signal for the fleet unless told
+    per_pool = PlacementSettings(slo_gate=GateSettings(pressure_by_model=True))
+    gate = build(dataclasses.replace(ctx, settings={"placement": per_pool})).gate
+    assert gate is not None and gate.signals.by_model
     # without a slack no tenant yields for credit alone
     plain = PlacementSettings(slo_gate=GateSettings())
     gate = build(PolicyContext(seed=0, block_tokens=16, settings={"placement": plain})).gate

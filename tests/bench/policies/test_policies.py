@@ -145,3 +145,31 @@ def test_ours_by_credit_sends_an_owed_tenant_first_and_without_credits_or_gate_b
         for r in reqs:
             policy.route(r, gateway.views, 0.1)
         assert [r.priority for r in reqs] == expected
+
+
+def test_the_shadow_admits_a_refused_request_where_the_gate_judged_it():
+    """A refusal judged on the second look's replica is admitted there by the shadow (where it
+    would have gone had it been admitted), not on the route path's first choice."""
+    import dataclasses
+
+    from placement.domain.fleet import load_fleet
+    from placement.domain.requests import Request
+    from placement.paths import repo_root
+    from sim.gateway import Gateway
+
+    fleet = load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml")
+    settings = PlacementSettings(slo_gate=GateSettings(shadow=True))
+    policy = make_policy(OURS, PolicyContext(seed=0, settings={OURS: settings}))
+    gateway = Gateway(fleet.replicas, policy)
+    gate = policy.gate
+    assert gate is not None
+    elsewhere = gateway.views[-1].id
+
+    def refuse_elsewhere(path, query, decision, now, **_):
+        assert decision.replica_id != elsewhere  # the route path's choice: an idle fleet's first
+        gate.last_decision = dataclasses.replace(decision, replica_id=elsewhere)
+        return None
+
+    gate.admit_decision = refuse_elsewhere
+    idx = policy.route(Request(7, 0.0, 1000, 50), gateway.views, 0.0)
+    assert gateway.views[idx].id == elsewhere and policy.would_refuse == {7}

@@ -27,6 +27,7 @@ from serving.admission.slo_gate import (
 )
 from serving.admission.tpot_calibration import ChunkShares
 from serving.admission.vtc import VirtualTokenCounter
+from serving.route import PlacementRoutePath
 from serving.route.decode_steps import decode_step_table
 from serving.route.ttft import prefill_table
 from serving.route.types import Decision, ReplicaState, RouteQuery
@@ -502,6 +503,7 @@ def test_the_judgement_names_the_replica_judged_the_second_looks_when_it_goes_th
     fleet[0].in_flight_prefill_tokens = 400_000  # the planned replica is far behind
     admitted = gate.admit_decision(path, query(c), path.decide(query(c), NOW), NOW)
     assert admitted is not None and gate.last.replica_id == admitted.replica_id == "r1"
+    assert gate.last_decision == admitted
     assert gate.judge("acme", "interactive", _decoding(0.01, 0.02, gaps=1, queued=0.0))
     assert gate.last.replica_id == ""  # judged with no replica named
 
@@ -791,3 +793,73 @@ def test_without_a_credit_reserve_judgements_do_not_change() -> None:
             "greedy", "interactive", seen
         )
         assert plain.last == zero.last
+
+
+def _two_pools(by_model: bool) -> tuple[SloGate, PlacementRoutePath, RouteQuery, Decision]:
+    """Two 8B replicas far behind (every 8B request refused: that pool is past capacity) and a
+    70B replica with room; a gate that refused 300 8B requests, and a 70B request forecast at
+    2.2 s against its 2 s SLO (~65% likely to miss: admitted at ``refuse_at``, refused at the
+    overload threshold)."""
+    small = states(2)
+    fleet = [*small, *states(1, model="llama-3-70b", prefix="b")]
+    path = make_path(fleet)
+    path.install_plan(plan(fleet))
+    for s in small:
+        s.in_flight_prefill_tokens = 400_000
+    gate = SloGate(DEFAULT_CLASSES, credit_cut=0.0, pressure_by_model=by_model)
+    for k in range(300):
+        small_q = query(tenant="x")
+        assert gate.admit_decision(path, small_q, path.decide(small_q, NOW), NOW + k) is None
+    big = query(model="llama-3-70b")
+    doubtful = dataclasses.replace(path.decide(big, NOW), predicted_ttft_s=2.2)
+    assert doubtful.replica_id == "b0"
+    chance = gate.forecast(path, big, doubtful, NOW).miss(2.0, 0.1, observed=True)
+    assert DEFAULT_OVERLOAD_REFUSE_AT < chance < DEFAULT_REFUSE_AT
+    return gate, path, big, doubtful
+
+
+def test_a_70b_request_is_judged_by_its_pool_not_by_the_8b_pools_overload() -> None:
+    gate, path, big, doubtful = _two_pools(by_model=True)
+    pressures = gate.signals.pressures()
+    assert pressures["llama-3-8b"] > 0.9 and pressures["llama-3-70b"] == 0.0
+    assert gate.admit_decision(path, big, doubtful, NOW + 300) is not None
+    assert gate.last.threshold == pytest.approx(DEFAULT_REFUSE_AT)
+    assert gate.pressure == 0.0  # the pool judged: the 70B's
+    # an 8B request as doubtful is refused at its pool's overload threshold
+    small = query()
+    assert not gate.admit_decision(
+        path, small, dataclasses.replace(path.decide(small, NOW), predicted_ttft_s=2.2), NOW + 301
+    )
+    assert gate.last.threshold == pytest.approx(DEFAULT_OVERLOAD_REFUSE_AT)
+    assert gate.pressure > 0.9
+
+
+def test_with_one_signal_for_the_fleet_the_8b_pools_overload_refuses_the_70b_request() -> None:
+    gate, path, big, doubtful = _two_pools(by_model=False)
+    assert gate.admit_decision(path, big, doubtful, NOW + 300) is None
+    assert gate.last.rule == TTFT
+    assert gate.last.threshold == pytest.approx(DEFAULT_OVERLOAD_REFUSE_AT)
+    assert list(gate.signals.pressures()) == [""]
+
+
+def test_on_one_model_the_signal_per_pool_is_the_fleet_wide_one_to_the_digit() -> None:
+    """The same judgements of one model's requests, over a run that goes past capacity and
+    back, by a gate keeping its signals per pool and by one keeping one for the fleet: every
+    rule, threshold, pressure and strict share equal (not approximately: exactly)."""
+    per_pool = SloGate(DEFAULT_CLASSES, strict_refuse_at=0.3, pressure_by_model=True)
+    fleet_wide = SloGate(DEFAULT_CLASSES, strict_refuse_at=0.3)
+    assert not fleet_wide.signals.by_model  # the default
+    strict = 0.0
+    for k in range(600):
+        ttft = 1.0 + 2.0 * ((k * 37) % 100) / 100 * (1.5 if 150 < k < 400 else 0.8)
+        seen = _decoding(L40S_STEP, L40S_FULL, gaps=4, queued=float((k * 911) % 30_000))
+        seen = dataclasses.replace(seen, ttft_s=ttft)
+        cls = "batch" if k % 7 == 0 else "interactive"
+        now = 10.0 + 0.013 * k
+        a = per_pool.judge(f"t{k % 3}", cls, seen, now, model="llama-3-8b")
+        b = fleet_wide.judge(f"t{k % 3}", cls, seen, now, model="llama-3-8b")
+        assert (a, per_pool.last) == (b, fleet_wide.last)
+        assert per_pool.pressure == fleet_wide.pressure
+        assert per_pool.ttft_pressure == fleet_wide.ttft_pressure
+        strict = max(strict, per_pool.strictness())
+    assert strict == 1.0  # the run did go past capacity, into the strict regime
