@@ -384,8 +384,10 @@ class SloGate:
         self._signal.ttft_pressure = value
 
     def judging(self, model: str) -> None:
-        """Judge by ``model``'s pool from now on (its overload signals)."""
-        self._signal = self.signals.of(model)
+        """Judge by ``model``'s pool from now on (its overload signals); with one signal for
+        the fleet there is nothing to select."""
+        if self.signals.by_model:
+            self._signal = self.signals.of(model)
 
     def _class(self, request_class: str) -> RequestClass:
         cls = self.classes.get(request_class)
@@ -760,8 +762,7 @@ class SloGate:
             query.ttft_budget_s,
             retry=retry,
             replica_id=decision.replica_id,
-            refuse_at=held_at,
-            model=query.model,
+            refuse_at=held_at,  # judged by query.model's pool: selected above
         )
         if not admitted:
             return None
