@@ -33,6 +33,9 @@ uncached_prompt_tokens_per_s    prompt_tokens_per_s × (1 − prefix_cache_hit_r
 backlog_requests                router's requests in flight on the replica at routing    count
 backlog_prefill_tokens          their prompt tokens still without a first token          tokens
 backlog_oldest_wait_s           how long the oldest of those has waited for it           s
+routed_requests_per_s           router's requests sent to the replica per second over    req/s
+                                the last 15 s: its recent admission rate, the arrivals
+                                expected to join the batch while the request decodes
 backlog_prefill_left_tokens     the prefill ahead not yet done: backlog_prefill_tokens   tokens
                                 − prefill rate (a full chunk per iteration) × that wait,
                                 at least 0
@@ -82,7 +85,12 @@ LOAD_COLUMNS = (
     "generation_tokens_per_s",
     "prefix_cache_hit_rate",
 )
-ROUTER_COLUMNS = ("backlog_requests", "backlog_prefill_tokens", "backlog_oldest_wait_s")
+ROUTER_COLUMNS = (
+    "backlog_requests",
+    "backlog_prefill_tokens",
+    "backlog_oldest_wait_s",
+    "routed_requests_per_s",
+)
 REQUEST_COLUMNS = ("input_tokens", "uncached_tokens", "output_tokens")
 INPUT_COLUMNS = KIND_COLUMNS + LOAD_COLUMNS + ROUTER_COLUMNS + REQUEST_COLUMNS
 # input columns a row must carry; the router's counters default to 0 (unknown)
@@ -272,11 +280,13 @@ class RowInputs:
     backlog_requests: FloatArray
     # 0 when unknown (no wait: what a constrained model predicts latest for)
     backlog_oldest_wait_s: FloatArray
+    # 0 when unknown (none routed: what a constrained model predicts earliest for)
+    routed_requests_per_s: FloatArray
 
 
 def parse_rows(frame: pd.DataFrame, *, source: str = "frame") -> RowInputs:
     """Validated inputs of the prior plus the generation-token rate, the router's backlog
-    request count and its oldest wait (not prior inputs)."""
+    request count, its oldest wait and its recent admission rate (not prior inputs)."""
     _require_columns(frame, source)
     kinds, index = resolve_kinds(frame, source=source)
     num = {c: _numbers(frame, c, source) for c in LOAD_COLUMNS + REQUEST_COLUMNS}
@@ -308,6 +318,7 @@ def parse_rows(frame: pd.DataFrame, *, source: str = "frame") -> RowInputs:
         generation_tokens_per_s=num["generation_tokens_per_s"],
         backlog_requests=num["backlog_requests"],
         backlog_oldest_wait_s=num["backlog_oldest_wait_s"],
+        routed_requests_per_s=num["routed_requests_per_s"],
     )
 
 
@@ -374,6 +385,7 @@ def features_of(rows: RowInputs) -> FeatureMatrix:
         rows.backlog_requests,
         inputs.backlog_prefill_tokens,
         rows.backlog_oldest_wait_s,
+        rows.routed_requests_per_s,
         _prefill_left(inputs, rows.backlog_oldest_wait_s),
         inputs.input_tokens,
         inputs.uncached_tokens,
