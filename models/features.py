@@ -33,9 +33,6 @@ uncached_prompt_tokens_per_s    prompt_tokens_per_s × (1 − prefix_cache_hit_r
 backlog_requests                router's requests in flight on the replica at routing    count
 backlog_prefill_tokens          their prompt tokens still without a first token          tokens
 backlog_oldest_wait_s           how long the oldest of those has waited for it           s
-routed_requests_per_s           router's requests sent to the replica per second over    req/s
-                                the last 15 s: its recent admission rate, the arrivals
-                                expected to join the batch while the request decodes
 backlog_prefill_left_tokens     the prefill ahead not yet done: backlog_prefill_tokens   tokens
                                 − prefill rate (a full chunk per iteration) × that wait,
                                 at least 0
@@ -48,6 +45,9 @@ ttft_queue_prior_s              its queue part (0 when nothing waits or is backl
 tpot_prior_log_s                ln of the roofline prior's TPOT                          ln s
 decode_step_prior_log_s         ln of its decode iteration (batch running + 1)           ln s
 prefill_share_prior             its ρ: others' prefill share of iteration time           0..0.9
+routed_requests_per_s           router's requests sent to the replica per second over    req/s
+                                the last 15 s: its recent admission rate, the arrivals
+                                expected to join the batch while the request decodes
 ==============================  =======================================================  =====
 
 Every failure to read the rows raises :class:`~placement.errors.InputError` naming the
@@ -112,7 +112,7 @@ REPLICA_FEATURES = (
     "kv_capacity_ktokens",
 )
 LOAD_FEATURES = (*LOAD_COLUMNS, "uncached_prompt_tokens_per_s")
-ROUTER_FEATURES = (*ROUTER_COLUMNS, "backlog_prefill_left_tokens")
+ROUTER_FEATURES = (*ROUTER_COLUMNS[:3], "backlog_prefill_left_tokens")
 REQUEST_FEATURES = REQUEST_COLUMNS
 PRIOR_FEATURES = (
     "ttft_prior_log_s",
@@ -122,8 +122,16 @@ PRIOR_FEATURES = (
     "decode_step_prior_log_s",
     "prefill_share_prior",
 )
+# the router's recent admissions, which say how many requests join the batch during the
+# decode (last: a booster configured to ignore it trains as if the column were not there)
+ARRIVAL_FEATURES = ("routed_requests_per_s",)
 FEATURES: tuple[str, ...] = (
-    REPLICA_FEATURES + LOAD_FEATURES + ROUTER_FEATURES + REQUEST_FEATURES + PRIOR_FEATURES
+    REPLICA_FEATURES
+    + LOAD_FEATURES
+    + ROUTER_FEATURES
+    + REQUEST_FEATURES
+    + PRIOR_FEATURES
+    + ARRIVAL_FEATURES
 )
 FEATURE_INDEX: dict[str, int] = {name: i for i, name in enumerate(FEATURES)}
 
@@ -385,7 +393,6 @@ def features_of(rows: RowInputs) -> FeatureMatrix:
         rows.backlog_requests,
         inputs.backlog_prefill_tokens,
         rows.backlog_oldest_wait_s,
-        rows.routed_requests_per_s,
         _prefill_left(inputs, rows.backlog_oldest_wait_s),
         inputs.input_tokens,
         inputs.uncached_tokens,
@@ -396,6 +403,7 @@ def features_of(rows: RowInputs) -> FeatureMatrix:
         np.log(prior.tpot_s),
         np.log(prior.decode_step_s),
         prior.prefill_share,
+        rows.routed_requests_per_s,
     )
     for j, column in enumerate(load, start=r):
         values[:, j] = column

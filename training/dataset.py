@@ -203,9 +203,7 @@ def build_training_frame(requests: pd.DataFrame, samples: pd.DataFrame) -> pd.Da
     served = requests[requests["error"] == ""]
     n_error = len(requests) - len(served)
     router = ["backlog_oldest_wait_s", "routed_requests_per_s"]
-    served = served[[*REQUEST_COLUMNS, *router]].sort_values(
-        "arrival_time", kind="stable"
-    )
+    served = served[[*REQUEST_COLUMNS, *router]].sort_values("arrival_time", kind="stable")
     state = replica_state(samples).rename(columns={"time": "sample_time"})
     if served.empty:  # pandas cannot merge_asof when both Arrow-backed string keys are empty
         joined = pd.concat([served, state.drop(columns="replica").iloc[:0]], axis=1)
