@@ -165,9 +165,10 @@ class QuantileConfig:
     predict_threads: int = 2  # prediction is per row, identical for any thread count
     # features every booster trains without (their column held at 0, so no tree splits on
     # them and whatever a caller passes is ignored). The router's recent admission rate is
-    # off by default: on six independent traces it took the TPOT p50 MAPE 0.1125 → 0.1064,
-    # but capacity at SLO built on it cost `bench loop --workloads tiers` up to 20% of its
-    # goodput (bench/RESULTS.md, "the router's recent admission rate"); () turns it on
+    # off by default: on six independent traces it took the TPOT p50 MAPE 0.1125 → 0.1064
+    # (the shipped trace: 0.1003 → 0.1007), but capacity at SLO built on it cost
+    # `bench loop --workloads tiers` 3.7–19.6% of its goodput at six of seven loads
+    # (bench/RESULTS.md, "the router's recent admission rate"); () reads every feature
     ignored_features: tuple[str, ...] = ARRIVAL_FEATURES
 
 
