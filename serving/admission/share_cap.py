@@ -109,6 +109,18 @@ class ShareCap:
         p.served[tenant] = p.served.get(tenant, 0.0) + cost
         p.offered.setdefault(tenant, 0.0)
 
+    def take_back(
+        self, pool: str, tenant: str, cost: float, served_at: float, now: float
+    ) -> None:
+        """A request of ``tenant`` served at ``served_at`` for ``cost`` was not served in time
+        (its first token came late, or never): it no longer counts as served."""
+        p = self._pool(pool)
+        if tenant not in p.at:
+            return
+        self._decay(p, tenant, now)
+        left = cost * math.exp(-max(now - served_at, 0.0) / self.window_s)
+        p.served[tenant] = max(p.served[tenant] - left, 0.0)
+
     def level(self, pool: str, weight: Callable[[str], float], now: float) -> float:
         """The pool's fair level now (served cost per unit of credit a tenant is entitled to
         before its own demand caps it; ``inf`` when every tenant was served what it offered),
