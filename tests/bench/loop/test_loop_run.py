@@ -285,7 +285,9 @@ def test_the_gate_holds_tenants_to_a_share_cap_only_when_asked() -> None:
         settings = run._policy_ctx(ctx, run.FULL, 1.0).settings["placement"]
         gate = getattr(settings, "slo_gate", None)
         assert gate is not None and gate.share_cap == asked and gate.share_window_s == 20.0
-        tokens = run._policy_ctx(ctx, run.TOKEN_CREDITS, 1.0).settings["placement"]
-        assert getattr(tokens, "slo_gate").share_cap is None
+        tokens = getattr(
+            run._policy_ctx(ctx, run.TOKEN_CREDITS, 1.0).settings["placement"], "slo_gate", None
+        )
+        assert tokens is not None and tokens.share_cap is None
     with pytest.raises(InputError, match="share_cap"):
         build_cases(**kw, gate_share_cap=0.5)
