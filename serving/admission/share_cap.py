@@ -109,9 +109,7 @@ class ShareCap:
         p.served[tenant] = p.served.get(tenant, 0.0) + cost
         p.offered.setdefault(tenant, 0.0)
 
-    def take_back(
-        self, pool: str, tenant: str, cost: float, served_at: float, now: float
-    ) -> None:
+    def take_back(self, pool: str, tenant: str, cost: float, served_at: float, now: float) -> None:
         """A request of ``tenant`` served at ``served_at`` for ``cost`` was not served in time
         (its first token came late, or never): it no longer counts as served."""
         p = self._pool(pool)
