@@ -113,7 +113,6 @@ def build_app(
             credit_reserve=settings.slo_gate_credit_reserve,
             share_cap=settings.slo_gate_share_cap,
             share_window_s=settings.slo_gate_share_window_s,
-            share_pools=fleet.capacity_pools() if fleet is not None else None,
         )
         if settings.slo_gate
         else None,

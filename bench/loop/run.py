@@ -289,7 +289,6 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                     ctx.case.gate_share_cap if v.credits and v.charge == GPU_SECONDS else None
                 ),
                 share_window_s=ctx.case.gate_share_window_s,
-                share_pools=ctx.case.fleet.capacity_pools(),
                 shadow=v.shadow,
                 audit_share=v.audit,
                 charge=v.charge,
@@ -465,7 +464,6 @@ def peer(
             pressure_by_model=ctx.case.gate_pressure_by_model,
             share_cap=ctx.case.gate_share_cap,
             share_window_s=ctx.case.gate_share_window_s,
-            share_pools=ctx.case.fleet.capacity_pools(),
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)

@@ -84,8 +84,6 @@ class GateSettings:
     # the last ``share_window_s`` yields (None: no cap; :mod:`serving.admission.share_cap`)
     share_cap: float | None = None
     share_window_s: float = DEFAULT_SHARE_WINDOW_S
-    # model → its pool of capacity (``Fleet.capacity_pools``; a model not listed: its own)
-    share_pools: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,7 +275,6 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             pressure_by_model=cfg.slo_gate.pressure_by_model,
             share_cap=cfg.slo_gate.share_cap,
             share_window_s=cfg.slo_gate.share_window_s,
-            share_pools=cfg.slo_gate.share_pools,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

@@ -85,25 +85,6 @@ class Fleet:
     def models(self) -> set[str]:
         return {r.model.name for r in self.replicas}
 
-    def capacity_pools(self) -> dict[str, str]:
-        """Each base model's capacity pool, named by its first model in sorted order: models
-        some replica may hold in turn (its ``models``) share one, since the plan moves that
-        replica's capacity between them; a model no replica swaps is a pool of its own."""
-        pool: dict[str, str] = {}
-
-        def find(m: str) -> str:
-            while pool.setdefault(m, m) != m:
-                m = pool[m]
-            return m
-
-        for r in self.replicas:
-            names = sorted({r.model.name, *r.models})
-            for other in names:
-                a, b = find(names[0]), find(other)
-                if a != b:
-                    pool[max(a, b)] = min(a, b)
-        return {m: find(m) for m in sorted(pool)}
-
 
 def kv_capacity_tokens(
     accelerator: Accelerator,

@@ -13,14 +13,12 @@ a tenant of a few requests priced at thousands of units each against a tiny cred
 0.10–0.17 and led by 1,200–1,900 GPU-seconds per share, the base-model tenant at its entitlement
 by 280 (up to 560) (bench/RESULTS.md).
 
-So this module measures shares as rates, over a window: per pool of capacity (the replicas
-that can serve a request's model, with the models some of them may be swapped to in turn), each
-tenant's **offered** cost (every request judged, priced as the gate charges it,
-:mod:`serving.admission.cost`) and **served** cost (what was dispatched and met its first
-token's deadline), both decayed with time constant ``window_s``. The pool's served cost is
-split max-min fair in proportion to the tenants' credits, no tenant entitled to more than it
-offered (water-filling: every tenant gets ``min(offered, level × credit)``, the ``level``
-filling what was served). A
+So this module measures shares as rates, over a window: per model pool (the replicas that can
+serve a request's model), each tenant's **offered** cost (every request judged, priced as the
+gate charges it, :mod:`serving.admission.cost`) and **served** cost (what was dispatched),
+both decayed with time constant ``window_s``. The pool's served cost is split max-min fair in
+proportion to the tenants' credits, no tenant entitled to more than it offered (water-filling:
+every tenant gets ``min(offered, level × credit)``, the ``level`` filling what was served). A
 tenant served more than ``cap`` times its entitlement is over its share, and yields until its
 recent service decays back under the cap (:meth:`ShareCap.yields_for`).
 The rule is work-conserving by construction: a tenant is over its share only while another in
@@ -31,7 +29,7 @@ has nobody over it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from placement.errors import InputError
@@ -73,26 +71,16 @@ class _Pool:
 class ShareCap:
     """Offered and served cost per pool and tenant, and who is past ``cap`` × its share."""
 
-    def __init__(
-        self,
-        cap: float,
-        *,
-        window_s: float = DEFAULT_SHARE_WINDOW_S,
-        pools: Mapping[str, str] | None = None,
-    ) -> None:
+    def __init__(self, cap: float, *, window_s: float = DEFAULT_SHARE_WINDOW_S) -> None:
         if not cap >= 1.0:
             raise InputError(f"{cap}", field="share_cap", expected=">= 1 (× the entitlement)")
         if not window_s > 0:
             raise InputError(f"{window_s}", field="share_window_s", expected="> 0 seconds")
         self.cap = cap
         self.window_s = window_s
-        # model → the pool of capacity it shares (models some replica may be swapped between:
-        # ``Fleet.capacity_pools``); a model not listed is a pool of its own
-        self.pools = dict(pools or {})
         self._pools: dict[str, _Pool] = {}
 
-    def _pool(self, model: str) -> _Pool:
-        pool = self.pools.get(model, model)
+    def _pool(self, pool: str) -> _Pool:
         got = self._pools.get(pool)
         if got is None:
             got = self._pools[pool] = _Pool()
@@ -107,36 +95,35 @@ class ShareCap:
         p.offered[tenant] = p.offered.get(tenant, 0.0) * keep
         p.served[tenant] = p.served.get(tenant, 0.0) * keep
 
-    def offer(self, model: str, tenant: str, cost: float, now: float) -> None:
-        """``tenant`` asked ``model``'s pool for a request costing ``cost`` (GPU-seconds) at
-        ``now``."""
-        p = self._pool(model)
+    def offer(self, pool: str, tenant: str, cost: float, now: float) -> None:
+        """``tenant`` asked ``pool`` for a request costing ``cost`` (GPU-seconds) at ``now``."""
+        p = self._pool(pool)
         self._decay(p, tenant, now)
         p.offered[tenant] = p.offered.get(tenant, 0.0) + cost
         p.served.setdefault(tenant, 0.0)
 
-    def serve(self, model: str, tenant: str, cost: float, now: float) -> None:
-        """``model``'s pool took a request of ``tenant`` costing ``cost`` at ``now``."""
-        p = self._pool(model)
+    def serve(self, pool: str, tenant: str, cost: float, now: float) -> None:
+        """``pool`` took a request of ``tenant`` costing ``cost`` at ``now``."""
+        p = self._pool(pool)
         self._decay(p, tenant, now)
         p.served[tenant] = p.served.get(tenant, 0.0) + cost
         p.offered.setdefault(tenant, 0.0)
 
-    def take_back(self, model: str, tenant: str, cost: float, served_at: float, now: float) -> None:
+    def take_back(self, pool: str, tenant: str, cost: float, served_at: float, now: float) -> None:
         """A request of ``tenant`` served at ``served_at`` for ``cost`` was not served in time
         (its first token came late, or never): it no longer counts as served."""
-        p = self._pool(model)
+        p = self._pool(pool)
         if tenant not in p.at:
             return
         self._decay(p, tenant, now)
         left = cost * math.exp(-max(now - served_at, 0.0) / self.window_s)
         p.served[tenant] = max(p.served[tenant] - left, 0.0)
 
-    def level(self, model: str, weight: Callable[[str], float], now: float) -> float:
-        """``model``'s pool's fair level now (served cost per unit of credit a tenant is entitled to
+    def level(self, pool: str, weight: Callable[[str], float], now: float) -> float:
+        """The pool's fair level now (served cost per unit of credit a tenant is entitled to
         before its own demand caps it; ``inf`` when every tenant was served what it offered),
         recomputed at most every :data:`LEVEL_REFRESH_S`."""
-        p = self._pool(model)
+        p = self._pool(pool)
         if p.level_at is not None and now - p.level_at < LEVEL_REFRESH_S:
             return p.level
         tenants = list(p.at)
@@ -148,11 +135,11 @@ class ShareCap:
         p.level_at = now
         return p.level
 
-    def ratio(self, model: str, tenant: str, weight: Callable[[str], float], now: float) -> float:
-        """``tenant``'s served cost over its entitlement in ``model``'s pool now (0 when it has none
+    def ratio(self, pool: str, tenant: str, weight: Callable[[str], float], now: float) -> float:
+        """``tenant``'s served cost over its entitlement in ``pool`` now (0 when it has none
         recorded; at most 1 while the pool serves everyone what they ask)."""
-        level = self.level(model, weight, now)
-        p = self._pool(model)
+        level = self.level(pool, weight, now)
+        p = self._pool(pool)
         if tenant not in p.at:
             return 0.0
         self._decay(p, tenant, now)
@@ -161,12 +148,12 @@ class ShareCap:
         return served / entitled if entitled > 0.0 else 0.0
 
     def yields_for(
-        self, model: str, tenant: str, weight: Callable[[str], float], now: float
+        self, pool: str, tenant: str, weight: Callable[[str], float], now: float
     ) -> float:
-        """0 when ``tenant`` is within ``cap`` × its entitlement in ``model``'s pool; otherwise how
+        """0 when ``tenant`` is within ``cap`` × its entitlement in ``pool``; otherwise how
         long (seconds) until its recent service, decaying while the pool's level holds, is
         back under the cap: when to try again."""
-        ratio = self.ratio(model, tenant, weight, now)
+        ratio = self.ratio(pool, tenant, weight, now)
         if ratio <= self.cap:
             return 0.0
         return self.window_s * math.log(ratio / self.cap)

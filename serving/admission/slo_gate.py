@@ -305,7 +305,6 @@ class SloGate:
         credit_reserve: float = 0.0,
         share_cap: float | None = None,
         share_window_s: float = DEFAULT_SHARE_WINDOW_S,
-        share_pools: Mapping[str, str] | None = None,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -357,11 +356,7 @@ class SloGate:
         self.credit_reserve = credit_reserve
         # past capacity, a tenant served past ``share_cap`` × its entitlement in its pool over
         # the last ``share_window_s`` yields (:mod:`serving.admission.share_cap`; None: no cap)
-        self.share_cap = (
-            None
-            if share_cap is None
-            else ShareCap(share_cap, window_s=share_window_s, pools=share_pools)
-        )
+        self.share_cap = None if share_cap is None else ShareCap(share_cap, window_s=share_window_s)
         self._model = FLEET  # the model whose pool is judged now (:meth:`judging`)
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
         self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)

@@ -68,14 +68,3 @@ def test_yaml_syntax_error_names_the_line(tmp_path):
     with pytest.raises(InputError) as err:
         load_fleet(p)
     assert err.value.line is not None
-
-
-def test_models_a_replica_may_swap_between_share_one_capacity_pool():
-    pools = load_fleet(FLEETS / "multimodel.yaml").capacity_pools()
-    # the single H100s may each hold Llama-3-8B or Qwen2-7B; the 70B's replicas never swap
-    assert pools == {
-        "llama-3-70b": "llama-3-70b",
-        "llama-3-8b": "llama-3-8b",
-        "qwen2-7b": "llama-3-8b",
-    }
-    assert load_fleet(FLEETS / "h100x8.yaml").capacity_pools() == {"llama-3-8b": "llama-3-8b"}

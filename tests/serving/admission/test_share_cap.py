@@ -112,16 +112,3 @@ def test_a_request_not_served_in_time_is_taken_back_as_it_stood_decayed() -> Non
     # a got the 4 served (decayed alike), b nothing: a is entitled to half, twice over
     assert caps.ratio(SMALL, "a", _equal, 5.0) == pytest.approx(2.0)
     assert caps.ratio(SMALL, "b", _equal, 5.0) == 0.0
-
-
-def test_models_of_one_capacity_pool_share_their_tenants_entitlements() -> None:
-    """A tenant of one model served past its share while a tenant of another model held by
-    the same (swappable) replicas is owed yields; kept apart, each pool serves its own."""
-    for pools, over in (({"qwen2-7b": SMALL}, True), ({}, False)):
-        caps = ShareCap(1.5, pools=pools)
-        for k in range(10):
-            caps.offer("qwen2-7b", "reasoning", 4.0, float(k))
-            caps.serve("qwen2-7b", "reasoning", 4.0, float(k))
-            caps.offer(SMALL, "chat", 4.0, float(k))
-            caps.serve(SMALL, "chat", 1.0, float(k))
-        assert (caps.yields_for("qwen2-7b", "reasoning", _equal, 10.0) > 0.0) is over
