@@ -373,9 +373,6 @@ class SloGate:
         self.best_effort = best_effort
         self.credit_slack = DEFAULT_CREDIT_SLACK if credit_slack is None else credit_slack
         self._rates: dict[int, GpuRates] = {}
-        # with a share cap: each dispatched request's (pool, tenant, cost, when, TTFT limit)
-        # until its first token says whether it was served in time
-        self._shared: dict[int, tuple[str, str, float, float, float]] = {}
         # the overload signals, per model pool: a request is judged by its model's (selected
         # by :meth:`forecast_on`, :meth:`admit_decision` and :meth:`judge` given a model)
         self.signals = PoolSignals(by_model=pressure_by_model)
@@ -879,8 +876,6 @@ class SloGate:
         if self.share_cap is not None:
             asked = rates.request(query.input_tokens, cached_tokens, query.max_output_tokens)
             self.share_cap.serve(query.model, query.tenant, asked, now)
-            limit = self.limit_s(query.request_class, query.ttft_budget_s)
-            self._shared[id(query)] = (query.model, query.tenant, asked, now, limit)
         self.started(query.tenant, query.input_tokens, cached_tokens, rates)
         if self.charge == GPU_SECONDS:
             # its decode as asked for, now: a long answer would otherwise be charged only
@@ -888,16 +883,9 @@ class SloGate:
             self.vtc.add(query.tenant, rates.decode(query.input_tokens, query.max_output_tokens))
 
     def first_token(self, query: RouteQuery, now: float) -> None:
-        """The first token of a dispatched query arrived: calibrate its replica's TTFT; with a
-        share cap, a first token past the TTFT limit takes the request's cost back from what
-        its tenant was served."""
+        """The first token of a dispatched query arrived: calibrate its replica's TTFT."""
         self.calibration.first_token(id(query), now)
         self.tpot_calibration.first_token(id(query), now)
-        shared = self._shared.pop(id(query), None) if self._shared else None
-        if shared is not None and self.share_cap is not None:
-            pool, tenant, cost, at, limit = shared
-            if now - at > limit:
-                self.share_cap.take_back(pool, tenant, cost, at, now)
 
     def started(
         self,
@@ -929,11 +917,6 @@ class SloGate:
         if query is not None and now is not None:
             self.tpot_calibration.finished(id(query), output_tokens, now)
         rates = self._rates.pop(id(query), None) if query is not None else None
-        if query is not None and self._shared and self.share_cap is not None:
-            shared = self._shared.pop(id(query), None)
-            if shared is not None and now is not None:  # it ended without a first token
-                pool, tenant, cost, at, _ = shared
-                self.share_cap.take_back(pool, tenant, cost, at, now)
         if self.charge == TOKENS:
             self.vtc.finish(tenant, output_tokens)
             return

@@ -99,16 +99,3 @@ def test_a_cap_under_the_entitlement_or_an_empty_window_is_refused(
 ) -> None:
     with pytest.raises(InputError):
         ShareCap(cap, window_s=window)
-
-
-def test_a_request_not_served_in_time_is_taken_back_as_it_stood_decayed() -> None:
-    caps = ShareCap(1.0, window_s=10.0)
-    caps.offer(SMALL, "a", 4.0, 0.0)
-    caps.serve(SMALL, "a", 4.0, 0.0)
-    caps.offer(SMALL, "b", 4.0, 0.0)
-    caps.serve(SMALL, "b", 4.0, 0.0)
-    caps.take_back(SMALL, "b", 4.0, 0.0, 5.0)  # b's request came late: nothing served
-    caps.take_back(SMALL, "nobody", 4.0, 0.0, 5.0)  # unknown: nothing to take
-    # a got the 4 served (decayed alike), b nothing: a is entitled to half, twice over
-    assert caps.ratio(SMALL, "a", _equal, 5.0) == pytest.approx(2.0)
-    assert caps.ratio(SMALL, "b", _equal, 5.0) == 0.0

@@ -955,22 +955,3 @@ def test_without_a_share_cap_judgements_do_not_change() -> None:
         args = ("greedy", "interactive", seen, 5.0)
         assert plain.judge(*args, cost=1.0) == capped.judge(*args, cost=1.0)
         assert plain.last == capped.last
-
-
-def test_with_a_share_cap_a_request_counts_as_served_only_if_its_first_token_is_in_time() -> None:
-    gate = SloGate(DEFAULT_CLASSES, share_cap=1.0)
-    gate.set_credits({"a": 0.5, "b": 0.5})
-    assert gate.share_cap is not None
-    h100 = _replica("H100-SXM")
-    sure = Forecast(ttft_s=0.3, ttft_spread=0.05)
-    late, prompt, lost = _request("a", 500, 50), _request("b", 500, 50), _request("b", 500, 50)
-    for q in (late, prompt, lost):
-        gate.dispatched("H100-SXM", q, 0.0, sure, state=h100)
-    gate.first_token(late, 5.0)  # past the interactive class's 2 s
-    gate.first_token(prompt, 1.0)
-    gate.finished("b", 0, lost, 6.0)  # failed without a first token
-    shares, weight = gate.share_cap, gate.vtc.credit_weight
-    assert shares.ratio("llama-3-8b", "a", weight, 6.0) == 0.0
-    # b's one request in time is all the pool served: b's own, nobody owed
-    assert shares.ratio("llama-3-8b", "b", weight, 6.0) == pytest.approx(1.0)
-    assert shares.level("llama-3-8b", weight, 6.0) == math.inf
