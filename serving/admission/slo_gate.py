@@ -139,7 +139,7 @@ goodput at no load (bench/RESULTS.md); the loop offers it only when asked
 **A share cap** (``share_cap``, off by default: None). The counters order tenants but their
 distances are not rates, and the credit rules above read them as such: on ``multi-model``'s
 tail at 2× overload the tenants served 3.4–3.7× their entitlement stood at 0.10–0.17 among the
-active tenants (the top set by a sparse tenant of a tiny credit) and led by 1,200–1,900
+active tenants (the top counter ~11,000 ahead of the lowest) and led by 1,200–1,900
 GPU-seconds per share, the base-model tenant at its entitlement by up to 560 (the lowest
 counter is that of a tenant of one-token answers that never idles, so every lead grows with
 the run). With ``share_cap`` set, past the pressure floor a tenant whose cost served in its
@@ -147,7 +147,8 @@ model's pool over the last ``share_window_s`` exceeds ``share_cap`` × its credi
 max-min entitlement to what that pool served (:mod:`serving.admission.share_cap`; each request
 priced as its tenant is charged, what it asked counted whether admitted or not) is refused for
 credit, with a Retry-After of when its recent service is back under the cap. Work-conserving: a
-tenant is past its share only while another in its pool is refused more than it is served.
+tenant is past its share only while another of its pool got less than it asked and less than
+its own entitlement.
 
 **Unreachable.** A request whose own prefill misses its TTFT SLO even with nothing queued ahead
 (a very long uncached prompt on the fastest replica it may use) is refused for a miss no retry
