@@ -179,7 +179,10 @@ class Case:
     gate_pressure_by_model: bool = False
     # past capacity the gate holds a tenant to this many times its credit-weighted max-min
     # entitlement in its model's pool over the last ``gate_share_window_s`` (ours and the
-    # gated peers alike; :mod:`serving.admission.share_cap`); None: no cap
+    # gated peers alike; :mod:`serving.admission.share_cap`); None: no cap. Off by default: at
+    # 1.5 it took multi-model's tail (seed 0) from Jain 0.506 to 0.745 at overload, but mixed
+    # over the heterogeneous fleet lost 2.1% at load 3 and the hold-out seed's Jain fell
+    # (bench/RESULTS.md)
     gate_share_cap: float | None = None
     gate_share_window_s: float = DEFAULT_SHARE_WINDOW_S
 

@@ -148,7 +148,10 @@ max-min entitlement to what that pool served (:mod:`serving.admission.share_cap`
 priced as its tenant is charged, what it asked counted whether admitted or not) is refused for
 credit, with a Retry-After of when its recent service is back under the cap. Work-conserving: a
 tenant is past its share only while another of its pool got less than it asked and less than
-its own entitlement.
+its own entitlement. At 1.5 over 30 s, on ``multi-model``'s tail at 2× overload the three went
+to 0.95–1.9× and Jain's index from 0.506 to 0.745 with no load losing past 0.4%; it is off by
+default because mixed over the heterogeneous fleet lost 2.1% at load 3 and on the hold-out seed
+the index fell (a sparse reasoning tenant in a pool with room; bench/RESULTS.md).
 
 **Unreachable.** A request whose own prefill misses its TTFT SLO even with nothing queued ahead
 (a very long uncached prompt on the fastest replica it may use) is refused for a miss no retry
