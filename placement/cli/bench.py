@@ -34,6 +34,13 @@ TraceSeedOption = Annotated[
         "(to choose settings on before reading the shipped seed 0's held-out part)",
     ),
 ]
+RoutedRateOption = Annotated[
+    bool,
+    typer.Option(
+        help="the predictors also read the router's recent admission rate to the replica "
+        '(off by default: bench/RESULTS.md, "the router\'s recent admission rate")',
+    ),
+]
 
 
 @app.command("routing")
@@ -140,11 +147,14 @@ def predictors(
     quick: Annotated[bool, typer.Option(help="fewer, shorter runs (~20 s)")] = False,
     trailing_share: TrailingShareOption = 0.5,
     seed: TraceSeedOption = 0,
+    routed_rate: RoutedRateOption = False,
 ) -> None:
     """Accuracy of the latency/throughput predictors: held-out, Splitwise, unseen accelerator."""
     from bench.predictors import PredictorBench, run_predictor_bench
 
-    bench = PredictorBench.chosen(quick=quick, trailing_share=trailing_share, seed=seed)
+    bench = PredictorBench.chosen(
+        quick=quick, trailing_share=trailing_share, seed=seed, routed_rate=routed_rate
+    )
     run_predictor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
 
@@ -467,13 +477,16 @@ def predictor_floor(
     quick: Annotated[bool, typer.Option(help="fewer, shorter runs")] = False,
     trailing_share: TrailingShareOption = 0.5,
     seed: TraceSeedOption = 0,
+    routed_rate: RoutedRateOption = False,
 ) -> None:
     """Error floor of the latency predictors: held-out p50 MAPE with and without oracle
     features (what arrives on the replica after the route decision)."""
     from bench.predictor_floor import run_predictor_floor_bench
     from bench.predictors import PredictorBench
 
-    bench = PredictorBench.chosen(quick=quick, trailing_share=trailing_share, seed=seed)
+    bench = PredictorBench.chosen(
+        quick=quick, trailing_share=trailing_share, seed=seed, routed_rate=routed_rate
+    )
     run_predictor_floor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
 
