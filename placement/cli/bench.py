@@ -379,12 +379,27 @@ def loop(
             "pool and judges a request by its model's (default: one signal for the fleet)"
         ),
     ] = False,
+    gate_share_cap: Annotated[
+        float | None,
+        typer.Option(
+            help="past capacity the SLO gate refuses a tenant served more than this many times "
+            "its credit-weighted max-min entitlement in its model's pool lately (>= 1; "
+            "default: no cap)"
+        ),
+    ] = None,
+    gate_share_window_s: Annotated[
+        float | None,
+        typer.Option(
+            help="the share cap's window, seconds of trace time (its decay constant; default 30)"
+        ),
+    ] = None,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
     from bench.loop.cases import build_cases
     from bench.loop.report import run_loop_bench
     from bench.routing import parse_loads, parse_policies
+    from serving.admission.share_cap import DEFAULT_SHARE_WINDOW_S
 
     cases = build_cases(
         workloads=workloads,
@@ -402,6 +417,10 @@ def loop(
         offer_credit_reserve=offer_credit_reserve,
         base_models_by_credit=base_models_by_credit,
         gate_pressure_by_model=gate_pressure_by_model,
+        gate_share_cap=gate_share_cap,
+        gate_share_window_s=(
+            DEFAULT_SHARE_WINDOW_S if gate_share_window_s is None else gate_share_window_s
+        ),
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 
