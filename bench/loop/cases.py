@@ -62,6 +62,7 @@ def build_cases(
     gate_pressure_by_model: bool = False,
     gate_share_cap: float | None = None,
     gate_share_window_s: float = DEFAULT_SHARE_WINDOW_S,
+    offer_share_cap: bool = True,
 ) -> list[Case]:
     """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
     workloads the tenants and classes of a tenants file — or, when its tenants name their
@@ -72,7 +73,8 @@ def build_cases(
     ``offer_credit_reserve``: the head tuning also tries the gate's credit reserve;
     ``gate_pressure_by_model``: the gate's overload signals are kept per model pool;
     ``gate_share_cap``: past capacity the gate holds tenants to that many times their
-    entitlement in their pool over ``gate_share_window_s``."""
+    entitlement in their pool over ``gate_share_window_s``; ``offer_share_cap``: without a
+    fixed cap, the head tuning tries one (kept where it gains and loses at no tuning load)."""
     if gate_share_cap is not None:
         ShareCap(gate_share_cap, window_s=gate_share_window_s)  # bad values: a clear error
     if not peers:
@@ -114,6 +116,7 @@ def build_cases(
             gate_pressure_by_model=gate_pressure_by_model,
             gate_share_cap=gate_share_cap,
             gate_share_window_s=gate_share_window_s,
+            offer_share_cap=offer_share_cap,
         )
         for workload in loaded
         for fleet in _fleets_for(workload, fleet_list)

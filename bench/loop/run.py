@@ -50,6 +50,7 @@ from bench.loop.tuning import (
     plan_pickers,
     reserve_variant,
     shapes_differ,
+    share_cap_variant,
     waiting_variant,
     write_profile,
 )
@@ -167,6 +168,11 @@ class Case:
     # off by default: of the shipped cases the head keeps it on chat-longdoc-code, multi-model
     # and mixed over h100x8, and mixed's tail then loses 3.6% at load 1.5 (bench/RESULTS.md)
     offer_credit_reserve: bool = False
+    # the head tuning also tries the gate's share cap (:func:`~bench.loop.tuning.
+    # share_cap_variant`) on traffic of several tenants, kept where it gains in sum and loses
+    # at no tuning load; on by default: the heads of mixed over the heterogeneous fleet and of
+    # tiers, whose tails it would cost, refuse it (bench/RESULTS.md)
+    offer_share_cap: bool = True
     # where replicas may swap base model, the plan places them by the tenants' credits and
     # goodput at SLO (:func:`~placement.solver.base_models.place_base_models` with credits);
     # off by default: on multi-model's tail (seed 0) it loses no load past 2% and holds its
@@ -210,10 +216,16 @@ class CaseContext:
     tpot_by_work: bool = False  # the gate's TPOT forecast by work (False: as received)
     tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
     waiting_price: str = BASE_WAITING_PRICE  # the route profile's waiting.price (tuned on the head)
+    # the gate's share cap past capacity (the case's, or offered on the head; None: none)
+    share_cap: float | None = None
     # the plans' reported predicted-attainment model (None: the route profile's, pooled for
     # the scored picker, :func:`~placement.solver.pooled_attainment.attainment_for`)
     attainment: AttainmentModel | None = None
     notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.share_cap is None:
+            self.share_cap = self.case.gate_share_cap
 
     @property
     def nominal_rps(self) -> float:
@@ -288,9 +300,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 pressure_by_model=ctx.case.gate_pressure_by_model,
                 # priced in GPU-seconds, by credit: not in the token-charged or credit-less
                 # ablations
-                share_cap=(
-                    ctx.case.gate_share_cap if v.credits and v.charge == GPU_SECONDS else None
-                ),
+                share_cap=ctx.share_cap if v.credits and v.charge == GPU_SECONDS else None,
                 share_window_s=ctx.case.gate_share_window_s,
                 shadow=v.shadow,
                 audit_share=v.audit,
@@ -465,7 +475,7 @@ def peer(
             tpot_by_work=ctx.tpot_by_work,
             tpot_shed_from=ctx.tpot_shed_from,
             pressure_by_model=ctx.case.gate_pressure_by_model,
-            share_cap=ctx.case.gate_share_cap,
+            share_cap=ctx.share_cap,
             share_window_s=ctx.case.gate_share_window_s,
         )
         gate.set_credits(_credits(target))
@@ -485,7 +495,12 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     else:
         capacity, uri = roofline_capacity(slos), "roofline-prior"
     ctx = CaseContext(
-        case=case, tune=tune, report=report, weights=weights, capacity=capacity, model_uri=uri
+        case=case,
+        tune=tune,
+        report=report,
+        weights=weights,
+        capacity=capacity,
+        model_uri=uri,
     )
     best: tuple[float, Setting] = (-1.0, Setting(1.0, 2.0, 1.0))
     profiles = store / "profiles"
@@ -504,6 +519,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         ctx.credit_reserve = setting.credit_reserve
         ctx.tpot_by_work = setting.tpot_by_work
         ctx.tpot_shed_from = setting.tpot_shed_from
+        ctx.share_cap = case.gate_share_cap if setting.share_cap is None else setting.share_cap
         got = []
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
@@ -537,6 +553,14 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             got = score(setting)
             if keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got
+        # then the gate's share cap, on traffic of several tenants (unless the case fixes
+        # one): kept where it gains in sum and loses at no tuning load
+        several = len({r.tenant for r in tune.requests}) > 1
+        capped = case.offer_share_cap and case.gate_share_cap is None and several
+        for setting in share_cap_variant(best[1]) if capped else []:
+            got = score(setting)
+            if sum(got) > best[0] and keeps_every_load(got, by_load):
+                best, by_load = (sum(got), setting), got
         # then the scraped waiting queue's price, on top of all that, under the same rule, on
         # traffic of short prompts
         prompts = (
@@ -559,6 +583,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx.tpot_by_work = chosen.tpot_by_work
     ctx.tpot_shed_from = chosen.tpot_shed_from
     ctx.waiting_price = chosen.waiting_price
+    ctx.share_cap = case.gate_share_cap if chosen.share_cap is None else chosen.share_cap
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "
@@ -569,7 +594,8 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         f"(by the queue) at {chosen.strict_refuse_at}, credit cut {chosen.strict_credit_cut}, "
         f"credit slack {chosen.credit_slack}, credit reserve {chosen.credit_reserve}, "
         f"TPOT forecast by work {chosen.tpot_by_work}, TPOT rule sheds from "
-        f"{chosen.tpot_shed_from}, scraped waiting queue priced {chosen.waiting_price}"
+        f"{chosen.tpot_shed_from}, scraped waiting queue priced {chosen.waiting_price}, "
+        f"share cap {ctx.share_cap}"
     )
     return ctx
 
@@ -743,6 +769,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_tpot_by_work": ctx.tpot_by_work,
         "gate_tpot_shed_from": ctx.tpot_shed_from,
         "gate_pressure_by_model": ctx.case.gate_pressure_by_model,
+        "gate_share_cap": ctx.share_cap,
         "waiting_price": ctx.waiting_price,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),

@@ -58,6 +58,16 @@ default: the head keeps it on ``mixed`` over ``h100x8`` too, whose tail then los
 TPOT only on the H100s, where the long-document tenant's 12k-token prompts fill the queues its
 bursts need (bench/RESULTS.md).
 
+The gate's share cap (``Setting.share_cap``, :data:`SHARE_CAP`,
+:mod:`serving.admission.share_cap`): past capacity, a tenant served more than 1.5 × its
+credit-weighted max-min entitlement in its model's pool over the last 30 s yields. Offered to
+traffic of several tenants (unless the case fixes a cap), on top of the chosen setting, kept
+only where it gains in sum and loses at no tuning load, as the gate variants are. Fixed on for
+every case it took ``multi-model``'s tail (seed 0) from Jain's index 0.506 to 0.745 at
+overload and gained past the knee of ``mixed`` over ``h100x8``, but lost 2.1% at load 3 of
+``mixed`` over the heterogeneous fleet, whose head loses with it too (−0.6% at loads 2 and 3),
+as ``tiers``' head does (−3.2% at load 3): the head screens both out (bench/RESULTS.md).
+
 A candidate profile is the shipped ``data/profiles/scored.yaml`` with two weights changed
 (prefix match, predicted TTFT), written beside the case's telemetry so the chosen one can be
 inspected and reused (``placement bench routing`` and the service read the same YAML).
@@ -107,6 +117,11 @@ CREDIT_SLACK = 300.0
 # the tenants owed credit (:func:`reserve_variant`; 0.5 of 0.25 / 0.5 / 0.75 on the head of
 # chat-longdoc-code: 0.75 lost 2% at load 2)
 CREDIT_RESERVE = 0.5
+# past capacity, the gate holds a tenant to this many times its credit-weighted max-min
+# entitlement in its model's pool over the share cap's window (:func:`share_cap_variant`; 1.5 of
+# 1 / 1.25 / 1.5 / 2 on the heads of multi-model, chat-longdoc-code and tiers: 1 lost 23% at
+# load 3 on multi-model's head, 1.25 lost 11.6% on chat-longdoc-code's and 6.9% on tiers')
+SHARE_CAP = 1.5
 # tenants' request shapes differ when the mean prompt or the mean output of one tenant is this
 # many times another's (among tenants of at least SHAPE_MIN_REQUESTS requests)
 SHAPE_FACTOR = 8.0
@@ -137,6 +152,7 @@ class Setting:
     tpot_by_work: bool = False  # the gate's TPOT forecast by work
     tpot_shed_from: float | None = None  # the TPOT rule sheds from this pressure (None: always)
     waiting_price: str = BASE_WAITING_PRICE  # the route profile's ``waiting.price``
+    share_cap: float | None = None  # the gate's share cap past capacity (None: the case's)
 
 
 def grid(
@@ -188,6 +204,13 @@ def reserve_variant(chosen: Setting) -> list[Setting]:
     already has it."""
     reserved = dataclasses.replace(chosen, credit_reserve=CREDIT_RESERVE)
     return [reserved] if reserved != chosen else []
+
+
+def share_cap_variant(chosen: Setting) -> list[Setting]:
+    """The chosen setting with the gate's share cap (:data:`SHARE_CAP`); none if it already
+    has it."""
+    capped = dataclasses.replace(chosen, share_cap=SHARE_CAP)
+    return [capped] if capped != chosen else []
 
 
 def waiting_variant(chosen: Setting, mean_prompt_tokens: float) -> list[Setting]:

@@ -393,6 +393,13 @@ def loop(
             help="the share cap's window, seconds of trace time (its decay constant; default 30)"
         ),
     ] = None,
+    offer_share_cap: Annotated[
+        bool,
+        typer.Option(
+            help="without --gate-share-cap, the head tuning tries the gate's share cap (1.5) "
+            "on traffic of several tenants, kept only where it gains and loses at no tuning load"
+        ),
+    ] = True,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
@@ -421,6 +428,7 @@ def loop(
         gate_share_window_s=(
             DEFAULT_SHARE_WINDOW_S if gate_share_window_s is None else gate_share_window_s
         ),
+        offer_share_cap=offer_share_cap,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 

@@ -19,6 +19,7 @@ from bench.loop.tuning import (
     PREFIX_WEIGHTS,
     SHAPE_FACTOR,
     SHAPE_MIN_REQUESTS,
+    SHARE_CAP,
     SHORT_PROMPT_FACTOR,
     STRICT_CREDIT_CUT,
     STRICT_REFUSE_AT,
@@ -32,6 +33,7 @@ from bench.loop.tuning import (
     plan_pickers,
     reserve_variant,
     shapes_differ,
+    share_cap_variant,
     waiting_variant,
     write_profile,
 )
@@ -310,9 +312,75 @@ def test_the_head_keeps_the_credit_reserve_where_shapes_differ_and_it_loses_at_n
         learn=False,
         tune_share=1.0,
         offer_credit_reserve=offer,
+        offer_share_cap=False,
     )
     ctx = run.prepare(case, tmp_path, lambda _: None)
     tried = sum(1 for r in offered if r > 0.0)
     assert tried == (3 if shaped and offer else 0)  # one variant, three tuning loads
     assert ctx.credit_reserve == (CREDIT_RESERVE if kept else 0.0)
     assert f"credit reserve {ctx.credit_reserve}" in ctx.notes[-1]
+
+
+def test_the_share_cap_variant_adds_the_cap_to_the_chosen_setting() -> None:
+    chosen = Setting(4.0, 0.5, 1.0, strict_refuse_at=STRICT_REFUSE_AT)
+    assert chosen.share_cap is None
+    (capped,) = share_cap_variant(chosen)
+    assert capped == dataclasses.replace(chosen, share_cap=SHARE_CAP)
+    assert share_cap_variant(capped) == []
+
+
+@pytest.mark.parametrize(
+    ("tenants", "capped", "fixed", "kept"),
+    [
+        (2, (30.0, 42.0, 40.0), None, True),  # gains in sum, loses nowhere
+        (2, (29.5, 39.5, 29.5), None, False),  # loses under 2% but gains nothing: not kept
+        (2, (29.7, 41.0, 40.0), None, True),  # gains in sum, loses 1% at load 1
+        (2, (30.0, 40.0, 45.0), None, True),  # a gain past the knee only
+        (2, (30.0, 38.0, 60.0), None, False),  # gains in sum, loses 5% at load 2
+        (1, (30.0, 42.0, 40.0), None, False),  # one tenant: not offered
+        (2, (30.0, 42.0, 40.0), 2.0, False),  # the case fixes a cap: not offered, kept as fixed
+    ],
+)
+def test_the_head_keeps_the_share_cap_where_it_gains_and_loses_at_no_load(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tenants: int,
+    capped: tuple[float, float, float],
+    fixed: float | None,
+    kept: bool,
+) -> None:
+    """The head's goodput faked per load: every setting without the offered cap scores
+    (30, 40, 30), the one with it ``capped``."""
+    from bench.loop import run
+
+    offered: list[float | None] = []
+
+    def fake_ours(ctx: Any, load: float, **_: Any) -> tuple[Any, Any, None]:
+        offered.append(ctx.share_cap)
+        return (ctx.share_cap == SHARE_CAP, load), ctx.tune, None
+
+    def fake_summarise(result: tuple[bool, float], _: Any) -> SimpleNamespace:
+        cap, load = result
+        got = dict(zip(TUNE_LOADS, capped if cap else (30.0, 40.0, 30.0), strict=True))
+        return SimpleNamespace(goodput_rps=got[load])
+
+    monkeypatch.setattr(run, "ours", fake_ours)
+    monkeypatch.setattr(run, "summarise", fake_summarise)
+    workload = load_workload("synthetic", duration_s=30.0)
+    names = ["a", "b"][:tenants]
+    requests = [r for n in names for r in _tenant(n, 3_000, 300, n=40)]
+    case = run.Case(
+        workload=dataclasses.replace(workload, requests=requests),
+        fleet=load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+        peers=("round_robin",),
+        loads=(1.0,),
+        learn=False,
+        tune_share=1.0,
+        gate_share_cap=fixed,
+    )
+    ctx = run.prepare(case, tmp_path, lambda _: None)
+    tried = sum(1 for c in offered if c == SHARE_CAP)
+    assert tried == (3 if tenants > 1 and fixed is None else 0)  # one variant, three loads
+    assert ctx.share_cap == (SHARE_CAP if kept else fixed)
+    if fixed is not None:
+        assert set(offered) == {fixed}  # every setting tuned with the case's cap
