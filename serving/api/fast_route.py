@@ -26,12 +26,13 @@ from placement.errors import InputError, PlacementError
 from serving.api.errors import body_errors, problem_body
 from serving.api.media_type import UNSUPPORTED, is_json
 from serving.api.route_body import plain_query
-from serving.api.routers.route import _answer, class_errors, raw_headers, to_query
+from serving.api.route_answer import answer_bytes
+from serving.api.routers.route import class_errors, to_query
 from serving.api.runtime import ServiceRuntime
 from serving.api.schemas import RouteRequest
 from serving.api.security import refusal_of, token_from_headers
 from serving.route.types import NoReplica, RouteQuery, UnservedModel
-from serving.service import ModelNotAllowed, PlacementService, Refused
+from serving.service import ModelNotAllowed, PlacementService, Refused, Routed
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +55,16 @@ class _Refusal(Exception):
         self.headers = headers or {}
 
 
-def answer(
+def answer_lines(
     runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], body: bytes | None
-) -> tuple[int, bytes, Headers]:
-    """Status, JSON body and headers (content type and length included) of ``POST /v1/route``
-    with these request headers (lower-case names) and body (None: over the size limit). A
-    bug is logged and answered as a Problem 500, as :class:`~serving.api.errors.CrashAsProblem`
-    does for the other endpoints."""
+) -> tuple[int, bytes, bytes]:
+    """Status, header lines (content type and length first, each ending in CRLF) and JSON
+    body of ``POST /v1/route`` with these request headers (lower-case names) and body (None:
+    over the size limit). A bug is logged and answered as a Problem 500, as
+    :class:`~serving.api.errors.CrashAsProblem` does for the other endpoints."""
     try:
-        status, data, extra = _route(runtime, headers, body)
+        head, payload = answer_bytes(_route(runtime, headers, body))
+        return 200, head, payload
     except _Refusal as refusal:
         status, data = refusal.status, refusal.body
         extra = [(k.encode(), v.encode()) for k, v in refusal.headers.items()]
@@ -70,12 +72,25 @@ def answer(
         log.exception("unexpected error answering POST %s", ROUTE_PATH)
         status, data, extra = 500, problem_body("internal error"), []
     payload = orjson.dumps(data)
-    return status, payload, [JSON_TYPE, (b"content-length", b"%d" % len(payload)), *extra]
+    lines = [JSON_TYPE, (b"content-length", b"%d" % len(payload)), *extra]
+    return status, b"".join(name + b": " + value + b"\r\n" for name, value in lines), payload
+
+
+def answer(
+    runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], body: bytes | None
+) -> tuple[int, bytes, Headers]:
+    """:func:`answer_lines` with the headers as (name, value) pairs."""
+    status, head, payload = answer_lines(runtime, headers, body)
+    pairs: Headers = []
+    for line in head.split(b"\r\n")[:-1]:
+        name, _, value = line.partition(b": ")
+        pairs.append((name, value))
+    return status, payload, pairs
 
 
 def _route(
     runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], raw: bytes | None
-) -> tuple[int, Any, Headers]:
+) -> Routed:
     max_bytes = runtime.settings.max_body_bytes
     authorization = x_api_key = None
     json_body = True
@@ -122,7 +137,7 @@ def _route(
         raise _Refusal(403, str(exc)) from None
     except PlacementError as exc:
         raise _Refusal(400, str(exc)) from None
-    return 200, _answer(service, routed), raw_headers(routed)
+    return routed
 
 
 def _body(service: PlacementService, raw: bytes) -> RouteQuery | RouteRequest:

@@ -3,7 +3,7 @@
 Under uvicorn every request becomes an ASGI scope, a task, an event and two ``send`` messages
 before and after the application runs: for a decision of tens of microseconds that is most of
 the cost. A decision is synchronous, so this protocol answers ``POST /v1/route`` where the
-request is complete: :func:`serving.api.fast_route.answer` gives the bytes, one
+request is complete: :func:`serving.api.fast_route.answer_lines` gives the bytes, one
 ``transport.write`` sends them, and the connection's keep-alive timer is armed as uvicorn
 does. Every other request, a pipelined one behind an unanswered request and an upgrade go
 through uvicorn's own path to the application untouched (where
@@ -24,12 +24,12 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from serving.api.fast_route import ROUTE_PATH, answer
+from serving.api.fast_route import ROUTE_PATH, answer_lines
 from serving.api.runtime import ServiceRuntime
 
 _ROUTE_URL = ROUTE_PATH.encode()
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_CLOSE = b"connection: close\r\n"
+_CLOSE_END = b"connection: close\r\n\r\n"
 _REQUEST_LINE = b"POST " + _ROUTE_URL + b" HTTP/1.1\r\n"
 # header lines as the parser takes them: a token, a colon, then visible characters, spaces and
 # tabs (no control characters, no folded continuation lines)
@@ -167,14 +167,18 @@ class RouteProtocol(HttpToolsProtocol):
     def _respond(
         self, headers: Iterable[tuple[bytes, bytes]], body: bytes | None, keep_alive: bool
     ) -> None:
-        status, payload, extra = answer(self.runtime, headers, body)
-        out = [STATUS_LINE[status], _default_head(self.server_state.default_headers)]
-        for name, value in extra:
-            out += (name, b": ", value, b"\r\n")
-        if not keep_alive:
-            out.append(_CLOSE)
-        out += (b"\r\n", payload)
-        self.transport.write(b"".join(out))
+        status, head, payload = answer_lines(self.runtime, headers, body)
+        self.transport.write(
+            b"".join(
+                (
+                    STATUS_LINE[status],
+                    _default_head(self.server_state.default_headers),
+                    head,
+                    b"\r\n" if keep_alive else _CLOSE_END,
+                    payload,
+                )
+            )
+        )
         self.server_state.total_requests += 1
         if not keep_alive:
             self.transport.close()
