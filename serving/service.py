@@ -356,7 +356,8 @@ class PlacementService:
                 f"(its models: {', '.join(allowed) or 'none'})"
             )
         now = self.clock()
-        self._expire(now)
+        if self.leases.due(now):
+            self._expire(now)
         verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens, now)
         if not verdict.admitted:
             if not retry:
@@ -525,10 +526,10 @@ class PlacementService:
             self.slo_gate.finished(query.tenant, output_tokens if ok else 0, query, now)
 
     def _expire(self, now: float) -> None:
-        if not self.leases.due(now):
-            return
-        for lease in self.leases.expired(now, MAX_EXPIRED_PER_CALL):
-            self.metrics.decision_stats.lease_expiries += 1
+        """Release the leases due by ``now`` (some are: :meth:`LeaseBook.due`)."""
+        expired = self.leases.expired(now, MAX_EXPIRED_PER_CALL)
+        self.metrics.decision_stats.lease_expiries += len(expired)
+        for lease in expired:
             self._release(lease, lease.query.max_output_tokens, ok=True)
 
     def tenant_usage(self) -> list[TenantUsage]:
