@@ -65,18 +65,18 @@ def answer_bytes(routed: Routed) -> tuple[bytes, bytes]:
     body of the answer that places ``routed``."""
     d = routed.decision
     ids, addresses = routed.replica_ids, routed.addresses
-    destination: list[bytes] = []
+    if len(ids) != len(addresses):
+        raise ValueError(f"{len(ids)} replica ids for {len(addresses)} addresses")
+    first = _replica(d.replica_id, d.address)
+    if ids and ids[0] is d.replica_id and addresses[0] is d.address:  # as the service builds it
+        destination = [first[4]]
+    else:
+        destination = [_replica(ids[0], addresses[0])[4]] if ids else []
     fallbacks: list[bytes] = []
-    first: _Pieces | None = None
-    for i in range(len(ids)):
-        pieces = _replica(ids[i], addresses[i])
+    for replica_id, address in zip(ids[1:], addresses[1:]):  # noqa: B905 — lengths checked
+        pieces = _replica(replica_id, address)
         destination.append(pieces[4])
-        if i:
-            fallbacks.append(pieces[2])
-        else:
-            first = pieces
-    if first is None or ids[0] != d.replica_id or addresses[0] != d.address:
-        first = _replica(d.replica_id, d.address)
+        fallbacks.append(pieces[2])
     reason_json, reason_line = _reason(d.reason)
     version = d.plan_version
     decision_id = routed.decision_id
