@@ -13,9 +13,8 @@ and every object it allocated would bring the next garbage collection closer.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Sequence
-from itertools import filterfalse
 
 from placement.domain.prefix_index import deepest_matches
 
@@ -50,19 +49,18 @@ class RouterPrefixIndex:
         if lru is None:
             lru = self._lrus[replica_id] = OrderedDict()
             self._capacity_blocks[replica_id] = max(1, kv_capacity_tokens // self.block_tokens)
-        chain = block_hashes[::-1]  # deepest first, root last: keeps prefix closure
         all_holders = self._holders
-        # the blocks new to the replica enter the index; then every block of the chain moves to
-        # the end in chain order, so the LRU ends as touching them one by one would leave it
-        # (the walks run in C: a held block costs a lookup and a move, not a Python iteration)
-        for h in filterfalse(lru.__contains__, chain):
-            lru[h] = None
-            holders = all_holders.get(h)
-            if holders is None:
-                all_holders[h] = (replica_id,)
-            elif replica_id not in holders:
-                all_holders[h] = (*holders, replica_id)
-        deque(map(lru.move_to_end, chain), 0)
+        touch = lru.move_to_end
+        for h in reversed(block_hashes):  # deepest first, root last: keeps prefix closure
+            if h in lru:
+                touch(h)
+            else:
+                lru[h] = None
+                holders = all_holders.get(h)
+                if holders is None:
+                    all_holders[h] = (replica_id,)
+                elif replica_id not in holders:
+                    all_holders[h] = (*holders, replica_id)
         capacity = self._capacity_blocks[replica_id]
         while len(lru) > capacity:
             h = lru.popitem(last=False)[0]
