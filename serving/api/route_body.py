@@ -12,8 +12,6 @@ validates the body with pydantic, which gives the same query or the field errors
 from __future__ import annotations
 
 import re
-from functools import reduce
-from operator import or_
 
 import orjson
 
@@ -67,12 +65,11 @@ def plain_query(raw: bytes) -> RouteQuery | None:
         or not 0 <= output <= _MAX_OUTPUT
     ):
         return None
-    # exact ints only (no bool, no float), each a 63-bit hash: walked in C, the types counted,
-    # then the bitwise or of them all, negative when one is and past 2^63 - 1 when one is
-    if hashes and (
-        list(map(type, hashes)).count(int) != len(hashes) or not 0 <= reduce(or_, hashes) <= _MAX_HASH
-    ):
-        return None
+    # exact ints only (no bool, no float), each a 63-bit hash (a loop: fewer instructions than
+    # a set of the types, a min and a max, or any other walk in C tried)
+    for h in hashes:
+        if type(h) is not int or not 0 <= h <= _MAX_HASH:
+            return None
     if len(_NAMES_SEEN) < _MAX_NAMES_SEEN:
         _NAMES_SEEN.add(tenant)
         _NAMES_SEEN.add(model)
