@@ -67,17 +67,20 @@ def answer_bytes(routed: Routed) -> tuple[bytes, bytes]:
     ids, addresses = routed.replica_ids, routed.addresses
     if len(ids) != len(addresses):
         raise ValueError(f"{len(ids)} replica ids for {len(addresses)} addresses")
-    first = _replica(d.replica_id, d.address)
-    if ids and ids[0] is d.replica_id and addresses[0] is d.address:  # as the service builds it
-        destination = [first[4]]
-    else:
-        destination = [_replica(ids[0], addresses[0])[4]] if ids else []
+    kept = _replicas  # looked up here, not through _replica: a call per replica is dearer
+    destination: list[bytes] = []
     fallbacks: list[bytes] = []
-    for replica_id, address in zip(ids[1:], addresses[1:]):  # noqa: B905 — lengths checked
-        pieces = _replica(replica_id, address)
+    for replica_id, address in zip(ids, addresses):  # noqa: B905 — lengths checked
+        pieces = kept.get(replica_id)
+        if pieces is None or pieces[0] != address:
+            pieces = _replica(replica_id, address)
         destination.append(pieces[4])
         fallbacks.append(pieces[2])
-    reason_json, reason_line = _reason(d.reason)
+    first = kept.get(d.replica_id)
+    if first is None or first[0] != d.address:
+        first = _replica(d.replica_id, d.address)
+    reason = _reasons.get(d.reason)
+    reason_json, reason_line = reason if reason is not None else _reason(d.reason)
     version = d.plan_version
     decision_id = routed.decision_id
     priority = routed.priority
@@ -94,7 +97,7 @@ def answer_bytes(routed: Routed) -> tuple[bytes, bytes]:
             b',"predicted_ttft_s":',
             orjson.dumps(d.predicted_ttft_s),
             b',"fallbacks":[',
-            b",".join(fallbacks),
+            b",".join(fallbacks[1:]),
             b"]}" if priority is None else b'],"priority":%d}' % priority,
         )
     )
