@@ -79,9 +79,9 @@ class Routed:
 
 # decision_id, decision, replica_ids, addresses, priority: positionally, without the frozen
 # dataclass's keyword __init__ (once per decision)
-_make_routed: Callable[
-    [str, Decision, tuple[str, ...], tuple[str, ...], int | None], Routed
-] = slot_builder(Routed)
+_make_routed: Callable[[str, Decision, tuple[str, ...], tuple[str, ...], int | None], Routed] = (
+    slot_builder(Routed)
+)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -25,8 +25,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from placement.errors import InputError, PlacementError
 from serving.api.errors import body_errors, problem_body
 from serving.api.media_type import UNSUPPORTED, is_json
-from serving.api.route_body import plain_query
 from serving.api.route_answer import answer_bytes
+from serving.api.route_body import plain_query
 from serving.api.routers.route import class_errors, to_query
 from serving.api.runtime import ServiceRuntime
 from serving.api.schemas import RouteRequest

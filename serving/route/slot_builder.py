@@ -43,8 +43,8 @@ def slot_builder(cls: type[T]) -> Callable[..., T]:
         else:
             params.append(f.name)
         writes.append(f"    _set_{f.name}(obj, {f.name})\n")
-    source = f"def build({', '.join(params)}):\n    obj = _new(_cls)\n{''.join(writes)}    return obj\n"
-    exec(source, namespace)  # noqa: S102 — generated from the class's own field names
+    head = f"def build({', '.join(params)}):\n    obj = _new(_cls)\n"
+    exec(head + "".join(writes) + "    return obj\n", namespace)  # the class's own field names
     build: Callable[..., T] = namespace["build"]
     build.__qualname__ = build.__name__ = f"build_{cls.__name__}"
     return build
