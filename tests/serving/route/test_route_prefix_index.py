@@ -128,3 +128,16 @@ def test_the_index_keeps_what_touching_each_block_in_turn_keeps() -> None:
             if depth:
                 want[r] = depth
         assert index.match_all(probe) == want
+
+
+def test_blocks_held_by_one_replica_share_one_holder_tuple() -> None:
+    # a tuple per block would be one more object per block for the garbage collector
+    index = RouterPrefixIndex(BLOCK)
+    index.insert("a", 100 * BLOCK, [1, 2, 3], 0.0)
+    index.insert("c", 1 * BLOCK, [1], 0.0)
+    holders = index._holders
+    assert holders[2] is holders[3] == ("a",)
+    assert holders[1] == ("a", "c")
+    index.insert("c", 1 * BLOCK, [6], 0.0)  # c evicts 1: a holds it alone again
+    assert holders[1] is holders[2]
+    assert holders[6] == ("c",)
