@@ -55,6 +55,30 @@ class _Refusal(Exception):
         self.headers = headers or {}
 
 
+# what a request's headers tell the answer: the API key they carry (None: none sent), the
+# largest body length they declare (-1: none), and whether the body is declared JSON
+RouteHead = tuple[str | None, int, bool]
+
+
+def read_head(headers: Iterable[tuple[bytes, bytes]]) -> RouteHead:
+    """The :data:`RouteHead` of these request headers (lower-case names). A function of the
+    header bytes alone: a caller that sees the same header lines again may keep it."""
+    authorization = x_api_key = None
+    declared = -1
+    json_body = True
+    for name, value in headers:
+        if name == b"authorization":
+            authorization = value.decode("latin-1")
+        elif name == b"x-api-key":
+            x_api_key = value.decode("latin-1")
+        elif name == b"content-length" and value.isdigit():
+            length = int(value)
+            declared = length if length > declared else declared
+        elif name == b"content-type":
+            json_body = is_json(value)
+    return token_from_headers(authorization, x_api_key), declared, json_body
+
+
 def answer_lines(
     runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], body: bytes | None
 ) -> tuple[int, bytes, bytes]:
@@ -62,9 +86,16 @@ def answer_lines(
     body of ``POST /v1/route`` with these request headers (lower-case names) and body (None:
     over the size limit). A bug is logged and answered as a Problem 500, as
     :class:`~serving.api.errors.CrashAsProblem` does for the other endpoints."""
+    return answer_read(runtime, read_head(headers), body)
+
+
+def answer_read(
+    runtime: ServiceRuntime, head: RouteHead, body: bytes | None
+) -> tuple[int, bytes, bytes]:
+    """:func:`answer_lines` of a request whose headers were read already (:func:`read_head`)."""
     try:
-        head, payload = answer_bytes(_route(runtime, headers, body))
-        return 200, head, payload
+        head_lines, payload = answer_bytes(_route(runtime, head, body))
+        return 200, head_lines, payload
     except _Refusal as refusal:
         status, data = refusal.status, refusal.body
         extra = [(k.encode(), v.encode()) for k, v in refusal.headers.items()]
@@ -88,24 +119,13 @@ def answer(
     return status, payload, pairs
 
 
-def _route(
-    runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], raw: bytes | None
-) -> Routed:
+def _route(runtime: ServiceRuntime, head: RouteHead, raw: bytes | None) -> Routed:
+    token, declared, json_body = head
     max_bytes = runtime.settings.max_body_bytes
-    authorization = x_api_key = None
-    json_body = True
-    for name, value in headers:
-        if name == b"authorization":
-            authorization = value.decode("latin-1")
-        elif name == b"x-api-key":
-            x_api_key = value.decode("latin-1")
-        elif name == b"content-length" and value.isdigit() and int(value) > max_bytes:
-            raise _Refusal(413, f"request body over {max_bytes} bytes")
-        elif name == b"content-type":
-            json_body = is_json(value)
+    if declared > max_bytes:
+        raise _Refusal(413, f"request body over {max_bytes} bytes")
     if not json_body:
         raise _Refusal(415, UNSUPPORTED)
-    token = token_from_headers(authorization, x_api_key)
     principal = runtime.keys.authenticate(token)
     if principal is None:
         raise _Refusal(401, refusal_of(token), {"WWW-Authenticate": "Bearer"})
