@@ -15,11 +15,9 @@ live ones).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from placement.errors import InputError
-from serving.route.slot_builder import slot_builder
 from serving.route.types import RouteQuery
 
 DEFAULT_LEASE_MARGIN = 2.0
@@ -63,11 +61,6 @@ class Lease:
     first_token: bool = False
     routed_by: str | None = None  # the API key's name that asked (who may report the outcome)
     routed_at: float = 0.0  # the service clock when it was routed
-
-
-# query, replica_id, expires_at, first_token, routed_by, routed_at: positionally, straight to the
-# slots (once per decision)
-make_lease: Callable[[RouteQuery, str, float, bool, str | None, float], Lease] = slot_builder(Lease)
 
 
 class LeaseBook:

@@ -31,7 +31,7 @@ from serving.admission.engine_priority import EnginePriority
 from serving.admission.slo_gate import UNREACHABLE, SloGate
 from serving.admission.vtc import TokenWeights
 from serving.demand import DemandWindow
-from serving.leases import Lease, LeaseBook, LeaseTerms, make_lease
+from serving.leases import Lease, LeaseBook, LeaseTerms
 from serving.metrics import ServiceMetrics, TenantUsage
 from serving.route.slot_builder import slot_builder
 from serving.route.tpot import DecodeTable, decode_table
@@ -390,8 +390,9 @@ class PlacementService:
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
         expires_at = self._expiry(query, decision, now)
+        # positionally: a keyword call of a dataclass's __init__ is dearer (once per decision)
         self.leases.add(
-            decision_id, make_lease(query, decision.replica_id, expires_at, False, routed_by, now)
+            decision_id, Lease(query, decision.replica_id, expires_at, False, routed_by, now)
         )
         self.usage.routed(
             query.tenant, query.input_tokens, self._token_weights.prefill * query.input_tokens

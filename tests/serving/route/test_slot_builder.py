@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from serving.leases import Lease, make_lease
 from serving.route.decision import make_decision
 from serving.route.query import make_query
 from serving.route.slot_builder import slot_builder
@@ -41,10 +40,6 @@ def test_every_field_positionally_in_declaration_order() -> None:
     assert routed == Routed(
         decision_id="d-1", decision=decision, replica_ids=("r",), addresses=("a:1",)
     )
-    lease = make_lease(QUERY, "r", 12.0, False, "key", 2.0)
-    assert lease == Lease(QUERY, "r", 12.0, routed_by="key", routed_at=2.0)
-    lease.first_token = True  # a lease is not frozen: still writable
-    assert lease.first_token
 
 
 def test_a_missing_field_is_refused_as_by_the_constructor() -> None:
