@@ -9,7 +9,8 @@ entry's turn counter):
 2. no plan installed → the profile's ``no_plan`` fallback (``fallback:no-plan``);
 3. walk the request's block hashes from the deepest (at most the plan's deepest group) to the
    shallowest; the first hash that keys a group of the request's model is its entry; else the
-   (tenant, model) default; else the ``unseen_prefix`` fallback (``fallback:unseen-prefix``);
+   (tenant, model) default; else the ``unseen_prefix`` fallback (``fallback:unseen-prefix``),
+   or for a prompt with no full block the ``no_prefix`` one (``fallback:no-prefix``);
 4. pick a primary by weight (:mod:`serving.route.compiled`); if the profile's filters refuse
    it, try the entry's other primaries in turn (still ``plan``);
 5. every primary refused: when the weight-chosen one was over its cap and the profile spills,
@@ -50,6 +51,7 @@ from serving.route.waiting_queue import first_token, price_dispatch
 PLAN = "plan"
 SPILL = "fallback:spill"
 UNSEEN_PREFIX = "fallback:unseen-prefix"
+NO_PREFIX = "fallback:no-prefix"
 NO_PLAN = "fallback:no-plan"
 FASTEST = "fallback:fastest"
 TPOT_ALPHA = 0.2  # weight of one completion in a replica's observed TPOT
@@ -163,6 +165,8 @@ class PlacementRoutePath:
             return self._fallback(routing, query, now, NO_PLAN, self.profile.no_plan, None)
         entry = _lookup(plan, query)
         if entry is None:
+            if not query.block_hashes:
+                return self._fallback(routing, query, now, NO_PREFIX, self.profile.no_prefix, None)
             return self._fallback(
                 routing, query, now, UNSEEN_PREFIX, self.profile.unseen_prefix, None
             )

@@ -20,6 +20,7 @@ A profile file::
     fallbacks:
       spill_to_secondary: true
       unseen_prefix: {picker: bounded-load-hash-picker, epsilon: 0.25}
+      no_prefix: max-score-picker      # a prompt shorter than one block
       planned_unavailable: least-predicted-ttft-picker
       no_plan: max-score-picker
     waiting: {price: constant, since_scrape: false}   # the scraped queue in tokens
@@ -55,7 +56,7 @@ from serving.route.plugins.filters.load_cap_filter import LoadCapFilter
 from serving.route.plugins.pickers.max_score_picker import MaxScorePicker
 from serving.route.waiting_queue import PRICES
 
-FALLBACK_SITUATIONS = ("unseen_prefix", "planned_unavailable", "no_plan")
+FALLBACK_SITUATIONS = ("unseen_prefix", "no_prefix", "planned_unavailable", "no_plan")
 PLAN_PICKERS = ("weighted", "scored", "warm", "planned")
 
 DEFAULTS: dict[str, Any] = {
@@ -73,6 +74,10 @@ DEFAULTS: dict[str, Any] = {
     "fallbacks": {
         "spill_to_secondary": True,
         "unseen_prefix": "bounded-load-hash-picker",
+        # a request with no full prefix block has no prefix to be affine to: hashing its
+        # (tenant, model) on the ring filled the first replicas clockwise to the load bound
+        # and left the last ones idle (bench/RESULTS.md, "Short prompts spread by load")
+        "no_prefix": "max-score-picker",
         "planned_unavailable": "least-predicted-ttft-picker",
         "no_plan": "max-score-picker",
     },
@@ -108,6 +113,7 @@ class RouteProfile:
     # picks within it)
     plan_picker: str
     unseen_prefix: FallbackPicker
+    no_prefix: FallbackPicker
     planned_unavailable: FallbackPicker
     no_plan: FallbackPicker
     # the scraped waiting queue: each request at the mean uncached prompt dispatched there
@@ -267,6 +273,7 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         spill_to_secondary=spill,
         plan_picker=plan_picker,
         unseen_prefix=pickers["unseen_prefix"],
+        no_prefix=pickers["no_prefix"],
         planned_unavailable=pickers["planned_unavailable"],
         no_plan=pickers["no_plan"],
         price_waiting=price == "dispatched",

@@ -52,10 +52,13 @@ def test_without_an_entry_the_replica_the_plan_keeps_the_adapter_on_is_taken():
     path = make_path(fleet)
     path.install_plan(_with_residency(fleet, {"r3": ("hot", "other")}))
     # tenant "beta" has no adapter route: the unseen-prefix fallback's hash ring would spread
-    # its requests; the replica holding the adapter takes them all
-    for tenant in ("beta", "gamma", "delta", "epsilon", "zeta"):
-        d = path.decide(_ask("other", tenant=tenant), NOW)
-        assert d.reason == "fallback:unseen-prefix" and d.replica_id == "r3"
+    # its requests, and so would the no-prefix one's load scores (a prompt shorter than a
+    # block); the replica holding the adapter takes them all
+    for hashes, reason in (((7, 8), "fallback:unseen-prefix"), ((), "fallback:no-prefix")):
+        for tenant in ("beta", "gamma", "delta", "epsilon", "zeta"):
+            q = dataclasses.replace(_ask("other", tenant=tenant), block_hashes=hashes)
+            d = path.decide(q, NOW)
+            assert d.reason == reason and d.replica_id == "r3"
 
 
 def test_no_plan_falls_back_to_where_the_adapter_was_sent_and_loads_only_when_none_is_warm():

@@ -57,6 +57,21 @@ def test_unseen_prefix_load_stays_bounded() -> None:
     assert max(loads) <= 13  # ceil(1.25 · 80 / 8) = 13
 
 
+def test_a_prompt_with_no_full_block_is_spread_by_load() -> None:
+    # nothing to be affine to: hashing the tenant on the ring would fill the replicas clockwise
+    # to the load bound and leave the last ones idle; the load scores spread them evenly
+    fleet = states(8)
+    path = make_path(fleet)
+    path.install_plan(plan(fleet))
+    for _ in range(80):
+        q = query(tenant="t")
+        d = path.decide(q, NOW)
+        assert d.reason == "fallback:no-prefix"
+        path.on_dispatch(d, q, NOW)
+    loads = [s.in_flight for s in fleet]
+    assert sum(loads) == 80 and max(loads) - min(loads) <= 1
+
+
 @pytest.mark.parametrize(
     ("breakage", "reason"),
     [

@@ -63,7 +63,7 @@ fallbacks:
         ),
         ("fallbacks: {panic: max-score-picker}", "fallbacks.panic"),
         ("fallbacks: {spill_to_secondary: maybe}", "fallbacks.spill_to_secondary"),
-        ("scorers: []", "fallbacks.no_plan"),
+        ("scorers: []", "fallbacks.no_prefix"),
         ("candidates: 0", "candidates"),
         ("ring: {key_blocks: 0}", "ring.key_blocks"),
         ("colour: blue", "colour"),
