@@ -1,5 +1,6 @@
 """``POST /v1/route`` gives, byte for byte, the answers the decision path gave before it was cut
-down for speed (main at ``9f04216``), on a fixed stream of requests through the HTTP protocol,
+down for speed (main at ``a94bc71``, which routes a prompt with no full block by load), on a
+fixed stream of requests through the HTTP protocol,
 and leaves the service's books (in-flight counts, usage, credit counters, prefix index, metrics)
 as they were left then.
 
