@@ -39,6 +39,7 @@ import pandas as pd
 from bench.predictors import PROMPT_BUCKETS, PredictorBench, simulated_runs
 from models.features import FEATURES, feature_matrix
 from models.predictor import LatencyPredictor, arrival_order
+from models.quantile import training_values
 from placement.report import print_table, write_json
 
 FloatArray = npt.NDArray[np.float64]
@@ -221,8 +222,8 @@ PLAIN_EARLY_STOPPING = 50
 STOP_SHARE = 0.2  # latest training rows that stop boosting, as LatencyPredictor's tail
 
 
-def _design(frame: pd.DataFrame, extra: tuple[str, ...]) -> FloatArray:
-    base = feature_matrix(frame, source="predictor floor rows").values
+def _design(frame: pd.DataFrame, extra: tuple[str, ...], ignored: tuple[str, ...]) -> FloatArray:
+    base = training_values(feature_matrix(frame, source="predictor floor rows"), ignored)
     if not extra:
         return base
     return np.hstack([base, frame[list(extra)].to_numpy(dtype=np.float64)])
@@ -237,17 +238,22 @@ def _valid(y: FloatArray) -> npt.NDArray[np.bool_]:
 
 
 def plain_p50(
-    train: pd.DataFrame, heldout: pd.DataFrame, target: str, extra: tuple[str, ...]
+    train: pd.DataFrame,
+    heldout: pd.DataFrame,
+    target: str,
+    extra: tuple[str, ...],
+    ignored: tuple[str, ...] = (),
 ) -> FloatArray:
     """Held-out p50 (s) of a plain LightGBM quantile regressor of log ``target`` (the median
-    survives the log) on the decision-time features plus the columns ``extra``."""
+    survives the log) on the decision-time features (but ``ignored``, held at 0 as the
+    shipped predictor's settings say) plus the columns ``extra``."""
     y = _observed(train, target)
     valid = _valid(y)
     order = arrival_order(train)  # the predictor's own: the latest rows of every run stop it
     by_arrival = order[valid[order]]
     n_stop = max(1, round(len(by_arrival) * STOP_SHARE))
     fit, stop = by_arrival[:-n_stop], by_arrival[-n_stop:]
-    x = _design(train, extra)
+    x = _design(train, extra, ignored)
     names = [*FEATURES, *extra]
     data = lgb.Dataset(x[fit], np.log(y[fit]), feature_name=names)
     booster = lgb.train(
@@ -257,7 +263,7 @@ def plain_p50(
         valid_sets=[lgb.Dataset(x[stop], np.log(y[stop]), reference=data)],
         callbacks=[lgb.early_stopping(PLAIN_EARLY_STOPPING, verbose=False)],
     )
-    raw = booster.predict(_design(heldout, extra), num_iteration=booster.best_iteration)
+    raw = booster.predict(_design(heldout, extra, ignored), num_iteration=booster.best_iteration)
     return np.exp(np.asarray(raw, dtype=np.float64))
 
 
@@ -319,7 +325,7 @@ def run_predictor_floor_bench(
     say("simulating telemetry and computing oracle features")
     train, heldout = tagged_frames(bench)
     say(f"training the standard predictor on {len(train)} rows")
-    standard = LatencyPredictor().fit(train).predict(heldout)
+    standard = LatencyPredictor(bench.predictor).fit(train).predict(heldout)
     extras = {"control": (), "oracle": OUTCOME_ORACLE, "oracle_fixed": FIXED_ORACLE}
     rows: list[dict[str, Any]] = []
     by_load: list[dict[str, Any]] = []
@@ -328,7 +334,9 @@ def run_predictor_floor_bench(
         predictions = {"standard": standard[f"{target}_p50"].to_numpy(dtype=np.float64)}
         for variant, extra in extras.items():
             say(f"training plain LightGBM ({variant}) for {target}")
-            predictions[variant] = plain_p50(train, heldout, target, extra)
+            predictions[variant] = plain_p50(
+                train, heldout, target, extra, bench.predictor.ignored_features
+            )
         for variant in VARIANTS:
             row, loads = score_variant(heldout, target, variant, predictions[variant])
             rows.append(row)
@@ -357,6 +365,7 @@ def run_predictor_floor_bench(
     payload: dict[str, Any] = {
         "trailing_share": bench.trailing_share,
         "seed": bench.seed,
+        "ignored_features": list(bench.predictor.ignored_features),
         "rows": rows,
         "floor_ratio": ratios,
         "by_load": by_load,

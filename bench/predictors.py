@@ -33,7 +33,7 @@ coverage lies outside :data:`COVERAGE_BAND`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from models.predictor import LatencyPredictor
+from models.quantile import QuantileConfig
 from placement.errors import InputError
 from placement.paths import repo_root
 from placement.report import print_table, write_json
@@ -96,23 +97,38 @@ class PredictorBench:
     duration_s: float = 150.0
     trailing_share: float = 0.5
     seed: int = 0
+    # the predictors' settings (the floor's variants ignore the features they ignore)
+    predictor: QuantileConfig = field(default_factory=QuantileConfig)
 
     @classmethod
-    def quick(cls, *, trailing_share: float = 0.5, seed: int = 0) -> PredictorBench:
+    def quick(
+        cls, *, trailing_share: float = 0.5, seed: int = 0, routed_rate: bool = False
+    ) -> PredictorBench:
         return cls(
             workloads=("mooncake",),
             loads=(0.5, 1.0),
             duration_s=60.0,
             trailing_share=trailing_share,
             seed=seed,
+            predictor=_predictor_config(routed_rate),
         )
 
     @classmethod
-    def chosen(cls, *, quick: bool, trailing_share: float, seed: int) -> PredictorBench:
-        """The quick bench or the full one, as a command's ``--quick`` flag says."""
+    def chosen(
+        cls, *, quick: bool, trailing_share: float, seed: int, routed_rate: bool = False
+    ) -> PredictorBench:
+        """The quick bench or the full one, as a command's ``--quick`` flag says;
+        ``routed_rate``: the predictors read the router's recent admission rate too."""
         if quick:
-            return cls.quick(trailing_share=trailing_share, seed=seed)
-        return cls(trailing_share=trailing_share, seed=seed)
+            return cls.quick(trailing_share=trailing_share, seed=seed, routed_rate=routed_rate)
+        return cls(
+            trailing_share=trailing_share, seed=seed, predictor=_predictor_config(routed_rate)
+        )
+
+
+def _predictor_config(routed_rate: bool) -> QuantileConfig:
+    """The default settings, or those that read every feature (the router's rate too)."""
+    return QuantileConfig(ignored_features=()) if routed_rate else QuantileConfig()
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,17 +336,19 @@ def run_predictor_bench(
     measured = splitwise_frame()
     held_prompts = measured["input_tokens"].isin(SPLITWISE_HELDOUT_PROMPTS)
     say(f"training on {len(train)} telemetry rows and {int((~held_prompts).sum())} measured")
-    predictor = LatencyPredictor().fit(train, measurements=measured[~held_prompts])
+    predictor = LatencyPredictor(bench.predictor).fit(train, measurements=measured[~held_prompts])
     rows = _rows("heldout", predictor, heldout)
     buckets = bucket_rows(predictor, heldout)
     rows += _latency_rows("splitwise", predictor, measured[held_prompts])
     for accelerator in sorted(measured["accelerator"].unique()):
         say(f"training with Splitwise rows of the other GPU than {accelerator}")
         on = measured["accelerator"] == accelerator
-        other = LatencyPredictor().fit(train, measurements=measured[~on])
+        other = LatencyPredictor(bench.predictor).fit(train, measurements=measured[~on])
         rows += _latency_rows(f"splitwise:cross_hardware:{accelerator}", other, measured[on])
     say("training on telemetry alone")
-    rows += _latency_rows("splitwise:sim_only", LatencyPredictor().fit(train), measured)
+    rows += _latency_rows(
+        "splitwise:sim_only", LatencyPredictor(bench.predictor).fit(train), measured
+    )
     for accelerator in LEAVE_OUT:
         seen = train["accelerator"].astype(str) != accelerator
         unseen = pd.concat([train[~seen], heldout[heldout["accelerator"] == accelerator]])
@@ -338,7 +356,7 @@ def run_predictor_bench(
             continue
         say(f"training without {accelerator}")
         kept = measured[(measured["accelerator"] != accelerator) & ~held_prompts]
-        partial = LatencyPredictor().fit(train[seen], measurements=kept)
+        partial = LatencyPredictor(bench.predictor).fit(train[seen], measurements=kept)
         rows += _rows(f"leave_out:{accelerator}", partial, unseen)
     print_table(
         f"Predictor accuracy ({len(train)} training rows; mape of p50, coverage of p95)",
@@ -360,6 +378,7 @@ def run_predictor_bench(
     payload: dict[str, Any] = {
         "trailing_share": bench.trailing_share,
         "seed": bench.seed,
+        "ignored_features": list(bench.predictor.ignored_features),
         "rows": rows,
         "buckets": buckets,
         "bucket_misses": misses,

@@ -182,7 +182,7 @@ def _steady_state_columns(
     The router's backlog follows from Little's law too: ``λ·E`` requests in flight, of which
     ``λ·TTFT`` still wait for their first token, each with its uncached prompt to prefill; they
     arrived ``1/λ`` apart over the last TTFT, so the oldest has waited ``TTFT − 1/λ`` (0 when
-    fewer than one waits).
+    fewer than one waits). The router sends the replica ``λ`` requests per second.
     """
     roof = kind_roofline(kind)
     n = len(rate)
@@ -207,6 +207,7 @@ def _steady_state_columns(
         "backlog_requests": np.rint(running),
         "backlog_prefill_tokens": np.rint(in_prefill * mix.uncached),
         "backlog_oldest_wait_s": np.maximum(oldest_wait, 0.0),
+        "routed_requests_per_s": rate.astype(np.float64, copy=True),
     }
 
 
@@ -261,6 +262,7 @@ def steady_state_inputs(
         generation_tokens_per_s=c["generation_tokens_per_s"],
         backlog_requests=c["backlog_requests"],
         backlog_oldest_wait_s=c["backlog_oldest_wait_s"],
+        routed_requests_per_s=c["routed_requests_per_s"],
     )
 
 

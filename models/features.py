@@ -45,6 +45,9 @@ ttft_queue_prior_s              its queue part (0 when nothing waits or is backl
 tpot_prior_log_s                ln of the roofline prior's TPOT                          ln s
 decode_step_prior_log_s         ln of its decode iteration (batch running + 1)           ln s
 prefill_share_prior             its ρ: others' prefill share of iteration time           0..0.9
+routed_requests_per_s           router's requests sent to the replica per second over    req/s
+                                the last 15 s: its recent admission rate, the arrivals
+                                expected to join the batch while the request decodes
 ==============================  =======================================================  =====
 
 Every failure to read the rows raises :class:`~placement.errors.InputError` naming the
@@ -82,7 +85,12 @@ LOAD_COLUMNS = (
     "generation_tokens_per_s",
     "prefix_cache_hit_rate",
 )
-ROUTER_COLUMNS = ("backlog_requests", "backlog_prefill_tokens", "backlog_oldest_wait_s")
+ROUTER_COLUMNS = (
+    "backlog_requests",
+    "backlog_prefill_tokens",
+    "backlog_oldest_wait_s",
+    "routed_requests_per_s",
+)
 REQUEST_COLUMNS = ("input_tokens", "uncached_tokens", "output_tokens")
 INPUT_COLUMNS = KIND_COLUMNS + LOAD_COLUMNS + ROUTER_COLUMNS + REQUEST_COLUMNS
 # input columns a row must carry; the router's counters default to 0 (unknown)
@@ -104,7 +112,7 @@ REPLICA_FEATURES = (
     "kv_capacity_ktokens",
 )
 LOAD_FEATURES = (*LOAD_COLUMNS, "uncached_prompt_tokens_per_s")
-ROUTER_FEATURES = (*ROUTER_COLUMNS, "backlog_prefill_left_tokens")
+ROUTER_FEATURES = (*ROUTER_COLUMNS[:3], "backlog_prefill_left_tokens")
 REQUEST_FEATURES = REQUEST_COLUMNS
 PRIOR_FEATURES = (
     "ttft_prior_log_s",
@@ -114,8 +122,16 @@ PRIOR_FEATURES = (
     "decode_step_prior_log_s",
     "prefill_share_prior",
 )
+# the router's recent admissions, which say how many requests join the batch during the
+# decode (last: a booster configured to ignore it trains as if the column were not there)
+ARRIVAL_FEATURES = ("routed_requests_per_s",)
 FEATURES: tuple[str, ...] = (
-    REPLICA_FEATURES + LOAD_FEATURES + ROUTER_FEATURES + REQUEST_FEATURES + PRIOR_FEATURES
+    REPLICA_FEATURES
+    + LOAD_FEATURES
+    + ROUTER_FEATURES
+    + REQUEST_FEATURES
+    + PRIOR_FEATURES
+    + ARRIVAL_FEATURES
 )
 FEATURE_INDEX: dict[str, int] = {name: i for i, name in enumerate(FEATURES)}
 
@@ -272,11 +288,13 @@ class RowInputs:
     backlog_requests: FloatArray
     # 0 when unknown (no wait: what a constrained model predicts latest for)
     backlog_oldest_wait_s: FloatArray
+    # 0 when unknown (none routed: what a constrained model predicts earliest for)
+    routed_requests_per_s: FloatArray
 
 
 def parse_rows(frame: pd.DataFrame, *, source: str = "frame") -> RowInputs:
     """Validated inputs of the prior plus the generation-token rate, the router's backlog
-    request count and its oldest wait (not prior inputs)."""
+    request count, its oldest wait and its recent admission rate (not prior inputs)."""
     _require_columns(frame, source)
     kinds, index = resolve_kinds(frame, source=source)
     num = {c: _numbers(frame, c, source) for c in LOAD_COLUMNS + REQUEST_COLUMNS}
@@ -308,6 +326,7 @@ def parse_rows(frame: pd.DataFrame, *, source: str = "frame") -> RowInputs:
         generation_tokens_per_s=num["generation_tokens_per_s"],
         backlog_requests=num["backlog_requests"],
         backlog_oldest_wait_s=num["backlog_oldest_wait_s"],
+        routed_requests_per_s=num["routed_requests_per_s"],
     )
 
 
@@ -384,6 +403,7 @@ def features_of(rows: RowInputs) -> FeatureMatrix:
         np.log(prior.tpot_s),
         np.log(prior.decode_step_s),
         prior.prefill_share,
+        rows.routed_requests_per_s,
     )
     for j, column in enumerate(load, start=r):
         values[:, j] = column

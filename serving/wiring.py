@@ -111,6 +111,8 @@ def build_app(
             tpot_shed_from=settings.slo_gate_tpot_shed_from,
             pressure_by_model=settings.slo_gate_pressure_by_model,
             credit_reserve=settings.slo_gate_credit_reserve,
+            share_cap=settings.slo_gate_share_cap,
+            share_window_s=settings.slo_gate_share_window_s,
         )
         if settings.slo_gate
         else None,

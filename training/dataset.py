@@ -10,7 +10,12 @@ Beside the router's own counters recorded with each request (``backlog_requests`
 ``backlog_oldest_wait_s``, how long the oldest request it sent to the same replica that has no
 first token yet has been waiting (0 when none). It is derived from the requests themselves
 (arrival and first-token times, in (arrival, request id) order; a request that never got a
-first token is not counted, as its time of failure is not recorded).
+first token is not counted, as its time of failure is not recorded). And
+``routed_requests_per_s``: how many requests the router sent to the same replica per second
+over the last :data:`ROUTED_RATE_WINDOW_S` before this one (failed ones too: it sent them),
+its recent admission rate, which says how many requests will join the batch while this one
+decodes. Over the frame's first window the count is divided by the time since the frame's
+first request (at least 1 s): the counting starts there.
 
 Excluded rows are counted, never dropped silently: ``frame.attrs["excluded"]`` is
 ``{"error": n, "no_prior_sample": m}`` — requests that failed or never finished, and served
@@ -71,6 +76,7 @@ TRAINING_COLUMNS = [
     "backlog_requests",
     "backlog_prefill_tokens",
     "backlog_oldest_wait_s",
+    "routed_requests_per_s",
     "num_requests_running",
     "num_requests_waiting",
     "kv_cache_usage_perc",
@@ -147,6 +153,40 @@ def oldest_wait_at_routing(requests: pd.DataFrame) -> pd.Series[float]:
     return pd.Series(out, index=requests.index)
 
 
+# the window over which the router's recent admissions to a replica are counted (s)
+ROUTED_RATE_WINDOW_S = 15.0
+# the shortest time a rate is taken over at the start of a frame (s)
+MIN_RATE_SPAN_S = 1.0
+
+
+def routed_rate_at_routing(
+    requests: pd.DataFrame, window_s: float = ROUTED_RATE_WINDOW_S
+) -> pd.Series[float]:
+    """Per request (same index): requests routed to its replica in the ``window_s`` seconds up
+    to its arrival and before it in (arrival, request id) order, per second. Near the frame's
+    first arrival the rate is over the time since then (at least :data:`MIN_RATE_SPAN_S`), as
+    nothing earlier is known; requests without a replica get 0."""
+    out = np.zeros(len(requests))
+    position = np.flatnonzero(requests["replica"].notna().to_numpy())
+    routed = requests.iloc[position]
+    if routed.empty:
+        return pd.Series(out, index=requests.index)
+    seconds = (routed["arrival_time"] - routed["arrival_time"].min()).dt.total_seconds()
+    arrival = seconds.to_numpy(dtype=np.float64)
+    replica = pd.factorize(routed["replica"].astype(str))[0].astype(np.float64)
+    # one time axis for every replica: replica r's time t is r·span + t
+    span = float(arrival.max()) + window_s + 1.0
+    clock = replica * span + arrival
+    order = np.lexsort((routed["request_id"].to_numpy(), arrival, replica))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    first_in_window = np.searchsorted(clock[order], clock - window_s, side="right")
+    counted = rank - first_in_window
+    elapsed = np.clip(arrival, MIN_RATE_SPAN_S, window_s)
+    out[position] = counted / elapsed
+    return pd.Series(out, index=requests.index)
+
+
 def build_training_frame(requests: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     """One row per served request with its replica's state at arrival (see the module doc).
 
@@ -156,12 +196,14 @@ def build_training_frame(requests: pd.DataFrame, samples: pd.DataFrame) -> pd.Da
     """
     validate_requests(requests)
     validate_samples(samples)
-    requests = requests.assign(backlog_oldest_wait_s=oldest_wait_at_routing(requests))
+    requests = requests.assign(
+        backlog_oldest_wait_s=oldest_wait_at_routing(requests),
+        routed_requests_per_s=routed_rate_at_routing(requests),
+    )
     served = requests[requests["error"] == ""]
     n_error = len(requests) - len(served)
-    served = served[[*REQUEST_COLUMNS, "backlog_oldest_wait_s"]].sort_values(
-        "arrival_time", kind="stable"
-    )
+    router = ["backlog_oldest_wait_s", "routed_requests_per_s"]
+    served = served[[*REQUEST_COLUMNS, *router]].sort_values("arrival_time", kind="stable")
     state = replica_state(samples).rename(columns={"time": "sample_time"})
     if served.empty:  # pandas cannot merge_asof when both Arrow-backed string keys are empty
         joined = pd.concat([served, state.drop(columns="replica").iloc[:0]], axis=1)

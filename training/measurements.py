@@ -110,6 +110,7 @@ def splitwise_frame(path: Path | None = None) -> pd.DataFrame:
             "backlog_requests": batch - 1,
             "backlog_prefill_tokens": (batch - 1) * prompt,
             "backlog_oldest_wait_s": 0.0,  # the batch arrives at once
+            "routed_requests_per_s": 0.0,  # and nothing joins it
             "input_tokens": prompt,
             "uncached_tokens": prompt,
             "output_tokens": raw["token_size"].astype("int64"),

@@ -14,6 +14,7 @@ from placement.domain.fleet import Fleet, load_fleet
 from placement.domain.tenancy import load_tenancy
 from placement.errors import InputError
 from serving.admission.engine_priority import MODES as PRIORITY_MODES
+from serving.admission.share_cap import DEFAULT_SHARE_WINDOW_S, ShareCap
 from sim.workloads.base import Workload
 from sim.workloads.registry import WORKLOADS, load_mixed, load_workload
 from sim.workloads.tenant_mix import tenant_mix
@@ -59,6 +60,8 @@ def build_cases(
     offer_credit_reserve: bool = False,
     base_models_by_credit: bool = False,
     gate_pressure_by_model: bool = False,
+    gate_share_cap: float | None = None,
+    gate_share_window_s: float = DEFAULT_SHARE_WINDOW_S,
 ) -> list[Case]:
     """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
     workloads the tenants and classes of a tenants file — or, when its tenants name their
@@ -67,7 +70,11 @@ def build_cases(
     ``offer_waiting_price``: the head tuning also tries the waiting queue's price;
     ``base_models_by_credit``: swappable replicas are placed by credit and goodput at SLO;
     ``offer_credit_reserve``: the head tuning also tries the gate's credit reserve;
-    ``gate_pressure_by_model``: the gate's overload signals are kept per model pool."""
+    ``gate_pressure_by_model``: the gate's overload signals are kept per model pool;
+    ``gate_share_cap``: past capacity the gate holds tenants to that many times their
+    entitlement in their pool over ``gate_share_window_s``."""
+    if gate_share_cap is not None:
+        ShareCap(gate_share_cap, window_s=gate_share_window_s)  # bad values: a clear error
     if not peers:
         raise InputError("no peer policy to compare with", field="--peers")
     if engine_priority is not None and engine_priority not in PRIORITY_MODES:
@@ -105,6 +112,8 @@ def build_cases(
             offer_credit_reserve=offer_credit_reserve,
             base_models_by_credit=base_models_by_credit,
             gate_pressure_by_model=gate_pressure_by_model,
+            gate_share_cap=gate_share_cap,
+            gate_share_window_s=gate_share_window_s,
         )
         for workload in loaded
         for fleet in _fleets_for(workload, fleet_list)

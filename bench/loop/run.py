@@ -73,6 +73,7 @@ from placement.solver.pooled_attainment import AttainmentModel, attainment_for
 from placement.solver.prefix_groups import DEFAULT_RULE, GroupRule
 from placement.solver.solve import SolveOptions
 from serving.admission.cost import mean_rates
+from serving.admission.share_cap import DEFAULT_SHARE_WINDOW_S
 from serving.admission.slo_gate import (
     DEFAULT_CREDIT_CUT,
     DEFAULT_OVERLOAD_REFUSE_AT,
@@ -176,6 +177,14 @@ class Case:
     # overload_signal`; ours and the gated peers alike); off by default: on multi-model's
     # tail it lost 2.4% at load 4 on seed 1 and lowered Jain's index (bench/RESULTS.md)
     gate_pressure_by_model: bool = False
+    # past capacity the gate holds a tenant to this many times its credit-weighted max-min
+    # entitlement in its model's pool over the last ``gate_share_window_s`` (ours and the
+    # gated peers alike; :mod:`serving.admission.share_cap`); None: no cap. Off by default: at
+    # 1.5 it took multi-model's tail (seed 0) from Jain 0.506 to 0.745 at overload, but mixed
+    # over the heterogeneous fleet lost 2.1% at load 3 and the hold-out seed's Jain fell
+    # (bench/RESULTS.md)
+    gate_share_cap: float | None = None
+    gate_share_window_s: float = DEFAULT_SHARE_WINDOW_S
 
 
 @dataclass(kw_only=True)
@@ -277,6 +286,12 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 tpot_by_work=ctx.tpot_by_work,
                 tpot_shed_from=ctx.tpot_shed_from,
                 pressure_by_model=ctx.case.gate_pressure_by_model,
+                # priced in GPU-seconds, by credit: not in the token-charged or credit-less
+                # ablations
+                share_cap=(
+                    ctx.case.gate_share_cap if v.credits and v.charge == GPU_SECONDS else None
+                ),
+                share_window_s=ctx.case.gate_share_window_s,
                 shadow=v.shadow,
                 audit_share=v.audit,
                 charge=v.charge,
@@ -450,6 +465,8 @@ def peer(
             tpot_by_work=ctx.tpot_by_work,
             tpot_shed_from=ctx.tpot_shed_from,
             pressure_by_model=ctx.case.gate_pressure_by_model,
+            share_cap=ctx.case.gate_share_cap,
+            share_window_s=ctx.case.gate_share_window_s,
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)

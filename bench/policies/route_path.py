@@ -35,6 +35,7 @@ from pathlib import Path
 from placement.domain.requests import DEFAULT_CLASSES, Request, RequestClass
 from placement.plan import Plan
 from serving.admission.engine_priority import CLASS, CREDIT, EnginePriority
+from serving.admission.share_cap import DEFAULT_SHARE_WINDOW_S
 from serving.admission.slo_gate import (
     DEFAULT_CREDIT_CUT,
     DEFAULT_OVERLOAD_REFUSE_AT,
@@ -79,6 +80,10 @@ class GateSettings:
     audit_share: float = 0.0
     # the overload signals kept per model pool (False: one for the fleet)
     pressure_by_model: bool = False
+    # past capacity, a tenant served past this many times its entitlement in its pool over
+    # the last ``share_window_s`` yields (None: no cap; :mod:`serving.admission.share_cap`)
+    share_cap: float | None = None
+    share_window_s: float = DEFAULT_SHARE_WINDOW_S
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,6 +273,8 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             tpot_by_work=cfg.slo_gate.tpot_by_work,
             tpot_shed_from=cfg.slo_gate.tpot_shed_from,
             pressure_by_model=cfg.slo_gate.pressure_by_model,
+            share_cap=cfg.slo_gate.share_cap,
+            share_window_s=cfg.slo_gate.share_window_s,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

@@ -34,6 +34,13 @@ TraceSeedOption = Annotated[
         "(to choose settings on before reading the shipped seed 0's held-out part)",
     ),
 ]
+RoutedRateOption = Annotated[
+    bool,
+    typer.Option(
+        help="the predictors also read the router's recent admission rate to the replica "
+        '(off by default: bench/RESULTS.md, "the router\'s recent admission rate")',
+    ),
+]
 
 
 @app.command("routing")
@@ -140,11 +147,14 @@ def predictors(
     quick: Annotated[bool, typer.Option(help="fewer, shorter runs (~20 s)")] = False,
     trailing_share: TrailingShareOption = 0.5,
     seed: TraceSeedOption = 0,
+    routed_rate: RoutedRateOption = False,
 ) -> None:
     """Accuracy of the latency/throughput predictors: held-out, Splitwise, unseen accelerator."""
     from bench.predictors import PredictorBench, run_predictor_bench
 
-    bench = PredictorBench.chosen(quick=quick, trailing_share=trailing_share, seed=seed)
+    bench = PredictorBench.chosen(
+        quick=quick, trailing_share=trailing_share, seed=seed, routed_rate=routed_rate
+    )
     run_predictor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
 
@@ -369,12 +379,27 @@ def loop(
             "pool and judges a request by its model's (default: one signal for the fleet)"
         ),
     ] = False,
+    gate_share_cap: Annotated[
+        float | None,
+        typer.Option(
+            help="past capacity the SLO gate refuses a tenant served more than this many times "
+            "its credit-weighted max-min entitlement in its model's pool lately (>= 1; "
+            "default: no cap)"
+        ),
+    ] = None,
+    gate_share_window_s: Annotated[
+        float | None,
+        typer.Option(
+            help="the share cap's window, seconds of trace time (its decay constant; default 30)"
+        ),
+    ] = None,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
     from bench.loop.cases import build_cases
     from bench.loop.report import run_loop_bench
     from bench.routing import parse_loads, parse_policies
+    from serving.admission.share_cap import DEFAULT_SHARE_WINDOW_S
 
     cases = build_cases(
         workloads=workloads,
@@ -392,6 +417,10 @@ def loop(
         offer_credit_reserve=offer_credit_reserve,
         base_models_by_credit=base_models_by_credit,
         gate_pressure_by_model=gate_pressure_by_model,
+        gate_share_cap=gate_share_cap,
+        gate_share_window_s=(
+            DEFAULT_SHARE_WINDOW_S if gate_share_window_s is None else gate_share_window_s
+        ),
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 
@@ -448,13 +477,16 @@ def predictor_floor(
     quick: Annotated[bool, typer.Option(help="fewer, shorter runs")] = False,
     trailing_share: TrailingShareOption = 0.5,
     seed: TraceSeedOption = 0,
+    routed_rate: RoutedRateOption = False,
 ) -> None:
     """Error floor of the latency predictors: held-out p50 MAPE with and without oracle
     features (what arrives on the replica after the route decision)."""
     from bench.predictor_floor import run_predictor_floor_bench
     from bench.predictors import PredictorBench
 
-    bench = PredictorBench.chosen(quick=quick, trailing_share=trailing_share, seed=seed)
+    bench = PredictorBench.chosen(
+        quick=quick, trailing_share=trailing_share, seed=seed, routed_rate=routed_rate
+    )
     run_predictor_floor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
 

@@ -136,6 +136,23 @@ prompts fill) 0.5 raised Jain's index at 2× overload from 0.885 to 0.942 on the
 goodput at no load (bench/RESULTS.md); the loop offers it only when asked
 (``bench/loop/tuning.py``).
 
+**A share cap** (``share_cap``, off by default: None). The counters order tenants but their
+distances are not rates, and the credit rules above read them as such: on ``multi-model``'s
+tail at 2× overload the tenants served 3.4–3.7× their entitlement stood at 0.10–0.17 among the
+active tenants (the top counter ~11,000 ahead of the lowest) and led by 1,200–1,900
+GPU-seconds per share, the base-model tenant at its entitlement by up to 560 (the lowest
+counter is that of a tenant of one-token answers that never idles, so every lead grows with
+the run). With ``share_cap`` set, past the pressure floor a tenant whose cost served in its
+model's pool over the last ``share_window_s`` exceeds ``share_cap`` × its credit-weighted
+max-min entitlement to what that pool served (:mod:`serving.admission.share_cap`; each request
+priced as its tenant is charged, what it asked counted whether admitted or not) is refused for
+credit, with a Retry-After of when its recent service is back under the cap. Work-conserving: a
+tenant is past its share only while another of its pool got less than it asked and less than
+its own entitlement. At 1.5 over 30 s, on ``multi-model``'s tail at 2× overload the three went
+to 0.95–1.9× and Jain's index from 0.506 to 0.745 with no load losing past 0.4%; it is off by
+default because mixed over the heterogeneous fleet lost 2.1% at load 3 and on the hold-out seed
+the index fell (a sparse reasoning tenant in a pool with room; bench/RESULTS.md).
+
 **Unreachable.** A request whose own prefill misses its TTFT SLO even with nothing queued ahead
 (a very long uncached prompt on the fastest replica it may use) is refused for a miss no retry
 can avoid: rule :data:`UNREACHABLE` (the service answers 429 ``slo_unreachable``: resend it in
@@ -168,6 +185,7 @@ from serving.admission.cost import GpuRates, gpu_rates
 from serving.admission.forecast import Forecast, forecast
 from serving.admission.overload_signal import FLEET, PoolSignals
 from serving.admission.prompt_rate import PromptRates
+from serving.admission.share_cap import DEFAULT_SHARE_WINDOW_S, ShareCap
 from serving.admission.tpot_calibration import TpotCalibration
 from serving.admission.ttft_calibration import TtftCalibration
 from serving.admission.vtc import VirtualTokenCounter
@@ -289,6 +307,8 @@ class SloGate:
         tpot_shed_from: float | None = None,
         pressure_by_model: bool = False,
         credit_reserve: float = 0.0,
+        share_cap: float | None = None,
+        share_window_s: float = DEFAULT_SHARE_WINDOW_S,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -338,6 +358,10 @@ class SloGate:
         self.tpot_by_work = tpot_by_work
         self.tpot_shed_from = tpot_shed_from
         self.credit_reserve = credit_reserve
+        # past capacity, a tenant served past ``share_cap`` × its entitlement in its pool over
+        # the last ``share_window_s`` yields (:mod:`serving.admission.share_cap`; None: no cap)
+        self.share_cap = None if share_cap is None else ShareCap(share_cap, window_s=share_window_s)
+        self._model = FLEET  # the model whose pool is judged now (:meth:`judging`)
         tight = [c.ttft_slo_s for c in self.classes.values() if not c.sheddable]
         self.pressure_window_s = min(tight, default=DEFAULT_PRESSURE_WINDOW_S)
         self.tpot_headroom = tpot_headroom
@@ -385,7 +409,8 @@ class SloGate:
 
     def judging(self, model: str) -> None:
         """Judge by ``model``'s pool from now on (its overload signals); with one signal for
-        the fleet there is nothing to select."""
+        the fleet there is nothing to select (the share cap's pool is still ``model``'s)."""
+        self._model = model
         if self.signals.by_model:
             self._signal = self.signals.of(model)
 
@@ -529,6 +554,7 @@ class SloGate:
         replica_id: str = "",
         refuse_at: float | None = None,
         model: str | None = None,
+        cost: float | None = None,
     ) -> bool:
         """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
         moves per decision only) with ``budget_s`` left for its first token (None: its class's
@@ -538,7 +564,9 @@ class SloGate:
         is not counted again in :attr:`refused`; it still moves the pressure, so the overload
         signal lasts as long as requests wait. (Counting only first tries in the pressure was
         measured in ``bench flow``: more goodput behind the gate, 0.92 → 1.04 of the best
-        refusing service, but the top band fell from 0.956 to 0.868 on the held-out tail.)"""
+        refusing service, but the top band fell from 0.956 to 0.868 on the held-out tail.)
+        ``cost``: the request's GPU-seconds where it is judged, counted in its pool's offered
+        cost for the share cap (None: not counted)."""
         if model is not None:
             self.judging(model)
         ttft_limit = self.limit_s(request_class, budget_s)
@@ -580,6 +608,19 @@ class SloGate:
             # past capacity, a tenant served past its share by more than the slack yields
             # what it asks for to the tenants owed (see ``credit_slack``)
             rule = CREDIT
+        cap_wait = 0.0
+        shares = self.share_cap
+        if shares is not None and now is not None:
+            if rule == ADMITTED and self.pressure >= PRESSURE_FLOOR:
+                # past capacity, a tenant served past the cap × its entitlement in its pool
+                # lately yields to the tenants of that pool owed theirs (see ``share_cap``)
+                cap_wait = shares.yields_for(self._model, tenant, self.vtc.credit_weight, now)
+                if cap_wait > 0.0:
+                    rule = CREDIT
+            if cost is not None and not retry and rule != UNREACHABLE:
+                # what it asked for counts in its pool's offered cost (not what no queue could
+                # serve)
+                shares.offer(self._model, tenant, cost, now)
         if not self.classes[request_class].sheddable:
             # only SLO refusals measure overload (refusals for credit would feed themselves);
             # past capacity their share is set by how far past (1 − 1/ρ at ρ× capacity), not
@@ -606,6 +647,8 @@ class SloGate:
             wait = seen.wait_s if seen.wait_s is not None else seen.ttft_s
             if rule == UNREACHABLE:
                 wait = 0.0  # no wait helps
+            elif cap_wait > 0.0:
+                wait = cap_wait  # until its recent service decays back under the cap
             self.retry_after_s = max(MIN_RETRY_AFTER_S, math.ceil(wait))
         return rule == ADMITTED
 
@@ -754,6 +797,18 @@ class SloGate:
                     if other_miss < miss or (late and other_miss < SECOND_LOOK_AT):
                         decision, seen = other_choice, other
         self.last_decision = decision
+        cost = None
+        if self.share_cap is not None:
+            # priced as its tenant would be charged on that replica (:meth:`dispatched`)
+            state = path.replica(decision.replica_id)
+            rates = (
+                self.default_rates
+                if state is None
+                else gpu_rates(state.accelerator, state.model, state.tp)
+            )
+            cost = rates.request(
+                query.input_tokens, decision.cached_tokens, query.max_output_tokens
+            )
         admitted = self.judge(
             tenant,
             cls,
@@ -763,6 +818,7 @@ class SloGate:
             retry=retry,
             replica_id=decision.replica_id,
             refuse_at=held_at,  # judged by query.model's pool: selected above
+            cost=cost,
         )
         if not admitted:
             return None
@@ -821,6 +877,9 @@ class SloGate:
             else gpu_rates(state.accelerator, state.model, state.tp)
         )
         self._rates[id(query)] = rates
+        if self.share_cap is not None:
+            asked = rates.request(query.input_tokens, cached_tokens, query.max_output_tokens)
+            self.share_cap.serve(query.model, query.tenant, asked, now)
         self.started(query.tenant, query.input_tokens, cached_tokens, rates)
         if self.charge == GPU_SECONDS:
             # its decode as asked for, now: a long answer would otherwise be charged only

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from placement.errors import InputError, read_text
+from serving.admission.share_cap import DEFAULT_SHARE_WINDOW_S
 from serving.admission.slo_gate import (
     DEFAULT_OVERLOAD_REFUSE_AT,
     DEFAULT_REFUSE_AT,
@@ -117,6 +118,12 @@ class Settings(BaseSettings):
     # standing among the active tenants (0 the most owed, 1 the furthest over its share), so
     # that it queues only where those owed have room (0: off)
     slo_gate_credit_reserve: float = Field(default=0.0, ge=0, lt=1)
+    # past capacity, a tenant served more than this many times its credit-weighted max-min
+    # entitlement in its model's pool over the last ``slo_gate_share_window_s`` is refused
+    # (429, Retry-After: until its recent service is back under the cap); unset: no cap
+    # (serving/admission/share_cap.py)
+    slo_gate_share_cap: float | None = Field(default=None, ge=1)
+    slo_gate_share_window_s: float = Field(default=DEFAULT_SHARE_WINDOW_S, gt=0)
     # the replicas run vLLM's --scheduling-policy priority: every request is sent with a
     # ``priority`` by its class ("class") or by class and its tenant's credit standing
     # ("credit"; serving/admission/engine_priority.py); unset: FCFS replicas, bodies untouched

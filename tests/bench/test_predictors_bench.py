@@ -142,3 +142,8 @@ def test_chosen_bench_follows_the_quick_flag_and_keeps_the_options() -> None:
     assert quick == PredictorBench.quick(trailing_share=0.25, seed=3)
     assert full == PredictorBench(trailing_share=0.25, seed=3)
     assert quick.duration_s < full.duration_s
+    # the router's rate stays out of the predictors unless asked for
+    assert full.predictor.ignored_features == ("routed_requests_per_s",)
+    reading = PredictorBench.chosen(quick=False, trailing_share=0.25, seed=3, routed_rate=True)
+    assert reading.predictor.ignored_features == ()
+    assert reading.seed == 3 and reading.trailing_share == 0.25

@@ -261,6 +261,7 @@ def test_steady_state_backlog_follows_littles_law() -> None:
     )
     rows = steady_state_rows(H100, mix, np.array([4.0]), np.array([5.0]), np.array([0.5]))
     assert rows["backlog_requests"].iloc[0] == 20  # 4 req/s × 5 s in flight
+    assert rows["routed_requests_per_s"].iloc[0] == 4.0  # the router sends it 4 req/s
     assert rows["backlog_prefill_tokens"].iloc[0] == 3000  # 4 × 0.5 s × 1500 uncached tokens
     # two wait for a first token, sent 0.25 s apart over the last 0.5 s: the oldest waited 0.25 s
     assert rows["backlog_oldest_wait_s"].iloc[0] == pytest.approx(0.25)

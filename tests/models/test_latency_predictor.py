@@ -17,6 +17,7 @@ from models.predictor import (
     _measurement_weight,
     pinball_loss,
 )
+from models.quantile import QuantileConfig
 from placement.errors import InputError
 
 
@@ -134,3 +135,23 @@ def test_measured_rows_carry_half_the_training_loss() -> None:
     weight = _measurement_weight(telemetry_rows=9_000, measured_rows=300)
     assert weight * 300 == pytest.approx(9_000)
     assert _measurement_weight(telemetry_rows=9_000, measured_rows=0) == 1.0
+
+
+def test_the_routed_rate_moves_predictions_only_where_the_settings_read_it(
+    split: tuple[pd.DataFrame, pd.DataFrame], predictor: LatencyPredictor
+) -> None:
+    head, tail = split
+    rows = tail.head(300).reset_index(drop=True)
+    assert rows["routed_requests_per_s"].gt(0).any()  # the telemetry carries the router's rate
+    quiet = rows.assign(routed_requests_per_s=0.0)
+    # by default no booster reads it: whatever the caller passes changes nothing
+    pd.testing.assert_frame_equal(predictor.predict(rows), predictor.predict(quiet))
+    reading = LatencyPredictor(QuantileConfig(ignored_features=())).fit(head)
+    moved = reading.predict(rows)["tpot_p50"] != reading.predict(quiet)["tpot_p50"]
+    assert moved.any()
+
+
+def test_an_unknown_ignored_feature_is_refused(split: tuple[pd.DataFrame, pd.DataFrame]) -> None:
+    with pytest.raises(InputError, match="unknown feature arrivals_next_8s") as info:
+        LatencyPredictor(QuantileConfig(ignored_features=("arrivals_next_8s",))).fit(split[0])
+    assert info.value.field == "ignored_features"

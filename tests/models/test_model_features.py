@@ -69,16 +69,26 @@ def test_extra_columns_are_ignored_and_empty_frames_give_empty_features() -> Non
 
 def test_router_counters_are_features_and_default_to_zero_when_absent() -> None:
     given = features_frame(
-        request_rows(backlog_requests=5, backlog_prefill_tokens=7000, backlog_oldest_wait_s=1.5)
+        request_rows(
+            backlog_requests=5,
+            backlog_prefill_tokens=7000,
+            backlog_oldest_wait_s=1.5,
+            routed_requests_per_s=2.5,
+        )
     ).iloc[0]
     assert given["backlog_requests"] == 5 and given["backlog_prefill_tokens"] == 7000
-    assert given["backlog_oldest_wait_s"] == 1.5
+    assert given["backlog_oldest_wait_s"] == 1.5 and given["routed_requests_per_s"] == 2.5
     absent = request_rows().drop(columns=["backlog_requests", "backlog_prefill_tokens"])
     row = features_frame(absent).iloc[0]
     assert row["backlog_requests"] == 0 and row["backlog_prefill_tokens"] == 0
-    assert row["backlog_oldest_wait_s"] == 0
+    assert row["backlog_oldest_wait_s"] == 0 and row["routed_requests_per_s"] == 0
     zero = features_frame(
-        request_rows(backlog_requests=0, backlog_prefill_tokens=0, backlog_oldest_wait_s=0.0)
+        request_rows(
+            backlog_requests=0,
+            backlog_prefill_tokens=0,
+            backlog_oldest_wait_s=0.0,
+            routed_requests_per_s=0.0,
+        )
     ).iloc[0]
     pd.testing.assert_series_equal(row, zero)
 
@@ -109,6 +119,7 @@ def test_unknown_model_names_it_and_counts_rows() -> None:
         ("kv_cache_usage_perc", 1.5),
         ("backlog_prefill_tokens", -5),
         ("backlog_oldest_wait_s", -0.1),
+        ("routed_requests_per_s", np.inf),
         ("prefix_cache_hit_rate", np.nan),
         ("input_tokens", "many"),
         ("tp", 0),

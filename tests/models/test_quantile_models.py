@@ -43,7 +43,7 @@ def test_constraints_cover_load_prior_and_prompt_features() -> None:
         assert ttft[name] == 1 and tpot[name] == 1
     assert ttft["uncached_tokens"] == 1 and tpot["uncached_tokens"] == 0
     assert ttft["prefix_cache_hit_rate"] == 0 and ttft["gpu_dense_tflops"] == 0
-    for name in ("backlog_requests", "backlog_prefill_tokens"):
+    for name in ("backlog_requests", "backlog_prefill_tokens", "routed_requests_per_s"):
         assert ttft[name] == 1 and tpot[name] == 1
     assert ttft["backlog_oldest_wait_s"] == -1 and tpot["backlog_oldest_wait_s"] == -1
     assert ttft["backlog_prefill_left_tokens"] == 1 and tpot["backlog_prefill_left_tokens"] == 1

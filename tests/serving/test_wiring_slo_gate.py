@@ -22,6 +22,8 @@ def test_the_gate_is_built_with_the_overload_settings(
     monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_SHED_FROM", "0.05")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_PRESSURE_BY_MODEL", "1")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_CREDIT_RESERVE", "0.5")
+    monkeypatch.setenv("PLACEMENT_SLO_GATE_SHARE_CAP", "1.5")
+    monkeypatch.setenv("PLACEMENT_SLO_GATE_SHARE_WINDOW_S", "45")
     settings = load_settings(environment="development", slo_gate=True, plan_dir=tmp_path)
     gate = build_app(settings).state.runtime.service.slo_gate
     assert gate is not None
@@ -31,6 +33,8 @@ def test_the_gate_is_built_with_the_overload_settings(
     assert gate.tpot_shed_from == 0.05
     assert gate.signals.by_model
     assert gate.credit_reserve == 0.5
+    assert gate.share_cap is not None
+    assert (gate.share_cap.cap, gate.share_cap.window_s) == (1.5, 45.0)
     # by default neither the strict regime, the cold-move rule nor the TPOT forecast by work
     # is on, nor the overload signals per model pool
     plain = build_app(
@@ -44,6 +48,7 @@ def test_the_gate_is_built_with_the_overload_settings(
             slo_gate_tpot_shed_from=None,
             slo_gate_pressure_by_model=False,
             slo_gate_credit_reserve=0.0,
+            slo_gate_share_cap=None,
         )
     ).state.runtime.service.slo_gate
     assert plain is not None
@@ -52,6 +57,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     assert plain.tpot_shed_from is None
     assert not plain.signals.by_model
     assert plain.credit_reserve == 0.0
+    assert plain.share_cap is None
 
 
 @pytest.mark.parametrize(
@@ -63,6 +69,8 @@ def test_the_gate_is_built_with_the_overload_settings(
         ({"slo_gate_cold_move_ttft_share": -1.0}, "PLACEMENT_SLO_GATE_COLD_MOVE_TTFT_SHARE"),
         ({"slo_gate_tpot_shed_from": 1.5}, "PLACEMENT_SLO_GATE_TPOT_SHED_FROM"),
         ({"slo_gate_credit_reserve": 1.0}, "PLACEMENT_SLO_GATE_CREDIT_RESERVE"),
+        ({"slo_gate_share_cap": 0.8}, "PLACEMENT_SLO_GATE_SHARE_CAP"),
+        ({"slo_gate_share_window_s": 0.0}, "PLACEMENT_SLO_GATE_SHARE_WINDOW_S"),
     ],
 )
 def test_a_bad_overload_setting_names_its_variable(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from placement.errors import InputError
-from training.dataset import TRAINING_COLUMNS, build_training_frame
+from training.dataset import ROUTED_RATE_WINDOW_S, TRAINING_COLUMNS, build_training_frame
 
 
 @pytest.fixture
@@ -160,3 +160,29 @@ def test_the_oldest_wait_is_what_the_router_knows_when_it_routes(
     assert frame.loc[7, "backlog_oldest_wait_s"] == 0.0
     assert frame.loc[8, "backlog_oldest_wait_s"] == 0.0
     assert 6 not in frame.index
+
+
+def test_the_routed_rate_counts_what_the_router_sent_the_replica_in_the_last_window(
+    two_replicas, requests_frame, request_rows
+):
+    w = ROUTED_RATE_WINDOW_S
+    requests = requests_frame(
+        [
+            request_rows(1, 0.0),  # the frame's first request: nothing before it
+            request_rows(2, 0.5),  # 1 in the first 1 s (the shortest span a rate is taken over)
+            request_rows(3, 0.5, replica="b", accelerator="A100-80G"),  # nothing sent to b
+            request_rows(4, 4.0, error="lost: reset"),  # failed, but the router sent it
+            request_rows(5, 8.0),  # 1, 2 and 4 over the 8 s since the first request
+            request_rows(6, 8.0),  # routed after 5 at the same instant: 5 counts too
+            request_rows(7, w + 3.5),  # 1 and 2 fell out of the window: 4, 5, 6 over w
+        ]
+    )
+    frame = build_training_frame(requests, two_replicas).set_index("request_id")
+    rate = frame["routed_requests_per_s"]
+    assert rate[1] == 0.0
+    assert rate[2] == pytest.approx(1.0)
+    assert rate[3] == 0.0
+    assert rate[5] == pytest.approx(3 / 8.0)
+    assert rate[6] == pytest.approx(4 / 8.0)
+    assert rate[7] == pytest.approx(3 / w)
+    assert 4 not in rate.index

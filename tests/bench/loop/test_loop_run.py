@@ -11,6 +11,7 @@ from bench.loop.run import Case, audit_load, knee, ratio_load
 from bench.loop.tuning import Setting
 from placement.cli import app
 from placement.domain.fleet import load_fleet
+from placement.errors import InputError
 from placement.paths import repo_root
 from sim.workloads.registry import load_workload
 
@@ -248,3 +249,45 @@ def test_the_gate_keeps_its_overload_signals_per_model_pool_only_when_asked() ->
         settings = run._policy_ctx(ctx, run.FULL, 1.0).settings["placement"]
         gate = getattr(settings, "slo_gate", None)
         assert gate is not None and gate.pressure_by_model is asked
+
+
+def test_the_gate_holds_tenants_to_a_share_cap_only_when_asked() -> None:
+    """``--gate-share-cap`` reaches ours' gate (not the token-charged or credit-less
+    ablations, whose credits are not GPU-seconds or none); off by default; a cap under the
+    entitlement is refused naming its option."""
+    from bench.loop import run
+    from bench.loop.cases import build_cases
+    from bench.loop.learn import roofline_capacity
+    from placement.solver.capacity import class_slos
+
+    kw: dict[str, Any] = dict(
+        workloads="mixed",
+        fleets=str(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+        loads=(1.0,),
+        peers=("round_robin",),
+        duration_s=60.0,
+        period_s=10.0,
+        learn=False,
+        seed=0,
+    )
+    for asked in (None, 1.5):
+        (case,) = build_cases(**kw, gate_share_cap=asked, gate_share_window_s=20.0)
+        assert case.gate_share_cap == asked
+        wl = case.workload
+        ctx = run.CaseContext(
+            case=case,
+            tune=wl,
+            report=wl,
+            weights=[1.0],
+            capacity=roofline_capacity(class_slos(wl.classes)),
+            model_uri="roofline-prior",
+        )
+        settings = run._policy_ctx(ctx, run.FULL, 1.0).settings["placement"]
+        gate = getattr(settings, "slo_gate", None)
+        assert gate is not None and gate.share_cap == asked and gate.share_window_s == 20.0
+        tokens = getattr(
+            run._policy_ctx(ctx, run.TOKEN_CREDITS, 1.0).settings["placement"], "slo_gate", None
+        )
+        assert tokens is not None and tokens.share_cap is None
+    with pytest.raises(InputError, match="share_cap"):
+        build_cases(**kw, gate_share_cap=0.5)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from route_builders import NOW, chain, group, make_path, plan, query, route, states
@@ -21,6 +22,7 @@ from serving.admission.slo_gate import (
     TPOT,
     TPOT_SHED_SPAN,
     TTFT,
+    UNREACHABLE,
     SloGate,
     calibration_key,
     cold_move_crowds,
@@ -863,3 +865,93 @@ def test_on_one_model_the_signal_per_pool_is_the_fleet_wide_one_to_the_digit() -
         assert per_pool.ttft_pressure == fleet_wide.ttft_pressure
         strict = max(strict, per_pool.strictness())
     assert strict == 1.0  # the run did go past capacity, into the strict regime
+
+
+def _share_gate(**kw: float) -> tuple[SloGate, ReplicaState]:
+    """A gate with a share cap of 1.5 where, over the last 20 s on one 8B replica, "greedy"
+    (credit 0.5) was served all it asked and "owed" (credit 0.5) a quarter of it."""
+    gate = SloGate(DEFAULT_CLASSES, credit_cut=0.0, share_cap=1.5, share_window_s=30.0, **kw)
+    gate.set_credits({"greedy": 0.5, "owed": 0.5})
+    h100 = _replica("H100-SXM")
+    sure = Forecast(ttft_s=0.3, ttft_spread=0.05)
+    for k in range(20):
+        now = float(k)
+        for tenant, served in (("greedy", 4), ("owed", 1)):
+            for i in range(4):
+                q = _request(tenant, 2_000, 100)
+                cost = gate.default_rates.request(q.input_tokens, 0, q.max_output_tokens)
+                gate.judge(tenant, "interactive", sure, now, model="llama-3-8b", cost=cost)
+                if i < served:
+                    gate.dispatched("H100-SXM", q, now, sure, state=h100)
+    return gate, h100
+
+
+def test_with_a_share_cap_a_tenant_past_it_in_its_pool_yields_under_pressure_only() -> None:
+    gate, _ = _share_gate()
+    sure = Forecast(ttft_s=0.3, ttft_spread=0.05)
+    assert gate.share_cap is not None
+    assert gate.share_cap.ratio("llama-3-8b", "greedy", gate.vtc.credit_weight, 20.0) > 1.5
+    assert gate.judge("greedy", "interactive", sure, 20.0, model="llama-3-8b")  # room for all
+    _overload(gate)
+    assert not gate.judge("greedy", "interactive", sure, 20.0, model="llama-3-8b")
+    assert gate.last.rule == CREDIT
+    # told to come back once its recent service has decayed under the cap, not the queue's wait
+    ratio = gate.share_cap.ratio("llama-3-8b", "greedy", gate.vtc.credit_weight, 20.0)
+    assert gate.retry_after_s == max(1, math.ceil(30.0 * math.log(ratio / 1.5)))
+    assert gate.judge("owed", "interactive", sure, 20.0, model="llama-3-8b")
+    # another model's pool: nobody is owed there
+    assert gate.judge("greedy", "interactive", sure, 20.0, model="llama-3-70b")
+
+
+def test_the_share_cap_counts_what_a_tenant_asked_of_the_gate_not_its_retries() -> None:
+    gate = SloGate(DEFAULT_CLASSES, share_cap=1.0)
+    gate.set_credits({"a": 0.5, "b": 0.5})
+    sure = Forecast(ttft_s=0.3, ttft_spread=0.05)
+    assert gate.share_cap is not None
+    shares = gate.share_cap
+    gate.judge("a", "interactive", sure, 1.0, model="llama-3-8b", cost=1.0)
+    gate.judge("a", "interactive", sure, 1.0, model="llama-3-8b", cost=1.0, retry=True)
+    gate.judge("a", "interactive", sure, 1.0, model="llama-3-8b")  # no price given
+    unreachable = Forecast(ttft_s=30.0, ttft_spread=0.05, own_s=30.0, wait_s=0.0)
+    assert not gate.judge("a", "interactive", unreachable, 1.0, model="llama-3-8b", cost=9.0)
+    assert gate.last.rule == UNREACHABLE
+    shares.serve("llama-3-8b", "a", 1.0, 1.0)
+    shares.offer("llama-3-8b", "b", 10.0, 1.0)
+    shares.serve("llama-3-8b", "b", 3.0, 1.0)
+    # a asked 1 (its first try alone) and got it, so b is entitled to the other 3 served; had
+    # the retry or the unreachable request counted, a would be owed 2 and b held to 2 (1.5×)
+    assert shares.ratio("llama-3-8b", "b", gate.vtc.credit_weight, 1.0) == pytest.approx(1.0)
+
+
+def test_the_gate_charges_the_share_cap_what_it_dispatches_priced_on_the_replica() -> None:
+    gate = SloGate(DEFAULT_CLASSES, share_cap=2.0)
+    assert gate.share_cap is not None
+    fleet = states(1)
+    path = make_path(fleet)
+    path.install_plan(plan(fleet))
+    q = query(tenant="a")
+    decision = path.decide(q, NOW)
+    assert gate.admit_decision(path, q, decision, NOW) is not None
+    s = fleet[0]
+    price = gpu_rates(s.accelerator, s.model, s.tp).request(
+        q.input_tokens, decision.cached_tokens, q.max_output_tokens
+    )
+    gate.share_cap.offer(q.model, "b", 3.0 * price, NOW)  # b asked thrice as much, refused
+    gate.set_credits({"a": 0.5, "b": 0.5})
+    # a was offered and served its request's price: entitled to half the served, 2× over
+    assert gate.share_cap.ratio(q.model, "a", gate.vtc.credit_weight, NOW) == pytest.approx(2.0)
+
+
+def test_without_a_share_cap_judgements_do_not_change() -> None:
+    plain, capped = SloGate(DEFAULT_CLASSES), SloGate(DEFAULT_CLASSES, share_cap=None)
+    assert capped.share_cap is None
+    for gate in (plain, capped):
+        gate.set_credits({"owed": 0.5, "greedy": 0.5})
+        gate.started("owed", 100)
+        gate.started("greedy", 100_000)
+        _overload(gate)
+    for ttft in (0.5, 1.5, 1.95, 2.05, 3.0):
+        seen = Forecast(ttft_s=ttft, ttft_spread=0.05)
+        args = ("greedy", "interactive", seen, 5.0)
+        assert plain.judge(*args, cost=1.0) == capped.judge(*args, cost=1.0)
+        assert plain.last == capped.last
