@@ -15,7 +15,6 @@ live ones).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from placement.errors import InputError
@@ -97,17 +96,17 @@ class LeaseBook:
         decision pays for the sweep only when there is something to sweep."""
         return bool(self._expiry) and self._expiry[0][0] <= now
 
-    def expired(self, now: float, limit: int) -> Iterator[Lease]:
-        """Remove and yield up to ``limit`` leases whose expiry is at or before ``now``,
-        soonest first."""
+    def expired(self, now: float, limit: int) -> list[Lease]:
+        """Remove and return up to ``limit`` leases whose expiry is at or before ``now``,
+        soonest first (a list, not a generator: this runs on most decisions)."""
         heap, leases = self._expiry, self._leases
-        taken = 0
-        while heap and taken < limit and heap[0][0] <= now:
-            _, decision_id = heapq.heappop(heap)
-            lease = leases.pop(decision_id, None)
+        taken: list[Lease] = []
+        pop = heapq.heappop
+        while heap and heap[0][0] <= now and len(taken) < limit:
+            lease = leases.pop(pop(heap)[1], None)
             if lease is not None:
-                taken += 1
-                yield lease
+                taken.append(lease)
+        return taken
 
     def next_expiry(self) -> float | None:
         """When the soonest live lease expires (None when there is none)."""

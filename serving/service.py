@@ -33,6 +33,7 @@ from serving.admission.vtc import TokenWeights
 from serving.demand import DemandWindow
 from serving.leases import Lease, LeaseBook, LeaseTerms
 from serving.metrics import ServiceMetrics, TenantUsage
+from serving.route.slot_builder import slot_builder
 from serving.route.tpot import DecodeTable, decode_table
 from serving.route.types import Decision, NoReplica, ReplicaState, RoutePath, RouteQuery
 from serving.tracing import DecisionTracer
@@ -74,6 +75,13 @@ class Routed:
     # the engine priority to send it with (vLLM ``priority``; None: the replicas schedule
     # FCFS and the body goes as the client sent it)
     priority: int | None = None
+
+
+# decision_id, decision, replica_ids, addresses, priority: positionally, without the frozen
+# dataclass's keyword __init__ (once per decision)
+_make_routed: Callable[[str, Decision, tuple[str, ...], tuple[str, ...], int | None], Routed] = (
+    slot_builder(Routed)
+)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -348,7 +356,8 @@ class PlacementService:
                 f"(its models: {', '.join(allowed) or 'none'})"
             )
         now = self.clock()
-        self._expire(now)
+        if self.leases.due(now):
+            self._expire(now)
         verdict = self.admission.admit(query.tenant, query.request_class, query.input_tokens, now)
         if not verdict.admitted:
             if not retry:
@@ -380,35 +389,34 @@ class PlacementService:
             decision = admitted
         self.route_path.on_dispatch(decision, query, now)
         decision_id = self._id_prefix + str(next(self._ids))
+        expires_at = self._expiry(query, decision, now)
+        # positionally: a keyword call of a dataclass's __init__ is dearer (once per decision)
         self.leases.add(
-            decision_id,
-            Lease(
-                query,
-                decision.replica_id,
-                self._expiry(query, decision, now),
-                routed_by=routed_by,
-                routed_at=now,
-            ),
+            decision_id, Lease(query, decision.replica_id, expires_at, False, routed_by, now)
         )
         self.usage.routed(
             query.tenant, query.input_tokens, self._token_weights.prefill * query.input_tokens
         )
         replicas = self.replicas
-        fallbacks = [r for r in decision.fallbacks if r in replicas]
-        replica_ids = (decision.replica_id, *fallbacks)
-        addresses = (decision.address, *[replicas[r].address for r in fallbacks])
+        replica_ids = [decision.replica_id]
+        addresses = [decision.address]
+        for r in decision.fallbacks:  # those still registered (a loop: no comprehension frames)
+            state = replicas.get(r)
+            if state is not None:
+                replica_ids.append(r)
+                addresses.append(state.address)
         if self.demand is not None:
             self.demand.record(query, now)
         elapsed = time.perf_counter() - started
         self.metrics.decision_stats.decided(decision.reason, elapsed)
         if self.tracer is not None:
             self.tracer.decision(query, decision, decision_id, time.time_ns() - int(elapsed * 1e9))
-        return Routed(
-            decision_id=decision_id,
-            decision=decision,
-            replica_ids=replica_ids,
-            addresses=addresses,
-            priority=None if priorities is None else query.priority,
+        return _make_routed(
+            decision_id,
+            decision,
+            tuple(replica_ids),
+            tuple(addresses),
+            None if priorities is None else query.priority,
         )
 
     def _count_refusal(self, query: RouteQuery, reason: str, retry_after_s: int) -> None:
@@ -519,10 +527,10 @@ class PlacementService:
             self.slo_gate.finished(query.tenant, output_tokens if ok else 0, query, now)
 
     def _expire(self, now: float) -> None:
-        if not self.leases.due(now):
-            return
-        for lease in self.leases.expired(now, MAX_EXPIRED_PER_CALL):
-            self.metrics.decision_stats.lease_expiries += 1
+        """Release the leases due by ``now`` (some are: :meth:`LeaseBook.due`)."""
+        expired = self.leases.expired(now, MAX_EXPIRED_PER_CALL)
+        self.metrics.decision_stats.lease_expiries += len(expired)
+        for lease in expired:
             self._release(lease, lease.query.max_output_tokens, ok=True)
 
     def tenant_usage(self) -> list[TenantUsage]:

@@ -31,6 +31,7 @@ FIELDS = (
     "charged",
 )
 Key = tuple[str, str]  # (tenant, field)
+MAX_TENANT_KEYS_KEPT = 4096
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,21 +70,27 @@ class UsageBook:
         self._local: dict[Key, float] = {}
         self._pushed: dict[Key, float] = {}
         self._shared: dict[Key, float] | None = None
+        # tenant → its keys counted per decision, made once (bounded: tenant names are input)
+        self._routed_keys: dict[str, tuple[Key, Key, Key]] = {}
 
     def _add(self, tenant: str, field: str, amount: float) -> None:
         key = (tenant, field)
         self._local[key] = self._local.get(key, 0.0) + amount
 
     def routed(self, tenant: str, prompt_tokens: int, charged: float) -> None:
-        # once per decision: the three counts without a call each
+        # once per decision: the three counts without a call each, under keys made once
+        keys = self._routed_keys.get(tenant)
+        if keys is None:
+            if len(self._routed_keys) >= MAX_TENANT_KEYS_KEPT:
+                self._routed_keys.clear()
+            keys = (tenant, "requests"), (tenant, "prompt_tokens"), (tenant, "charged")
+            self._routed_keys[tenant] = keys
+        requests, prompt, charged_key = keys
         local = self._local
         get = local.get
-        key = (tenant, "requests")
-        local[key] = get(key, 0.0) + 1
-        key = (tenant, "prompt_tokens")
-        local[key] = get(key, 0.0) + prompt_tokens
-        key = (tenant, "charged")
-        local[key] = get(key, 0.0) + charged
+        local[requests] = get(requests, 0.0) + 1
+        local[prompt] = get(prompt, 0.0) + prompt_tokens
+        local[charged_key] = get(charged_key, 0.0) + charged
 
     def refused(self, tenant: str) -> None:
         self._add(tenant, "refused", 1)

@@ -25,13 +25,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from placement.errors import InputError, PlacementError
 from serving.api.errors import body_errors, problem_body
 from serving.api.media_type import UNSUPPORTED, is_json
+from serving.api.route_answer import answer_bytes
 from serving.api.route_body import plain_query
-from serving.api.routers.route import _answer, class_errors, raw_headers, to_query
+from serving.api.routers.route import class_errors, to_query
 from serving.api.runtime import ServiceRuntime
 from serving.api.schemas import RouteRequest
 from serving.api.security import refusal_of, token_from_headers
 from serving.route.types import NoReplica, RouteQuery, UnservedModel
-from serving.service import ModelNotAllowed, PlacementService, Refused
+from serving.service import ModelNotAllowed, PlacementService, Refused, Routed
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +55,47 @@ class _Refusal(Exception):
         self.headers = headers or {}
 
 
-def answer(
+# what a request's headers tell the answer: the API key they carry (None: none sent), the
+# largest body length they declare (-1: none), and whether the body is declared JSON
+RouteHead = tuple[str | None, int, bool]
+
+
+def read_head(headers: Iterable[tuple[bytes, bytes]]) -> RouteHead:
+    """The :data:`RouteHead` of these request headers (lower-case names). A function of the
+    header bytes alone: a caller that sees the same header lines again may keep it."""
+    authorization = x_api_key = None
+    declared = -1
+    json_body = True
+    for name, value in headers:
+        if name == b"authorization":
+            authorization = value.decode("latin-1")
+        elif name == b"x-api-key":
+            x_api_key = value.decode("latin-1")
+        elif name == b"content-length" and value.isdigit():
+            length = int(value)
+            declared = length if length > declared else declared
+        elif name == b"content-type":
+            json_body = is_json(value)
+    return token_from_headers(authorization, x_api_key), declared, json_body
+
+
+def answer_lines(
     runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], body: bytes | None
-) -> tuple[int, bytes, Headers]:
-    """Status, JSON body and headers (content type and length included) of ``POST /v1/route``
-    with these request headers (lower-case names) and body (None: over the size limit). A
-    bug is logged and answered as a Problem 500, as :class:`~serving.api.errors.CrashAsProblem`
-    does for the other endpoints."""
+) -> tuple[int, bytes, bytes]:
+    """Status, header lines (content type and length first, each ending in CRLF) and JSON
+    body of ``POST /v1/route`` with these request headers (lower-case names) and body (None:
+    over the size limit). A bug is logged and answered as a Problem 500, as
+    :class:`~serving.api.errors.CrashAsProblem` does for the other endpoints."""
+    return answer_read(runtime, read_head(headers), body)
+
+
+def answer_read(
+    runtime: ServiceRuntime, head: RouteHead, body: bytes | None
+) -> tuple[int, bytes, bytes]:
+    """:func:`answer_lines` of a request whose headers were read already (:func:`read_head`)."""
     try:
-        status, data, extra = _route(runtime, headers, body)
+        head_lines, payload = answer_bytes(_route(runtime, head, body))
+        return 200, head_lines, payload
     except _Refusal as refusal:
         status, data = refusal.status, refusal.body
         extra = [(k.encode(), v.encode()) for k, v in refusal.headers.items()]
@@ -70,27 +103,29 @@ def answer(
         log.exception("unexpected error answering POST %s", ROUTE_PATH)
         status, data, extra = 500, problem_body("internal error"), []
     payload = orjson.dumps(data)
-    return status, payload, [JSON_TYPE, (b"content-length", b"%d" % len(payload)), *extra]
+    lines = [JSON_TYPE, (b"content-length", b"%d" % len(payload)), *extra]
+    return status, b"".join(name + b": " + value + b"\r\n" for name, value in lines), payload
 
 
-def _route(
-    runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], raw: bytes | None
-) -> tuple[int, Any, Headers]:
+def answer(
+    runtime: ServiceRuntime, headers: Iterable[tuple[bytes, bytes]], body: bytes | None
+) -> tuple[int, bytes, Headers]:
+    """:func:`answer_lines` with the headers as (name, value) pairs."""
+    status, head, payload = answer_lines(runtime, headers, body)
+    pairs: Headers = []
+    for line in head.split(b"\r\n")[:-1]:
+        name, _, value = line.partition(b": ")
+        pairs.append((name, value))
+    return status, payload, pairs
+
+
+def _route(runtime: ServiceRuntime, head: RouteHead, raw: bytes | None) -> Routed:
+    token, declared, json_body = head
     max_bytes = runtime.settings.max_body_bytes
-    authorization = x_api_key = None
-    json_body = True
-    for name, value in headers:
-        if name == b"authorization":
-            authorization = value.decode("latin-1")
-        elif name == b"x-api-key":
-            x_api_key = value.decode("latin-1")
-        elif name == b"content-length" and value.isdigit() and int(value) > max_bytes:
-            raise _Refusal(413, f"request body over {max_bytes} bytes")
-        elif name == b"content-type":
-            json_body = is_json(value)
+    if declared > max_bytes:
+        raise _Refusal(413, f"request body over {max_bytes} bytes")
     if not json_body:
         raise _Refusal(415, UNSUPPORTED)
-    token = token_from_headers(authorization, x_api_key)
     principal = runtime.keys.authenticate(token)
     if principal is None:
         raise _Refusal(401, refusal_of(token), {"WWW-Authenticate": "Bearer"})
@@ -122,7 +157,7 @@ def _route(
         raise _Refusal(403, str(exc)) from None
     except PlacementError as exc:
         raise _Refusal(400, str(exc)) from None
-    return 200, _answer(service, routed), raw_headers(routed)
+    return routed
 
 
 def _body(service: PlacementService, raw: bytes) -> RouteQuery | RouteRequest:

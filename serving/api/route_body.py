@@ -16,6 +16,7 @@ import re
 import orjson
 
 from serving.api.schemas import HASH_LIMIT, MAX_BLOCKS, RouteRequest
+from serving.route.query import make_query
 from serving.route.types import RouteQuery
 
 _NAME = re.compile(r"[A-Za-z0-9._:/@+-]{1,128}")
@@ -64,17 +65,12 @@ def plain_query(raw: bytes) -> RouteQuery | None:
         or not 0 <= output <= _MAX_OUTPUT
     ):
         return None
-    # exact ints only (no bool, no float), each a 63-bit hash
-    if hashes and (set(map(type, hashes)) != {int} or min(hashes) < 0 or max(hashes) > _MAX_HASH):
-        return None
+    # exact ints only (no bool, no float), each a 63-bit hash (a loop: fewer instructions than
+    # a set of the types, a min and a max, or any other walk in C tried)
+    for h in hashes:
+        if type(h) is not int or not 0 <= h <= _MAX_HASH:
+            return None
     if len(_NAMES_SEEN) < _MAX_NAMES_SEEN:
         _NAMES_SEEN.add(tenant)
         _NAMES_SEEN.add(model)
-    return RouteQuery(
-        tenant=tenant,
-        model=model,
-        request_class=request_class,
-        block_hashes=tuple(hashes),
-        input_tokens=tokens,
-        max_output_tokens=output,
-    )
+    return make_query(tenant, model, request_class, tuple(hashes), tokens, output)

@@ -3,7 +3,7 @@
 Under uvicorn every request becomes an ASGI scope, a task, an event and two ``send`` messages
 before and after the application runs: for a decision of tens of microseconds that is most of
 the cost. A decision is synchronous, so this protocol answers ``POST /v1/route`` where the
-request is complete: :func:`serving.api.fast_route.answer` gives the bytes, one
+request is complete: :func:`serving.api.fast_route.answer_read` gives the bytes, one
 ``transport.write`` sends them, and the connection's keep-alive timer is armed as uvicorn
 does. Every other request, a pipelined one behind an unanswered request and an upgrade go
 through uvicorn's own path to the application untouched (where
@@ -19,17 +19,16 @@ back into Python; any other read (a request split across reads, several in one, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from serving.api.fast_route import ROUTE_PATH, answer
+from serving.api.fast_route import ROUTE_PATH, RouteHead, answer_read, read_head
 from serving.api.runtime import ServiceRuntime
 
 _ROUTE_URL = ROUTE_PATH.encode()
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_CLOSE = b"connection: close\r\n"
+_CLOSE_END = b"connection: close\r\n\r\n"
 _REQUEST_LINE = b"POST " + _ROUTE_URL + b" HTTP/1.1\r\n"
 # header lines as the parser takes them: a token, a colon, then visible characters, spaces and
 # tabs (no control characters, no folded continuation lines)
@@ -39,8 +38,9 @@ _TO_PARSER = frozenset((b"transfer-encoding", b"expect", b"upgrade"))
 Headers = list[tuple[bytes, bytes]]
 
 
-# header lines (lower-case names), content length, keep-alive
-PlainHead = tuple[tuple[tuple[bytes, bytes], ...], int, bool]
+# what the header lines tell the answer (read once, fast_route.read_head), content length,
+# keep-alive
+PlainHead = tuple[RouteHead, int, bool]
 
 
 def _plain_head(head: bytes) -> PlainHead | None:
@@ -70,14 +70,14 @@ def _plain_head(head: bytes) -> PlainHead | None:
         headers.append((name, value))
     if length < 0:
         return None
-    return tuple(headers), length, keep_alive
+    return read_head(headers), length, keep_alive
 
 
 # A client sends the same header lines again and again (only the length changes with the
 # body): each distinct block is read once. Bounded in count and size, so odd clients cannot
 # grow it; the same bytes always read the same, so keeping them changes no answer.
 _heads: dict[bytes, PlainHead | None] = {}
-_UNSEEN: PlainHead | None = ((), -1, False)
+_UNSEEN: PlainHead | None = ((None, -1, False), -1, False)
 _MAX_HEADS_KEPT = 4096
 _MAX_HEAD_KEPT = 1024
 
@@ -111,7 +111,7 @@ class RouteProtocol(HttpToolsProtocol):
                 _heads[head] = known
         if known is None:
             return False
-        headers, length, keep_alive = known
+        route_head, length, keep_alive = known
         body_at = end + 4
         if length > self.runtime.settings.max_body_bytes or len(data) != body_at + length:
             return False
@@ -119,7 +119,7 @@ class RouteProtocol(HttpToolsProtocol):
         if previous is not None and not previous.response_complete:
             return False
         # an armed keep-alive timer stays: when it fires it counts from the last answer
-        self._respond(headers, data[body_at:], keep_alive)
+        self._respond(route_head, data[body_at:], keep_alive)
         return True
 
     def on_message_begin(self) -> None:
@@ -162,19 +162,21 @@ class RouteProtocol(HttpToolsProtocol):
         within = self._size <= self.runtime.settings.max_body_bytes
         body = b"".join(self._chunks) if within else None
         self._chunks = []
-        self._respond(self.headers, body, self._keep_alive)
+        self._respond(read_head(self.headers), body, self._keep_alive)
 
-    def _respond(
-        self, headers: Iterable[tuple[bytes, bytes]], body: bytes | None, keep_alive: bool
-    ) -> None:
-        status, payload, extra = answer(self.runtime, headers, body)
-        out = [STATUS_LINE[status], _default_head(self.server_state.default_headers)]
-        for name, value in extra:
-            out += (name, b": ", value, b"\r\n")
-        if not keep_alive:
-            out.append(_CLOSE)
-        out += (b"\r\n", payload)
-        self.transport.write(b"".join(out))
+    def _respond(self, route_head: RouteHead, body: bytes | None, keep_alive: bool) -> None:
+        status, head, payload = answer_read(self.runtime, route_head, body)
+        self.transport.write(
+            b"".join(
+                (
+                    STATUS_LINE[status],
+                    _default_head(self.server_state.default_headers),
+                    head,
+                    b"\r\n" if keep_alive else _CLOSE_END,
+                    payload,
+                )
+            )
+        )
         self.server_state.total_requests += 1
         if not keep_alive:
             self.transport.close()

@@ -28,6 +28,9 @@ class RouterPrefixIndex:
         # is dropped from the garbage collector's lists at its first collection, where a set
         # per block would be walked by every full collection as the index grows
         self._holders: dict[int, tuple[str, ...]] = {}
+        # replica id → the one tuple naming it alone, shared by every block only it holds: most
+        # blocks have one holder, and a tuple made per block is an object for the collector
+        self._alone: dict[str, tuple[str]] = {}
 
     def match_all(self, block_hashes: Sequence[int]) -> dict[str, int]:
         """Longest recorded prefix in blocks per replica id holding at least its first block."""
@@ -49,6 +52,9 @@ class RouterPrefixIndex:
         if lru is None:
             lru = self._lrus[replica_id] = OrderedDict()
             self._capacity_blocks[replica_id] = max(1, kv_capacity_tokens // self.block_tokens)
+        alone = self._alone.get(replica_id)
+        if alone is None:
+            alone = self._alone[replica_id] = (replica_id,)
         all_holders = self._holders
         touch = lru.move_to_end
         for h in reversed(block_hashes):  # deepest first, root last: keeps prefix closure
@@ -58,7 +64,7 @@ class RouterPrefixIndex:
                 lru[h] = None
                 holders = all_holders.get(h)
                 if holders is None:
-                    all_holders[h] = (replica_id,)
+                    all_holders[h] = alone
                 elif replica_id not in holders:
                     all_holders[h] = (*holders, replica_id)
         capacity = self._capacity_blocks[replica_id]
@@ -69,4 +75,5 @@ class RouterPrefixIndex:
                 if len(holders) == 1:
                     del all_holders[h]
                 else:
-                    all_holders[h] = tuple([r for r in holders if r != replica_id])
+                    left = tuple([r for r in holders if r != replica_id])
+                    all_holders[h] = self._alone.get(left[0], left) if len(left) == 1 else left

@@ -40,6 +40,10 @@ ODD_VALUES: list[Any] = [
     [1.0],
     [-1],
     [HASH_LIMIT],
+    [5, -1, 7],  # one bad hash among good ones
+    [3, HASH_LIMIT, 4],
+    [2, 1.0],
+    [2**62, 2**62 + 1, HASH_LIMIT - 1],
     list(range(MAX_BLOCKS + 1)),
     {},
     10_000_000,

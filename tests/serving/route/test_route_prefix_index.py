@@ -89,3 +89,55 @@ def test_the_index_keeps_the_order_and_holders_a_block_by_block_walk_keeps() -> 
         reference.insert(replica, capacity, chain)
         assert list(index._lrus[replica]) == reference.lrus[replica]
     assert {h: set(held) for h, held in index._holders.items()} == reference.holders
+
+
+class _OneByOne:
+    """The index as it was first written: each block of a chain touched (or added) in turn,
+    deepest first, then the least recent blocks evicted: the reference the index must match."""
+
+    def __init__(self) -> None:
+        self.lrus: dict[str, list[int]] = {}
+
+    def insert(self, replica: str, capacity: int, chain: list[int]) -> None:
+        lru = self.lrus.setdefault(replica, [])
+        for h in reversed(chain):
+            if h in lru:
+                lru.remove(h)
+            lru.append(h)
+        del lru[: max(0, len(lru) - capacity)]
+
+
+def test_the_index_keeps_what_touching_each_block_in_turn_keeps() -> None:
+    rng = random.Random(5)
+    index, reference = RouterPrefixIndex(BLOCK), _OneByOne()
+    capacity = {"a": 3, "b": 8, "c": 20}
+    for _ in range(3_000):
+        replica = rng.choice("abc")
+        # chains of a few roots, some long, some holding a block twice
+        chain = [rng.randrange(6)] + [rng.randrange(40) for _ in range(rng.randrange(0, 12))]
+        index.insert(replica, capacity[replica] * BLOCK, chain, 0.0)
+        reference.insert(replica, capacity[replica], chain)
+        for r, kept in reference.lrus.items():
+            assert list(index._lrus[r]) == kept  # the same blocks in the same order
+        probe = [rng.randrange(6)] + [rng.randrange(40) for _ in range(8)]
+        want: dict[str, int] = {}
+        for r, kept in reference.lrus.items():
+            depth = 0
+            while depth < len(probe) and probe[depth] in kept:
+                depth += 1
+            if depth:
+                want[r] = depth
+        assert index.match_all(probe) == want
+
+
+def test_blocks_held_by_one_replica_share_one_holder_tuple() -> None:
+    # a tuple per block would be one more object per block for the garbage collector
+    index = RouterPrefixIndex(BLOCK)
+    index.insert("a", 100 * BLOCK, [1, 2, 3], 0.0)
+    index.insert("c", 1 * BLOCK, [1], 0.0)
+    holders = index._holders
+    assert holders[2] is holders[3] == ("a",)
+    assert holders[1] == ("a", "c")
+    index.insert("c", 1 * BLOCK, [6], 0.0)  # c evicts 1: a holds it alone again
+    assert holders[1] is holders[2]
+    assert holders[6] == ("c",)
