@@ -33,9 +33,13 @@ def _previous(path: Path | None) -> object:
 @app.command("solve")
 @user_errors
 def solve(
-    fleet: Annotated[Path, typer.Option(help="fleet YAML")],
-    workload: Annotated[str, typer.Option(help="workload name (mooncake, synthetic, mixed, …)")],
-    out: Annotated[Path, typer.Option(help="plan directory (plan-<version>.json + latest)")],
+    fleet: Annotated[Path, typer.Option(help="fleet YAML")] = Path("data/fleets/h100x8.yaml"),
+    workload: Annotated[
+        str, typer.Option(help="workload name (mooncake, synthetic, mixed, …)")
+    ] = "synthetic",
+    out: Annotated[Path, typer.Option(help="plan directory (plan-<version>.json + latest)")] = Path(
+        "out/plans"
+    ),
     window_s: Annotated[
         float | None, typer.Option(help="seconds of the workload to plan for")
     ] = 300.0,

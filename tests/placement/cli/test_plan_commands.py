@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from plan_builders import make_plan
 from typer.testing import CliRunner
 
@@ -83,3 +84,29 @@ def test_solve_with_a_tenants_file_shows_every_tenant_with_credit_and_attainment
     for tenant in plan.tenants:  # the table names each with its credit and attainment
         assert f"{tenant.tenant}" in res.output and f"{tenant.guaranteed_share:.1%}" in res.output
     assert "predicted" in res.output
+
+
+def test_plan_solve_runs_on_embedded_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``placement plan solve --tenants data/tenants/example.yaml`` as typed in the repository:
+    the shipped fleet and workload, the plan written under ``out/plans``."""
+    import shutil
+
+    from placement.paths import repo_root
+    from placement.plan.store import DirectoryPlanStore
+
+    root = repo_root()
+    (tmp_path / "data").mkdir()
+    for folder in ("fleets", "tenants"):
+        shutil.copytree(root / "data" / folder, tmp_path / "data" / folder)
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(
+        app,
+        ["plan", "solve", "--tenants", "data/tenants/example.yaml", "--window-s", "30"],
+        env={"COLUMNS": "200"},
+    )
+    assert res.exit_code == 0, res.output
+    plan = DirectoryPlanStore(tmp_path / "out" / "plans").latest()
+    assert plan is not None
+    assert {t.tenant for t in plan.tenants} == {"acme", "globex", "initech"}
