@@ -495,17 +495,16 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     else:
         capacity, uri = roofline_capacity(slos), "roofline-prior"
     ctx = CaseContext(
-        case=case,
-        tune=tune,
-        report=report,
-        weights=weights,
-        capacity=capacity,
-        model_uri=uri,
+        case=case, tune=tune, report=report, weights=weights, capacity=capacity, model_uri=uri
     )
     best: tuple[float, Setting] = (-1.0, Setting(1.0, 2.0, 1.0))
     profiles = store / "profiles"
     # the warm-prefix budget matters only to traffic with shared prefixes
     shares = WARM_KV_SHARES if any(r.block_hashes for r in tune.requests) else (WARM_KV_SHARE,)
+
+    def share_cap_of(setting: Setting) -> float | None:
+        """The setting's share cap; the case's where the setting names none."""
+        return case.gate_share_cap if setting.share_cap is None else setting.share_cap
 
     def score(setting: Setting) -> list[float]:
         """Goodput on the head at each of :data:`TUNE_LOADS`."""
@@ -519,7 +518,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         ctx.credit_reserve = setting.credit_reserve
         ctx.tpot_by_work = setting.tpot_by_work
         ctx.tpot_shed_from = setting.tpot_shed_from
-        ctx.share_cap = case.gate_share_cap if setting.share_cap is None else setting.share_cap
+        ctx.share_cap = share_cap_of(setting)
         got = []
         for load in TUNE_LOADS:
             say(f"tuning on the head: {setting} at load {load}")
@@ -583,7 +582,7 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     ctx.tpot_by_work = chosen.tpot_by_work
     ctx.tpot_shed_from = chosen.tpot_shed_from
     ctx.waiting_price = chosen.waiting_price
-    ctx.share_cap = case.gate_share_cap if chosen.share_cap is None else chosen.share_cap
+    ctx.share_cap = share_cap_of(chosen)
     ctx.profile = write_profile(chosen, profiles)
     ctx.notes.append(
         f"tuned on the head (goodput summed at loads {TUNE_LOADS}): gate headroom "

@@ -800,12 +800,7 @@ class SloGate:
         cost = None
         if self.share_cap is not None:
             # priced as its tenant would be charged on that replica (:meth:`dispatched`)
-            state = path.replica(decision.replica_id)
-            rates = (
-                self.default_rates
-                if state is None
-                else gpu_rates(state.accelerator, state.model, state.tp)
-            )
+            rates = self.rates_of(path.replica(decision.replica_id))
             cost = rates.request(
                 query.input_tokens, decision.cached_tokens, query.max_output_tokens
             )
@@ -871,11 +866,7 @@ class SloGate:
             self.tpot_calibration.dispatched(
                 id(query), replica_id, seen.step_s, seen.full_step_s, expected
             )
-        rates = (
-            self.default_rates
-            if state is None
-            else gpu_rates(state.accelerator, state.model, state.tp)
-        )
+        rates = self.rates_of(state)
         self._rates[id(query)] = rates
         if self.share_cap is not None:
             asked = rates.request(query.input_tokens, cached_tokens, query.max_output_tokens)
@@ -885,6 +876,12 @@ class SloGate:
             # its decode as asked for, now: a long answer would otherwise be charged only
             # when it ends, and its tenant look owed for the minutes it decodes
             self.vtc.add(query.tenant, rates.decode(query.input_tokens, query.max_output_tokens))
+
+    def rates_of(self, state: ReplicaState | None) -> GpuRates:
+        """GPU-second prices on a replica's kind (None: :attr:`default_rates`)."""
+        if state is None:
+            return self.default_rates
+        return gpu_rates(state.accelerator, state.model, state.tp)
 
     def first_token(self, query: RouteQuery, now: float) -> None:
         """The first token of a dispatched query arrived: calibrate its replica's TTFT."""

@@ -217,35 +217,46 @@ def test_the_loops_plans_report_the_attainment_of_the_route_path_that_runs_them(
     assert _attainment_of(None) == "replica"  # the weighted lookup follows the split
 
 
+# a short ``mixed`` case over h100x8, for the tests of what a flag reaches
+MIXED_CASE: dict[str, Any] = dict(
+    workloads="mixed",
+    fleets=str(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+    loads=(1.0,),
+    peers=("round_robin",),
+    duration_s=60.0,
+    period_s=10.0,
+    learn=False,
+    seed=0,
+)
+
+
+def _untuned(case: Any) -> Any:
+    """``case``'s context as :func:`bench.loop.run.prepare` starts it: no head tuned, the
+    roofline prior's capacity."""
+    from bench.loop import run
+    from bench.loop.learn import roofline_capacity
+    from placement.solver.capacity import class_slos
+
+    wl = case.workload
+    return run.CaseContext(
+        case=case,
+        tune=wl,
+        report=wl,
+        weights=[1.0],
+        capacity=roofline_capacity(class_slos(wl.classes)),
+        model_uri="roofline-prior",
+    )
+
+
 def test_the_gate_keeps_its_overload_signals_per_model_pool_only_when_asked() -> None:
     """``--gate-pressure-by-model`` reaches ours' gate; off by default."""
     from bench.loop import run
     from bench.loop.cases import build_cases
-    from bench.loop.learn import roofline_capacity
-    from placement.solver.capacity import class_slos
 
-    kw: dict[str, Any] = dict(
-        workloads="mixed",
-        fleets=str(repo_root() / "data" / "fleets" / "h100x8.yaml"),
-        loads=(1.0,),
-        peers=("round_robin",),
-        duration_s=60.0,
-        period_s=10.0,
-        learn=False,
-        seed=0,
-    )
     for asked in (False, True):
-        (case,) = build_cases(**kw, gate_pressure_by_model=asked)
+        (case,) = build_cases(**MIXED_CASE, gate_pressure_by_model=asked)
         assert case.gate_pressure_by_model is asked
-        wl = case.workload
-        ctx = run.CaseContext(
-            case=case,
-            tune=wl,
-            report=wl,
-            weights=[1.0],
-            capacity=roofline_capacity(class_slos(wl.classes)),
-            model_uri="roofline-prior",
-        )
+        ctx = _untuned(case)
         settings = run._policy_ctx(ctx, run.FULL, 1.0).settings["placement"]
         gate = getattr(settings, "slo_gate", None)
         assert gate is not None and gate.pressure_by_model is asked
@@ -257,31 +268,11 @@ def test_the_gate_holds_tenants_to_a_share_cap_only_when_asked() -> None:
     entitlement is refused naming its option."""
     from bench.loop import run
     from bench.loop.cases import build_cases
-    from bench.loop.learn import roofline_capacity
-    from placement.solver.capacity import class_slos
 
-    kw: dict[str, Any] = dict(
-        workloads="mixed",
-        fleets=str(repo_root() / "data" / "fleets" / "h100x8.yaml"),
-        loads=(1.0,),
-        peers=("round_robin",),
-        duration_s=60.0,
-        period_s=10.0,
-        learn=False,
-        seed=0,
-    )
     for asked in (None, 1.5):
-        (case,) = build_cases(**kw, gate_share_cap=asked, gate_share_window_s=20.0)
+        (case,) = build_cases(**MIXED_CASE, gate_share_cap=asked, gate_share_window_s=20.0)
         assert case.gate_share_cap == asked
-        wl = case.workload
-        ctx = run.CaseContext(
-            case=case,
-            tune=wl,
-            report=wl,
-            weights=[1.0],
-            capacity=roofline_capacity(class_slos(wl.classes)),
-            model_uri="roofline-prior",
-        )
+        ctx = _untuned(case)
         settings = run._policy_ctx(ctx, run.FULL, 1.0).settings["placement"]
         gate = getattr(settings, "slo_gate", None)
         assert gate is not None and gate.share_cap == asked and gate.share_window_s == 20.0
@@ -290,4 +281,4 @@ def test_the_gate_holds_tenants_to_a_share_cap_only_when_asked() -> None:
         )
         assert tokens is not None and tokens.share_cap is None
     with pytest.raises(InputError, match="share_cap"):
-        build_cases(**kw, gate_share_cap=0.5)
+        build_cases(**MIXED_CASE, gate_share_cap=0.5)

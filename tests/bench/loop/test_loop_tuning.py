@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -182,6 +183,37 @@ def test_the_waiting_price_is_offered_once_on_top_of_the_chosen_setting(tmp_path
     assert (weights["prefix-match-scorer"], weights["predicted-ttft-scorer"]) == (12.0, 0.5)
 
 
+# the head's goodput per tuning load of every setting but the variant a test offers
+HEAD_GOODPUT = (30.0, 40.0, 30.0)
+
+
+def _fake_head(
+    monkeypatch: pytest.MonkeyPatch,
+    knob: Callable[[Any], Any],
+    on: Callable[[Any], bool],
+    variant: tuple[float, float, float],
+) -> list[Any]:
+    """Fake the head's goodput per load: a tuning run whose ``knob(ctx)`` is ``on`` scores
+    ``variant``, every other :data:`HEAD_GOODPUT`. Returns the knob's value at each run."""
+    from bench.loop import run
+
+    seen: list[Any] = []
+
+    def fake_ours(ctx: Any, load: float, **_: Any) -> tuple[Any, Any, None]:
+        value = knob(ctx)
+        seen.append(value)
+        return (on(value), load), ctx.tune, None
+
+    def fake_summarise(result: tuple[bool, float], _: Any) -> SimpleNamespace:
+        active, load = result
+        got = dict(zip(TUNE_LOADS, variant if active else HEAD_GOODPUT, strict=True))
+        return SimpleNamespace(goodput_rps=got[load])
+
+    monkeypatch.setattr(run, "ours", fake_ours)
+    monkeypatch.setattr(run, "summarise", fake_summarise)
+    return seen
+
+
 @pytest.mark.parametrize(
     ("workload", "priced", "kept", "offer"),
     [
@@ -205,20 +237,9 @@ def test_the_head_keeps_the_waiting_price_only_if_it_loses_at_no_tuning_load(
     (mean ~230 tokens), ``synthetic``'s long (~3,700)."""
     from bench.loop import run
 
-    offered: list[bool] = []
-
-    def fake_ours(ctx: Any, load: float, **_: Any) -> tuple[Any, Any, None]:
-        price = load_profile(ctx.profile).price_waiting
-        offered.append(price)
-        return (price, load), ctx.tune, None
-
-    def fake_summarise(result: tuple[bool, float], _: Any) -> SimpleNamespace:
-        price, load = result
-        got = dict(zip(TUNE_LOADS, priced if price else (30.0, 40.0, 30.0), strict=True))
-        return SimpleNamespace(goodput_rps=got[load])
-
-    monkeypatch.setattr(run, "ours", fake_ours)
-    monkeypatch.setattr(run, "summarise", fake_summarise)
+    offered = _fake_head(
+        monkeypatch, lambda ctx: load_profile(ctx.profile).price_waiting, bool, priced
+    )
     fleet = "multimodel.yaml" if workload == "multi-model" else "h100x8.yaml"
     case = run.Case(
         workload=load_workload(workload, duration_s=30.0),
@@ -288,19 +309,7 @@ def test_the_head_keeps_the_credit_reserve_where_shapes_differ_and_it_loses_at_n
     30), the reserved one ``reserved``; the workload's tenants differ in shape or not."""
     from bench.loop import run
 
-    offered: list[float] = []
-
-    def fake_ours(ctx: Any, load: float, **_: Any) -> tuple[Any, Any, None]:
-        offered.append(ctx.credit_reserve)
-        return (ctx.credit_reserve, load), ctx.tune, None
-
-    def fake_summarise(result: tuple[float, float], _: Any) -> SimpleNamespace:
-        reserve, load = result
-        got = dict(zip(TUNE_LOADS, reserved if reserve else (30.0, 40.0, 30.0), strict=True))
-        return SimpleNamespace(goodput_rps=got[load])
-
-    monkeypatch.setattr(run, "ours", fake_ours)
-    monkeypatch.setattr(run, "summarise", fake_summarise)
+    offered = _fake_head(monkeypatch, lambda ctx: ctx.credit_reserve, bool, reserved)
     workload = load_workload("synthetic", duration_s=30.0)
     other = int(3_000 * SHAPE_FACTOR) if shaped else 3_000
     requests = [*_tenant("a", 3_000, 300, n=40), *_tenant("b", other, 300, n=40)]
@@ -353,19 +362,7 @@ def test_the_head_keeps_the_share_cap_where_it_gains_and_loses_at_no_load(
     (30, 40, 30), the one with it ``capped``."""
     from bench.loop import run
 
-    offered: list[float | None] = []
-
-    def fake_ours(ctx: Any, load: float, **_: Any) -> tuple[Any, Any, None]:
-        offered.append(ctx.share_cap)
-        return (ctx.share_cap == SHARE_CAP, load), ctx.tune, None
-
-    def fake_summarise(result: tuple[bool, float], _: Any) -> SimpleNamespace:
-        cap, load = result
-        got = dict(zip(TUNE_LOADS, capped if cap else (30.0, 40.0, 30.0), strict=True))
-        return SimpleNamespace(goodput_rps=got[load])
-
-    monkeypatch.setattr(run, "ours", fake_ours)
-    monkeypatch.setattr(run, "summarise", fake_summarise)
+    offered = _fake_head(monkeypatch, lambda ctx: ctx.share_cap, lambda c: c == SHARE_CAP, capped)
     workload = load_workload("synthetic", duration_s=30.0)
     names = ["a", "b"][:tenants]
     requests = [r for n in names for r in _tenant(n, 3_000, 300, n=40)]
