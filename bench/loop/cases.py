@@ -63,6 +63,7 @@ def build_cases(
     gate_share_cap: float | None = None,
     gate_share_window_s: float = DEFAULT_SHARE_WINDOW_S,
     offer_share_cap: bool = True,
+    gate_slot_turn_s: float | None = None,
 ) -> list[Case]:
     """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
     workloads the tenants and classes of a tenants file — or, when its tenants name their
@@ -74,9 +75,13 @@ def build_cases(
     ``gate_pressure_by_model``: the gate's overload signals are kept per model pool;
     ``gate_share_cap``: past capacity the gate holds tenants to that many times their
     entitlement in their pool over ``gate_share_window_s``; ``offer_share_cap``: without a
-    fixed cap, the head tuning tries one (kept where it gains and loses at no tuning load)."""
+    fixed cap, the head tuning tries one (kept where it gains and loses at no tuning load);
+    ``gate_slot_turn_s``: with the share cap, a running LoRA adapter of a tenant at its share
+    yields its slot to a tenant below its share waiting that long for one."""
     if gate_share_cap is not None:
         ShareCap(gate_share_cap, window_s=gate_share_window_s)  # bad values: a clear error
+    if gate_slot_turn_s is not None and not gate_slot_turn_s > 0:
+        raise InputError(f"{gate_slot_turn_s}", field="--gate-slot-turn-s", expected="> 0")
     if not peers:
         raise InputError("no peer policy to compare with", field="--peers")
     if engine_priority is not None and engine_priority not in PRIORITY_MODES:
@@ -117,6 +122,7 @@ def build_cases(
             gate_share_cap=gate_share_cap,
             gate_share_window_s=gate_share_window_s,
             offer_share_cap=offer_share_cap,
+            gate_slot_turn_s=gate_slot_turn_s,
         )
         for workload in loaded
         for fleet in _fleets_for(workload, fleet_list)

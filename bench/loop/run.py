@@ -191,6 +191,10 @@ class Case:
     # (bench/RESULTS.md)
     gate_share_cap: float | None = None
     gate_share_window_s: float = DEFAULT_SHARE_WINDOW_S
+    # with the share cap, a running LoRA adapter of a tenant at its share yields its slot to a
+    # tenant below its share waiting this long for one (ours and the gated peers alike;
+    # ``SloGate``'s "Slot turns"); None: never. Off by default (bench/RESULTS.md)
+    gate_slot_turn_s: float | None = None
 
 
 @dataclass(kw_only=True)
@@ -302,6 +306,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 # ablations
                 share_cap=ctx.share_cap if v.credits and v.charge == GPU_SECONDS else None,
                 share_window_s=ctx.case.gate_share_window_s,
+                slot_turn_s=ctx.case.gate_slot_turn_s,
                 shadow=v.shadow,
                 audit_share=v.audit,
                 charge=v.charge,
@@ -477,6 +482,7 @@ def peer(
             pressure_by_model=ctx.case.gate_pressure_by_model,
             share_cap=ctx.share_cap,
             share_window_s=ctx.case.gate_share_window_s,
+            slot_turn_s=ctx.case.gate_slot_turn_s if ctx.share_cap is not None else None,
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)
@@ -769,6 +775,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_tpot_shed_from": ctx.tpot_shed_from,
         "gate_pressure_by_model": ctx.case.gate_pressure_by_model,
         "gate_share_cap": ctx.share_cap,
+        "gate_slot_turn_s": ctx.case.gate_slot_turn_s if ctx.share_cap is not None else None,
         "waiting_price": ctx.waiting_price,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),

@@ -84,6 +84,10 @@ class GateSettings:
     # the last ``share_window_s`` yields (None: no cap; :mod:`serving.admission.share_cap`)
     share_cap: float | None = None
     share_window_s: float = DEFAULT_SHARE_WINDOW_S
+    # a running LoRA adapter of a tenant at its share yields its slot to a tenant below its
+    # share waiting that many seconds for one (None: never; needs the share cap;
+    # :class:`serving.admission.slo_gate.SloGate`, "Slot turns")
+    slot_turn_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -275,6 +279,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             pressure_by_model=cfg.slo_gate.pressure_by_model,
             share_cap=cfg.slo_gate.share_cap,
             share_window_s=cfg.slo_gate.share_window_s,
+            slot_turn_s=cfg.slo_gate.slot_turn_s if cfg.slo_gate.share_cap is not None else None,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

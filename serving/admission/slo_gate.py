@@ -153,6 +153,18 @@ to 0.95–1.9× and Jain's index from 0.506 to 0.745 with no load losing past 0.
 default because mixed over the heterogeneous fleet lost 2.1% at load 3 and on the hold-out seed
 the index fell (a sparse reasoning tenant in a pool with room; bench/RESULTS.md).
 
+**Slot turns** (``slot_turn_s``, off by default: None; needs the share cap). vLLM keeps an
+adapter in its LoRA slot while any of its requests runs and lets the requests of adapters in
+slots pass those waiting for one; so past the fleet's slot capacity an adapter whose requests
+never pause never yields its slot, and the adapters without one — on ``multi-model`` at 2×
+overload the light ones of small tenants, pinned as a replica's fifth or sixth adapter by a plan
+made at lower load, or swapped among adapters that never pause — wait 3–11 s for their first
+token whatever the gate admits. With ``slot_turn_s`` set, a request for an adapter that runs on
+its replica, where an adapter of another tenant has waited for a slot at least that long
+(:meth:`serving.route.adapter_slots.SlotBook.starved`), is refused for credit (rule
+:data:`CREDIT`) when its tenant stands at or past its entitlement in the pool's share cap while
+a waiting tenant stands below its own: the running adapter drains and hands its slot over.
+
 **Unreachable.** A request whose own prefill misses its TTFT SLO even with nothing queued ahead
 (a very long uncached prompt on the fastest replica it may use) is refused for a miss no retry
 can avoid: rule :data:`UNREACHABLE` (the service answers 429 ``slo_unreachable``: resend it in
@@ -309,6 +321,7 @@ class SloGate:
         credit_reserve: float = 0.0,
         share_cap: float | None = None,
         share_window_s: float = DEFAULT_SHARE_WINDOW_S,
+        slot_turn_s: float | None = None,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -346,6 +359,13 @@ class SloGate:
             )
         if not 0 <= credit_reserve < 1:
             raise InputError(f"{credit_reserve}", field="credit_reserve", expected="in [0, 1)")
+        if slot_turn_s is not None and not slot_turn_s > 0:
+            raise InputError(f"{slot_turn_s}", field="slot_turn_s", expected="> 0")
+        if slot_turn_s is not None and share_cap is None:
+            raise InputError(
+                f"{slot_turn_s} without a share cap", field="slot_turn_s", expected="share_cap set"
+            )
+        self.slot_turn_s = slot_turn_s
         self.classes = dict(classes)
         self.headroom = headroom
         self.credit_cut = credit_cut
@@ -555,6 +575,7 @@ class SloGate:
         refuse_at: float | None = None,
         model: str | None = None,
         cost: float | None = None,
+        slot_turn: bool = False,
     ) -> bool:
         """Admit or refuse a request forecast as ``seen`` at ``now`` (None: the pressure
         moves per decision only) with ``budget_s`` left for its first token (None: its class's
@@ -566,7 +587,8 @@ class SloGate:
         measured in ``bench flow``: more goodput behind the gate, 0.92 → 1.04 of the best
         refusing service, but the top band fell from 0.956 to 0.868 on the held-out tail.)
         ``cost``: the request's GPU-seconds where it is judged, counted in its pool's offered
-        cost for the share cap (None: not counted)."""
+        cost for the share cap (None: not counted). ``slot_turn``: its adapter's slot is owed
+        to a waiting tenant (:meth:`owes_slot`): refused for credit if it would be admitted."""
         if model is not None:
             self.judging(model)
         ttft_limit = self.limit_s(request_class, budget_s)
@@ -617,6 +639,9 @@ class SloGate:
                 cap_wait = shares.yields_for(self._model, tenant, self.vtc.credit_weight, now)
                 if cap_wait > 0.0:
                     rule = CREDIT
+            if rule == ADMITTED and slot_turn and self.slot_turn_s is not None:
+                # its adapter's slot goes to a tenant waiting for one (see "Slot turns")
+                rule, cap_wait = CREDIT, self.slot_turn_s
             if cost is not None and not retry and rule != UNREACHABLE:
                 # what it asked for counts in its pool's offered cost (not what no queue could
                 # serve)
@@ -814,6 +839,7 @@ class SloGate:
             replica_id=decision.replica_id,
             refuse_at=held_at,  # judged by query.model's pool: selected above
             cost=cost,
+            slot_turn=self.owes_slot(path, query, decision, now),
         )
         if not admitted:
             return None
@@ -826,6 +852,27 @@ class SloGate:
             cached_tokens=decision.cached_tokens,
         )
         return decision
+
+    def owes_slot(self, path: RoutePath, query: RouteQuery, decision: Decision, now: float) -> bool:
+        """Whether ``query``'s adapter, running on ``decision``'s replica, owes its slot to
+        an adapter of another tenant that has waited there at least ``slot_turn_s``: its
+        tenant stands at or past its entitlement in its pool's share cap while one of those
+        waiting stands below its own (see "Slot turns"; never without the setting)."""
+        turn, shares = self.slot_turn_s, self.share_cap
+        if turn is None or shares is None or not query.adapter or decision.slot_handovers:
+            return False
+        state = path.replica(decision.replica_id)
+        if state is None or state.slot_starved_since > now - turn:
+            return False
+        weight = self.vtc.credit_weight
+        tenant = query.tenant
+        if shares.ratio(query.model, tenant, weight, now) < 1.0:
+            return False
+        return any(
+            shares.ratio(query.model, waiting, weight, now) < 1.0
+            for waiting in state.slot_starved_tenants
+            if waiting != tenant
+        )
 
     def dispatched(
         self,

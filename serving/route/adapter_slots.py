@@ -31,7 +31,11 @@ What it gives the route path (:mod:`serving.route.path`):
   for (the adapters waiting ahead of it, and its own);
 - :meth:`SlotBook.wait` — how long that would take at the recent release rate (the admission
   gate forecasts by the handovers instead while the fleet keeps up: :mod:`serving.admission.
-  slo_gate`, "LoRA slots").
+  slo_gate`, "LoRA slots");
+- :meth:`SlotBook.starved` — since when the adapters now waiting for a slot have waited, and
+  their tenants: a running adapter whose stream never pauses never yields its slot (vLLM lets
+  its requests pass the waiting ones), so the admission gate may make one yield
+  (:mod:`serving.admission.slo_gate`, "Slot turns").
 
 Replicas without slots (``max_loras`` 0: no LoRA serving) keep no book.
 """
@@ -43,6 +47,8 @@ from dataclasses import dataclass
 
 RELEASES = 32  # slot frees the release rate is measured over
 MIN_RELEASES = 4
+_INF = float("inf")
+_NONE_WAITING: tuple[float, tuple[str, ...]] = (_INF, ())
 
 
 @dataclass(slots=True)
@@ -52,6 +58,8 @@ class _Live:
     in_flight: int = 0
     pending_requests: int = 0  # in flight, not yet past the first token
     pending_tokens: int = 0  # their prompt tokens
+    tenant: str = ""  # whose requests (the first one's)
+    since: float = 0.0  # when it last became live or stopped running
 
     @property
     def running(self) -> bool:
@@ -68,11 +76,13 @@ class SlotBook:
         self._live: dict[str, _Live] = {}  # insertion order = the order they became live
         self._releases: deque[float] = deque(maxlen=RELEASES)
 
-    def dispatched(self, adapter: str, prompt_tokens: int) -> None:
-        """A request for ``adapter`` was sent."""
+    def dispatched(
+        self, adapter: str, prompt_tokens: int, *, tenant: str = "", now: float = 0.0
+    ) -> None:
+        """A request of ``tenant`` for ``adapter`` was sent at ``now``."""
         live = self._live.get(adapter)
         if live is None:
-            live = self._live[adapter] = _Live()
+            live = self._live[adapter] = _Live(tenant=tenant, since=now)
         live.in_flight += 1
         live.pending_requests += 1
         live.pending_tokens += prompt_tokens
@@ -97,6 +107,7 @@ class SlotBook:
             live.pending_tokens -= pending_tokens
         if was_running and not live.running:
             self._releases.append(now)  # its slot goes to the next adapter waiting
+            live.since = now
         if live.in_flight <= 0:
             del self._live[adapter]
 
@@ -119,6 +130,24 @@ class SlotBook:
             requests += live.pending_requests
             tokens += live.pending_tokens
         return requests, tokens
+
+    def starved(self) -> tuple[float, tuple[str, ...]]:
+        """(since when, at the earliest, an adapter now waiting for a slot has waited; the
+        tenants of those waiting) — (inf, ()) when none waits."""
+        if len(self._live) <= self.slots:
+            return _NONE_WAITING
+        free = self._free_slots()
+        since = _INF
+        tenants: list[str] = []
+        for live in self._live.values():
+            if live.running:
+                continue
+            if free > 0:
+                free -= 1
+                continue
+            since = min(since, live.since)
+            tenants.append(live.tenant)
+        return (since, tuple(tenants)) if tenants else _NONE_WAITING
 
     def release_rate(self, now: float) -> float | None:
         """Slot frees per second over the last :data:`RELEASES` (None: too few seen)."""

@@ -378,6 +378,7 @@ class PlacementRoutePath:
     def _book_slots(self, state: ReplicaState, book: SlotBook) -> None:
         """Publish what waits for a slot on ``state`` (the queue signal leaves it out)."""
         state.slot_waiting_requests, state.slot_waiting_tokens = book.blocked()
+        state.slot_starved_since, state.slot_starved_tenants = book.starved()
 
     def _fallback(
         self,
@@ -558,7 +559,7 @@ class PlacementRoutePath:
                 book = self._slots.get(decision.replica_id)
                 if book is None:
                     book = self._slots[decision.replica_id] = SlotBook(state.max_loras)
-                book.dispatched(query.adapter, query.input_tokens)
+                book.dispatched(query.adapter, query.input_tokens, tenant=query.tenant, now=now)
                 self._book_slots(state, book)
         state.in_flight += 1
         state.in_flight_prefill_tokens += query.input_tokens

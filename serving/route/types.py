@@ -92,6 +92,10 @@ class ReplicaState:
     # lets others pass them, so they are not queued ahead of a new request
     slot_waiting_requests: int = 0
     slot_waiting_tokens: int = 0
+    # since when the adapters now waiting for a LoRA slot there have waited (inf: none waits),
+    # and their tenants (:meth:`serving.route.adapter_slots.SlotBook.starved`)
+    slot_starved_since: float = float("inf")
+    slot_starved_tenants: tuple[str, ...] = ()
     # the price of one scraped waiting request, in uncached prompt tokens (the route path's own
     # moving mean of what it dispatched here, :mod:`serving.route.waiting_queue`), over
     # ``prompts_priced`` dispatches (0: none priced yet, the constant prices it)

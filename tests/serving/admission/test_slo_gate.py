@@ -955,3 +955,44 @@ def test_without_a_share_cap_judgements_do_not_change() -> None:
         args = ("greedy", "interactive", seen, 5.0)
         assert plain.judge(*args, cost=1.0) == capped.judge(*args, cost=1.0)
         assert plain.last == capped.last
+
+
+def test_with_slot_turns_a_tenant_at_its_share_yields_its_adapters_slot_to_a_tenant_owed() -> None:
+    """The tenant "greedy" (served past its share) runs its adapter on the one replica, whose slots an
+    adapter of "owed" (below its share) has waited for: greedy's next request is refused for
+    credit once owed has waited ``slot_turn_s``, so its adapter drains and hands the slot over."""
+    gate, _ = _share_gate(slot_turn_s=1.0)
+    fleet, path = _lora_path(1)
+    replica = fleet[0]
+    now = 20.0
+    greedy = dataclasses.replace(_adapter_query("g-lora"), tenant="greedy")
+    owed = dataclasses.replace(_adapter_query("o-lora"), tenant="owed")
+    running = path.decide(greedy, now)
+    assert running.slot_handovers == 0  # it holds a slot (or one is free)
+    assert gate.pressure < PRESSURE_FLOOR  # the fleet keeps up: the share cap alone is idle
+    assert gate.admit_decision(path, greedy, running, now) is not None  # nobody waits
+    replica.slot_starved_since, replica.slot_starved_tenants = now - 0.5, ("owed",)
+    assert gate.admit_decision(path, greedy, running, now) is not None  # not long enough yet
+    replica.slot_starved_since = now - 1.5
+    assert gate.admit_decision(path, greedy, running, now) is None
+    assert gate.last.rule == CREDIT
+    assert gate.retry_after_s == 1
+    # an owed tenant's adapter keeps its slot; so does one whose tenant waits only on itself
+    assert gate.admit_decision(path, owed, path.decide(owed, now), now) is not None
+    replica.slot_starved_tenants = ("greedy",)
+    assert gate.admit_decision(path, greedy, running, now) is not None
+    # a request that itself waits for a slot has none to yield
+    replica.slot_starved_tenants = ("owed",)
+    waiting = dataclasses.replace(running, slot_handovers=2)
+    assert not gate.owes_slot(path, greedy, waiting, now)
+    assert gate.owes_slot(path, greedy, running, now)
+    # without the setting, never
+    plain, _ = _share_gate()
+    assert not plain.owes_slot(path, greedy, running, now)
+
+
+def test_slot_turns_need_a_share_cap_and_a_positive_wait() -> None:
+    with pytest.raises(InputError, match="slot_turn_s"):
+        SloGate(DEFAULT_CLASSES, slot_turn_s=1.0)
+    with pytest.raises(InputError, match="slot_turn_s"):
+        SloGate(DEFAULT_CLASSES, share_cap=1.5, slot_turn_s=0.0)

@@ -99,3 +99,28 @@ def test_a_request_that_ends_without_a_first_token_leaves_the_queue() -> None:
     assert book.blocked() == (0, 0)
     book.completed("a", 0, 2.0)
     assert book.wait_s("c", 3.0) == 0.0  # nothing live: a slot is free
+
+
+def test_the_book_says_since_when_the_adapters_waiting_for_a_slot_have_waited_and_whose() -> None:
+    book = SlotBook(1)
+    assert book.starved() == (float("inf"), ())
+    book.dispatched("hot", 10, tenant="t-hot", now=1.0)
+    assert book.starved() == (float("inf"), ())  # it takes the free slot
+    book.first_token("hot", 10)
+    book.dispatched("hot", 10, tenant="t-hot", now=2.0)  # its second request runs in its slot
+    book.dispatched("cold", 10, tenant="t-cold", now=3.0)
+    book.dispatched("cold", 10, tenant="t-cold", now=4.0)
+    book.dispatched("other", 10, tenant="t-other", now=5.0)
+    assert book.starved() == (3.0, ("t-cold", "t-other"))  # the first to wait: since 3 s
+    book.completed("hot", 0, 6.0)
+    assert book.starved() == (3.0, ("t-cold", "t-other"))  # "hot" still runs a request
+    book.first_token("hot", 10)
+    book.completed("hot", 0, 7.0)  # its slot frees: "cold" takes it, "other" still waits
+    assert book.starved() == (5.0, ("t-other",))
+    # an adapter that stops running while a request of its own still waits waits from then on
+    book.first_token("cold", 10)
+    book.dispatched("fresh", 10, tenant="t-fresh", now=8.0)
+    book.completed("cold", 0, 9.0)  # its slot goes to the first live adapter waiting: itself
+    assert book.starved() == (5.0, ("t-other", "t-fresh"))
+    book.completed("other", 10, 9.5)  # "other" gave up: "fresh" has waited since 8 s
+    assert book.starved() == (8.0, ("t-fresh",))
