@@ -233,6 +233,10 @@ SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better repl
 # the strict threshold engages as the share of first-token-led refusals passes half the floor
 # (an odd TTFT refusal is noise), and fully at the floor
 STRICT_FROM = PRESSURE_FLOOR / 2
+# with ``slot_turn_s``, a running adapter's tenant served at least this share of its entitlement
+# yields its slot to a waiting tenant served less than SLOT_TURN_OWED of its own
+SLOT_TURN_SERVED = 1.0
+SLOT_TURN_OWED = 1.0
 # with ``cold_move_ttft_share``, the second look moves a request off the replica holding its
 # prefix to one where it loads cold only when that cold load is small (under this many tokens)
 # or the replica there has the prefill to spare: its predicted TTFT, queue and cold prompt,
@@ -866,10 +870,10 @@ class SloGate:
             return False
         weight = self.vtc.credit_weight
         tenant = query.tenant
-        if shares.ratio(query.model, tenant, weight, now) < 1.0:
+        if shares.ratio(query.model, tenant, weight, now) < SLOT_TURN_SERVED:
             return False
         return any(
-            shares.ratio(query.model, waiting, weight, now) < 1.0
+            shares.ratio(query.model, waiting, weight, now) < SLOT_TURN_OWED
             for waiting in state.slot_starved_tenants
             if waiting != tenant
         )
