@@ -282,3 +282,21 @@ def test_the_gate_holds_tenants_to_a_share_cap_only_when_asked() -> None:
         assert tokens is not None and tokens.share_cap is None
     with pytest.raises(InputError, match="share_cap"):
         build_cases(**MIXED_CASE, gate_share_cap=0.5)
+
+
+def test_the_gate_gives_slot_turns_only_when_asked_and_only_with_a_share_cap() -> None:
+    """``--gate-slot-turn-s`` reaches ours' gate settings (the gate takes it only beside a
+    share cap, :class:`~serving.admission.slo_gate.SloGate`); off by default; a wait of 0 is
+    refused naming its option."""
+    from bench.loop import run
+    from bench.loop.cases import build_cases
+
+    for asked in (None, 1.0):
+        (case,) = build_cases(**MIXED_CASE, gate_share_cap=1.5, gate_slot_turn_s=asked)
+        assert case.gate_slot_turn_s == asked
+        ctx = _untuned(case)
+        settings = run._policy_ctx(ctx, run.FULL, 1.0).settings["placement"]
+        gate = getattr(settings, "slo_gate", None)
+        assert gate is not None and gate.slot_turn_s == asked and gate.share_cap == 1.5
+    with pytest.raises(InputError, match="--gate-slot-turn-s"):
+        build_cases(**MIXED_CASE, gate_slot_turn_s=0.0)

@@ -128,12 +128,15 @@ def test_the_route_path_books_requests_waiting_for_a_slot_and_their_wait() -> No
     path.on_dispatch(d, waiting, NOW)
     state = fleet[0]
     assert (state.slot_waiting_requests, state.slot_waiting_tokens) == (1, 3000)
+    # since when, and whose: what the gate's slot turns read
+    assert (state.slot_starved_since, state.slot_starved_tenants) == (NOW, (waiting.tenant,))
     # the scheduler lets a new request pass it: the gate's queue leaves it out
     assert queued_prefill_tokens(state) == 3000 and queued_ahead_tokens(state) == 0
     # slots turn over (short requests of other adapters come and go through one slot)
     a, qa = running[0]
     path.on_complete(a.replica_id, qa, NOW, ok=True)  # a's slot goes to c
     assert state.slot_waiting_requests == 0
+    assert (state.slot_starved_since, state.slot_starved_tenants) == (float("inf"), ())
     c_first = path._open[id(waiting)]
     path.on_first_token(c_first[0], waiting, NOW)
     for k in range(4):
