@@ -113,6 +113,7 @@ def build_app(
             credit_reserve=settings.slo_gate_credit_reserve,
             share_cap=settings.slo_gate_share_cap,
             share_window_s=settings.slo_gate_share_window_s,
+            slot_turn_s=settings.slo_gate_slot_turn_s,
         )
         if settings.slo_gate
         else None,

@@ -124,6 +124,10 @@ class Settings(BaseSettings):
     # (serving/admission/share_cap.py)
     slo_gate_share_cap: float | None = Field(default=None, ge=1)
     slo_gate_share_window_s: float = Field(default=DEFAULT_SHARE_WINDOW_S, gt=0)
+    # with the share cap, a running LoRA adapter of a tenant at its share yields its slot to a
+    # tenant below its share that has waited this many seconds for one (its requests refused
+    # for credit until it drains; serving/admission/slo_gate.py, "Slot turns"); unset: never
+    slo_gate_slot_turn_s: float | None = Field(default=None, gt=0)
     # the replicas run vLLM's --scheduling-policy priority: every request is sent with a
     # ``priority`` by its class ("class") or by class and its tenant's credit standing
     # ("credit"; serving/admission/engine_priority.py); unset: FCFS replicas, bodies untouched
@@ -149,6 +153,15 @@ class Settings(BaseSettings):
                 f"PLACEMENT_SLO_GATE_STRICT_REFUSE_AT ({strict}) must not exceed "
                 f"PLACEMENT_SLO_GATE_OVERLOAD_REFUSE_AT ({self.slo_gate_overload_refuse_at}): "
                 "the strict regime refuses at a lower chance of a miss"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _slot_turns_need_a_share_cap(self) -> Settings:
+        if self.slo_gate_slot_turn_s is not None and self.slo_gate_share_cap is None:
+            raise ValueError(
+                "PLACEMENT_SLO_GATE_SLOT_TURN_S reads each tenant's standing in the share cap: "
+                "set PLACEMENT_SLO_GATE_SHARE_CAP too"
             )
         return self
 

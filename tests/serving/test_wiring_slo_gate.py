@@ -24,6 +24,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     monkeypatch.setenv("PLACEMENT_SLO_GATE_CREDIT_RESERVE", "0.5")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_SHARE_CAP", "1.5")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_SHARE_WINDOW_S", "45")
+    monkeypatch.setenv("PLACEMENT_SLO_GATE_SLOT_TURN_S", "1.5")
     settings = load_settings(environment="development", slo_gate=True, plan_dir=tmp_path)
     gate = build_app(settings).state.runtime.service.slo_gate
     assert gate is not None
@@ -35,6 +36,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     assert gate.credit_reserve == 0.5
     assert gate.share_cap is not None
     assert (gate.share_cap.cap, gate.share_cap.window_s) == (1.5, 45.0)
+    assert gate.slot_turn_s == 1.5
     # by default neither the strict regime, the cold-move rule nor the TPOT forecast by work
     # is on, nor the overload signals per model pool
     plain = build_app(
@@ -49,6 +51,7 @@ def test_the_gate_is_built_with_the_overload_settings(
             slo_gate_pressure_by_model=False,
             slo_gate_credit_reserve=0.0,
             slo_gate_share_cap=None,
+            slo_gate_slot_turn_s=None,
         )
     ).state.runtime.service.slo_gate
     assert plain is not None
@@ -58,6 +61,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     assert not plain.signals.by_model
     assert plain.credit_reserve == 0.0
     assert plain.share_cap is None
+    assert plain.slot_turn_s is None
 
 
 @pytest.mark.parametrize(
@@ -71,6 +75,7 @@ def test_the_gate_is_built_with_the_overload_settings(
         ({"slo_gate_credit_reserve": 1.0}, "PLACEMENT_SLO_GATE_CREDIT_RESERVE"),
         ({"slo_gate_share_cap": 0.8}, "PLACEMENT_SLO_GATE_SHARE_CAP"),
         ({"slo_gate_share_window_s": 0.0}, "PLACEMENT_SLO_GATE_SHARE_WINDOW_S"),
+        ({"slo_gate_slot_turn_s": 0.0}, "PLACEMENT_SLO_GATE_SLOT_TURN_S"),
     ],
 )
 def test_a_bad_overload_setting_names_its_variable(
@@ -79,3 +84,8 @@ def test_a_bad_overload_setting_names_its_variable(
     with pytest.raises(InputError) as err:
         load_settings(environment="development", **overrides)
     assert variable in str(err.value)
+
+
+def test_slot_turns_without_a_share_cap_are_refused_naming_both_variables() -> None:
+    with pytest.raises(InputError, match="PLACEMENT_SLO_GATE_SHARE_CAP"):
+        load_settings(environment="development", slo_gate_slot_turn_s=1.0, slo_gate_share_cap=None)
