@@ -15,6 +15,7 @@ from placement.domain.tenancy import load_tenancy
 from placement.errors import InputError
 from serving.admission.engine_priority import MODES as PRIORITY_MODES
 from serving.admission.share_cap import DEFAULT_SHARE_WINDOW_S, ShareCap
+from serving.admission.slo_gate import DEFAULT_SLOT_TURN_S
 from sim.workloads.base import Workload
 from sim.workloads.registry import WORKLOADS, load_mixed, load_workload
 from sim.workloads.tenant_mix import tenant_mix
@@ -63,7 +64,7 @@ def build_cases(
     gate_share_cap: float | None = None,
     gate_share_window_s: float = DEFAULT_SHARE_WINDOW_S,
     offer_share_cap: bool = True,
-    gate_slot_turn_s: float | None = None,
+    gate_slot_turn_s: float | None = DEFAULT_SLOT_TURN_S,
 ) -> list[Case]:
     """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
     workloads the tenants and classes of a tenants file — or, when its tenants name their
@@ -77,7 +78,7 @@ def build_cases(
     entitlement in their pool over ``gate_share_window_s``; ``offer_share_cap``: without a
     fixed cap, the head tuning tries one (kept where it gains and loses at no tuning load);
     ``gate_slot_turn_s``: with the share cap, a running LoRA adapter of a tenant at its share
-    yields its slot to a tenant below its share waiting that long for one."""
+    yields its slot to a tenant below its share waiting that long for one (None: never)."""
     if gate_share_cap is not None:
         ShareCap(gate_share_cap, window_s=gate_share_window_s)  # bad values: a clear error
     if gate_slot_turn_s is not None and not gate_slot_turn_s > 0:

@@ -401,13 +401,16 @@ def loop(
         ),
     ] = True,
     gate_slot_turn_s: Annotated[
-        float | None,
+        float,
         typer.Option(
-            help="with the share cap, a running LoRA adapter of a tenant at its share yields "
-            "its slot to a tenant below its share that has waited this many seconds for one "
-            "(> 0; default: never)"
+            help="with the share cap, a running LoRA adapter of a tenant at its share yields its "
+            "slot to a tenant below its share that has waited this many seconds for one (> 0)"
         ),
-    ] = None,
+    ] = 1.0,
+    slot_turns: Annotated[
+        bool,
+        typer.Option(help="slot turns beside the share cap (--no-slot-turns: never)"),
+    ] = True,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
@@ -437,7 +440,7 @@ def loop(
             DEFAULT_SHARE_WINDOW_S if gate_share_window_s is None else gate_share_window_s
         ),
         offer_share_cap=offer_share_cap,
-        gate_slot_turn_s=gate_slot_turn_s,
+        gate_slot_turn_s=gate_slot_turn_s if slot_turns else None,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 

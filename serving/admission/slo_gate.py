@@ -233,6 +233,9 @@ SECOND_LOOK_AT = 0.5  # more likely to miss than to meet: look for a better repl
 # the strict threshold engages as the share of first-token-led refusals passes half the floor
 # (an odd TTFT refusal is noise), and fully at the floor
 STRICT_FROM = PRESSURE_FLOOR / 2
+# the slot turns' wait the loop runs with beside the share cap (``placement bench loop``; tuned on
+# the head of ``multi-model``: 0.5 / 1 / 2 s, bench/RESULTS.md)
+DEFAULT_SLOT_TURN_S = 1.0
 # with ``slot_turn_s``, a running adapter's tenant served at least this share of its entitlement
 # yields its slot to a waiting tenant served less than SLOT_TURN_OWED of its own
 SLOT_TURN_SERVED = 1.0

@@ -284,14 +284,17 @@ def test_the_gate_holds_tenants_to_a_share_cap_only_when_asked() -> None:
         build_cases(**MIXED_CASE, gate_share_cap=0.5)
 
 
-def test_the_gate_gives_slot_turns_only_when_asked_and_only_with_a_share_cap() -> None:
-    """``--gate-slot-turn-s`` reaches ours' gate settings (the gate takes it only beside a
-    share cap, :class:`~serving.admission.slo_gate.SloGate`); off by default; a wait of 0 is
-    refused naming its option."""
+def test_the_gate_gives_slot_turns_beside_the_share_cap_unless_told_not_to() -> None:
+    """``--gate-slot-turn-s`` reaches ours' gate settings, :data:`DEFAULT_SLOT_TURN_S` unless
+    told otherwise, None with ``--no-slot-turns`` (the gate takes it only beside a share cap,
+    :class:`~serving.admission.slo_gate.SloGate`); a wait of 0 is refused naming its option."""
     from bench.loop import run
     from bench.loop.cases import build_cases
+    from serving.admission.slo_gate import DEFAULT_SLOT_TURN_S
 
-    for asked in (None, 1.0):
+    (default,) = build_cases(**MIXED_CASE, gate_share_cap=1.5)
+    assert default.gate_slot_turn_s == DEFAULT_SLOT_TURN_S
+    for asked in (None, 2.0):
         (case,) = build_cases(**MIXED_CASE, gate_share_cap=1.5, gate_slot_turn_s=asked)
         assert case.gate_slot_turn_s == asked
         ctx = _untuned(case)
