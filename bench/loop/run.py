@@ -186,7 +186,8 @@ class Case:
     # the gate's TPOT forecast counts the prompt tokens each replica computes (ours and the
     # gated peers alike; :class:`~serving.admission.slo_gate.SloGate` ``tpot_computed``); off
     # by default: on synthetic over the heterogeneous fleet it made the TPOT refusals right
-    # below the knee but lost 2.6–5.2% at the heads' load 2 (bench/RESULTS.md)
+    # below the knee but lost 2.6–5.2% at the heads' load 2, and mixed's and tiers' tails over
+    # that fleet lost 3.7% / 2.5% at one load (bench/RESULTS.md)
     gate_tpot_computed: bool = False
     # past capacity the gate holds a tenant to this many times its credit-weighted max-min
     # entitlement in its model's pool over the last ``gate_share_window_s`` (ours and the

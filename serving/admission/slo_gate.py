@@ -109,7 +109,8 @@ Counting the computed tokens removes every one of them and gains on that tail (+
 +4.1% at loads 2 / 3 / 4), but its forecast is optimistic past the knee (admitted at a chance
 under 0.1, 16% missed at the head's load 2 and 81% at 3) and the refusals it removes were
 shedding long decodes off the slow kinds just there: on the heads of three seeds it lost
-2.6–5.2% at load 2 and up to 12% at 3 (bench/RESULTS.md). So it is a setting, off.
+2.6–5.2% at load 2 and up to 12% at 3, and the tails of ``mixed`` and ``tiers`` over the same
+fleet lost 3.7% at load 1.5 and 2.5% at 3 (bench/RESULTS.md). So it is a setting, off.
 
 **The TPOT rule's two roles** (``tpot_shed_from``, off by default). Past the pressure floor the
 TPOT chance is judged at the lowered thresholds too, and there a TPOT refusal is load shedding
