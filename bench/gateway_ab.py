@@ -10,6 +10,18 @@ machine's load of that moment; the figures are the medians over rounds. A router
 latency is its percentile less the direct phase's of the same round; its CPU per request is its
 process's user + system time over its phase (``bench.processes.cpu_seconds``) per request, also
 given apart (user, system).
+
+Two more phases take the added latency apart:
+
+- ``--mirror``: after each router that names the replica it chose (``x-placement-replica``: the
+  gateway, the floor proxies), the same requests again straight to the replicas, each to the one
+  the router chose. The mirror less the direct phase is what the *routing* did to the engines'
+  latency (``routing_p50_ms``: the engines serve another stream than round robin's); the router
+  less its mirror is the *hop* itself (``hop_p50_ms``: parsing, deciding, two more socket
+  crossings).
+- ``--floor``: the barest Python proxy (:mod:`bench.bare_proxy`) as two more routers, round
+  robin (``bare-round-robin``: the hop with direct's own routing) and fewest in flight
+  (``bare-least-in-flight``: the simplest load-aware routing), in the same rounds.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,6 +39,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from bench.bare_proxy import POLICIES
 from bench.emulator_speed import wait_emulator_ready
 from bench.gateway_latency import open_loop_phase
 from bench.processes import cpu_seconds, free_port, start, start_placement, stop, wait_http
@@ -72,12 +86,44 @@ def _sglang(binary: Path, replicas: list[str]) -> tuple[subprocess.Popen[bytes],
     return process, url
 
 
+def _bare(policy: str, addresses: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    process = start(
+        [
+            *(sys.executable, "-m", "bench.bare_proxy", "--port", str(port)),
+            *("--addresses", str(addresses), "--policy", policy),
+        ]
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_http(process, url + "/health")
+    return process, url
+
+
+def mirror_targets(chosen: list[str | None], addresses: dict[str, str]) -> list[str] | None:
+    """One replica URL per request, as a router chose them (None: a request whose answer named
+    no replica goes round robin); None when no answer named one."""
+    if not any(chosen):
+        return None
+    urls = list(addresses.values())
+    return [
+        addresses.get(r, urls[i % len(urls)]) if r else urls[i % len(urls)]
+        for i, r in enumerate(chosen)
+    ]
+
+
 def _pct(latencies: list[float], q: float) -> float:
     return float(np.percentile(latencies, q)) * 1e3
 
 
 def run(
-    trees: list[str], *, rate: float, duration_s: float, rounds: int, sglang: Path | None
+    trees: list[str],
+    *,
+    rate: float,
+    duration_s: float,
+    rounds: int,
+    sglang: Path | None,
+    floor: bool = False,
+    mirror: bool = False,
 ) -> dict[str, Any]:
     model = load_fleet(FLEET).replicas[0].model.name
     body = {"model": model, "max_tokens": 4, "stream": False}
@@ -95,11 +141,15 @@ def run(
         )
         routers: list[tuple[str, subprocess.Popen[bytes], str]] = []
         try:
-            replicas = list(wait_emulator_ready(emulator, addresses_file).values())
+            addresses = wait_emulator_ready(emulator, addresses_file)
+            replicas = list(addresses.values())
             for tree in trees:
                 routers.append((tree, *_gateway(tree, addresses_file, work, key)))
             if sglang is not None:
                 routers.append(("sglang-router", *_sglang(sglang, replicas)))
+            if floor:
+                for policy in POLICIES:
+                    routers.append((f"bare-{policy}", *_bare(policy, addresses_file)))
             for _, _, url in routers:  # warm connections and caches
                 asyncio.run(open_loop_phase([url], body, headers, rate, 1.0))
             asyncio.run(open_loop_phase(replicas, body, headers, rate, 1.0))
@@ -132,6 +182,15 @@ def run(
                         "system_us_per_request": (times.system - times0.system) / sent * 1e6,
                         "load_average_1m": os.getloadavg()[0],
                     }
+                    targets = mirror_targets(phase["replicas"], addresses) if mirror else None
+                    if targets is not None:
+                        again = asyncio.run(
+                            open_loop_phase(targets, body, headers, rate, duration_s)
+                        )
+                        mirror50 = _pct(again["latencies"], 50)
+                        row["mirror_p50_ms"] = mirror50
+                        row["routing_p50_ms"] = mirror50 - base50
+                        row["hop_p50_ms"] = p50 - mirror50
                     rows.append(row)
                     print(json.dumps(row), flush=True)
         finally:
@@ -151,7 +210,10 @@ def run(
                 "user_us_per_request",
                 "system_us_per_request",
                 "direct_p99_ms",
+                "routing_p50_ms",
+                "hop_p50_ms",
             )
+            if all(k in row for row in rows if row["router"] == name)
         }
         for name in dict.fromkeys(row["router"] for row in rows)
     }
@@ -173,6 +235,14 @@ def main() -> None:
     parser.add_argument(
         "--sglang-router", type=Path, help="its binary (scripts/e2e-venv's bin/sglang-router)"
     )
+    parser.add_argument(
+        "--floor", action="store_true", help="the barest Python proxy too (bench.bare_proxy)"
+    )
+    parser.add_argument(
+        "--mirror",
+        action="store_true",
+        help="replay each router's choices straight to the replicas: routing vs hop",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     result = run(
@@ -181,6 +251,8 @@ def main() -> None:
         duration_s=args.duration,
         rounds=args.rounds,
         sglang=args.sglang_router,
+        floor=args.floor,
+        mirror=args.mirror,
     )
     for name, figures in result["medians"].items():
         print(name, json.dumps({k: round(v, 2) for k, v in figures.items()}))

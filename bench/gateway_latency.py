@@ -35,6 +35,7 @@ from placement.errors import InputError
 from placement.report import print_table, write_json
 from serving.api.security import generate_key, hash_key
 
+REPLICA_HEADER = "x-placement-replica"  # the replica a router sent the request to
 IDLE_S = 5.0  # the gateway's idle CPU (replica scrapes) is measured this long and subtracted
 COLUMNS = (
     "path",
@@ -187,11 +188,15 @@ async def open_loop_phase(
     rate: float,
     duration_s: float,
 ) -> dict[str, Any]:
-    """Open loop: one request every 1/rate s for duration_s, round robin over ``targets``."""
+    """Open loop: one request every 1/rate s for duration_s, round robin over ``targets``
+    (request ``i`` to ``targets[i % len(targets)]``: a list of one target per request sends
+    each where it says). ``replicas[i]``: the replica that answered request ``i``, when the
+    answer named it (``x-placement-replica``)."""
     n = max(1, int(rate * duration_s))
     latencies: list[float] = []
     failed = 0
     statuses: dict[str, int] = {}
+    replicas: list[str | None] = [None] * n
 
     async def one(session: aiohttp.ClientSession, i: int) -> None:
         nonlocal failed
@@ -203,6 +208,7 @@ async def open_loop_phase(
                 await response.read()
                 ok = response.status == 200
                 status = str(response.status)
+                replicas[i] = response.headers.get(REPLICA_HEADER)
         except aiohttp.ClientError as exc:
             ok, status = False, type(exc).__name__
         statuses[status] = statuses.get(status, 0) + 1
@@ -229,6 +235,7 @@ async def open_loop_phase(
         "sent": n,
         "wall_s": wall,
         "statuses": statuses,
+        "replicas": replicas,
     }
 
 

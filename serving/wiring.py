@@ -108,6 +108,7 @@ def build_app(
             strict_refuse_at=settings.slo_gate_strict_refuse_at,
             cold_move_ttft_share=settings.slo_gate_cold_move_ttft_share,
             tpot_by_work=settings.slo_gate_tpot_by_work,
+            tpot_computed=settings.slo_gate_tpot_computed,
             tpot_shed_from=settings.slo_gate_tpot_shed_from,
             pressure_by_model=settings.slo_gate_pressure_by_model,
             credit_reserve=settings.slo_gate_credit_reserve,

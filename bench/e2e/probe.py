@@ -5,7 +5,8 @@ read whole) goes once straight to the replicas, round robin, and then through ea
 turn (:func:`bench.gateway_latency.open_loop_phase`: the client measures each request from
 sending to its last byte). A router's added latency is its percentile minus the direct one;
 its CPU per request is the CPU of the hop's processes (from ``/proc``) over the phase per
-request, and again less what they use idle (replica scrapes, health checks).
+request, and again less what they use idle (replica scrapes, health checks): the quieter of a
+sample before the phase and one after it, since one of them may catch the planner's solve.
 """
 
 from __future__ import annotations
@@ -43,13 +44,20 @@ def probe_row(
     body = {"model": model, "max_tokens": max_tokens, "stream": False}
     headers = stack.headers()
     asyncio.run(open_loop_phase(stack.urls, body, headers, rate, WARM_S))
-    cpu0, t0 = stack.cpu_s(), time.perf_counter()
-    time.sleep(IDLE_S)
-    idle_cores = (stack.cpu_s() - cpu0) / (time.perf_counter() - t0)
+    before = idle_cores(stack)
     cpu0 = stack.cpu_s()
     through = asyncio.run(open_loop_phase(stack.urls, body, headers, rate, duration_s))
     cpu_s = stack.cpu_s() - cpu0
-    return _row(stack.name, rate, through, direct, cpu_s, idle_cores)
+    # the quieter of two idle samples: one may catch a planner's solve (the gateway's first
+    # solve comes at start, then one every solve period), which is not the hop's idle cost
+    return _row(stack.name, rate, through, direct, cpu_s, min(before, idle_cores(stack)))
+
+
+def idle_cores(stack: RouterStack) -> float:
+    """The cores the hop's processes use with no request for :data:`IDLE_S`."""
+    cpu0, t0 = stack.cpu_s(), time.perf_counter()
+    time.sleep(IDLE_S)
+    return (stack.cpu_s() - cpu0) / (time.perf_counter() - t0)
 
 
 def _pct_ms(latencies: list[float], q: float) -> float:

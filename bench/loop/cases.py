@@ -61,6 +61,7 @@ def build_cases(
     offer_credit_reserve: bool = False,
     base_models_by_credit: bool = False,
     gate_pressure_by_model: bool = False,
+    gate_tpot_computed: bool = False,
     gate_share_cap: float | None = None,
     gate_share_window_s: float = DEFAULT_SHARE_WINDOW_S,
     offer_share_cap: bool = True,
@@ -74,6 +75,7 @@ def build_cases(
     ``base_models_by_credit``: swappable replicas are placed by credit and goodput at SLO;
     ``offer_credit_reserve``: the head tuning also tries the gate's credit reserve;
     ``gate_pressure_by_model``: the gate's overload signals are kept per model pool;
+    ``gate_tpot_computed``: the gate's TPOT forecast counts the prompt tokens computed;
     ``gate_share_cap``: past capacity the gate holds tenants to that many times their
     entitlement in their pool over ``gate_share_window_s``; ``offer_share_cap``: without a
     fixed cap, the head tuning tries one (kept where it gains and loses at no tuning load);
@@ -120,6 +122,7 @@ def build_cases(
             offer_credit_reserve=offer_credit_reserve,
             base_models_by_credit=base_models_by_credit,
             gate_pressure_by_model=gate_pressure_by_model,
+            gate_tpot_computed=gate_tpot_computed,
             gate_share_cap=gate_share_cap,
             gate_share_window_s=gate_share_window_s,
             offer_share_cap=offer_share_cap,

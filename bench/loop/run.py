@@ -184,6 +184,12 @@ class Case:
     # overload_signal`; ours and the gated peers alike); off by default: on multi-model's
     # tail it lost 2.4% at load 4 on seed 1 and lowered Jain's index (bench/RESULTS.md)
     gate_pressure_by_model: bool = False
+    # the gate's TPOT forecast counts the prompt tokens each replica computes (ours and the
+    # gated peers alike; :class:`~serving.admission.slo_gate.SloGate` ``tpot_computed``); off
+    # by default: on synthetic over the heterogeneous fleet it made the TPOT refusals right
+    # below the knee but lost 2.6–5.2% at the heads' load 2, and mixed's and tiers' tails over
+    # that fleet lost 3.7% / 2.5% at one load (bench/RESULTS.md)
+    gate_tpot_computed: bool = False
     # past capacity the gate holds a tenant to this many times its credit-weighted max-min
     # entitlement in its model's pool over the last ``gate_share_window_s`` (ours and the
     # gated peers alike; :mod:`serving.admission.share_cap`); None: no cap. Off by default: at
@@ -302,6 +308,7 @@ def _policy_ctx(ctx: CaseContext, v: Variant, headroom: float) -> PolicyContext:
                 credit_slack=ctx.credit_slack if v.credits and v.charge == GPU_SECONDS else None,
                 credit_reserve=ctx.credit_reserve if v.credits else 0.0,
                 tpot_by_work=ctx.tpot_by_work,
+                tpot_computed=ctx.case.gate_tpot_computed,
                 tpot_shed_from=ctx.tpot_shed_from,
                 pressure_by_model=ctx.case.gate_pressure_by_model,
                 # priced in GPU-seconds, by credit: not in the token-charged or credit-less
@@ -480,6 +487,7 @@ def peer(
             credit_slack=ctx.credit_slack,
             credit_reserve=ctx.credit_reserve,
             tpot_by_work=ctx.tpot_by_work,
+            tpot_computed=ctx.case.gate_tpot_computed,
             tpot_shed_from=ctx.tpot_shed_from,
             pressure_by_model=ctx.case.gate_pressure_by_model,
             share_cap=ctx.share_cap,
@@ -776,6 +784,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_tpot_by_work": ctx.tpot_by_work,
         "gate_tpot_shed_from": ctx.tpot_shed_from,
         "gate_pressure_by_model": ctx.case.gate_pressure_by_model,
+        "gate_tpot_computed": ctx.case.gate_tpot_computed,
         "gate_share_cap": ctx.share_cap,
         "gate_slot_turn_s": ctx.case.gate_slot_turn_s if ctx.share_cap is not None else None,
         "waiting_price": ctx.waiting_price,

@@ -72,6 +72,8 @@ class GateSettings:
     credit_reserve: float = 0.0
     # the TPOT forecast by work (prompt tokens to compute, learned TPOT ratio; off: received)
     tpot_by_work: bool = False
+    # the TPOT forecast in prompt tokens computed, at the kind's prefill rate (off: received)
+    tpot_computed: bool = False
     # the TPOT rule refuses only at the gate's own threshold below this share of SLO refusals
     tpot_shed_from: float | None = None
     # audit: this share of the refusals (chosen by request id) is admitted anyway and recorded
@@ -275,6 +277,7 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             credit_slack=cfg.slo_gate.credit_slack,
             credit_reserve=cfg.slo_gate.credit_reserve,
             tpot_by_work=cfg.slo_gate.tpot_by_work,
+            tpot_computed=cfg.slo_gate.tpot_computed,
             tpot_shed_from=cfg.slo_gate.tpot_shed_from,
             pressure_by_model=cfg.slo_gate.pressure_by_model,
             share_cap=cfg.slo_gate.share_cap,

@@ -379,6 +379,13 @@ def loop(
             "pool and judges a request by its model's (default: one signal for the fleet)"
         ),
     ] = False,
+    gate_tpot_computed: Annotated[
+        bool,
+        typer.Option(
+            help="the SLO gate's TPOT forecast counts the prompt tokens each replica computes "
+            "(its cached prefix left out) at the kind's prefill rate (default: as received)"
+        ),
+    ] = False,
     gate_share_cap: Annotated[
         float | None,
         typer.Option(
@@ -435,6 +442,7 @@ def loop(
         offer_credit_reserve=offer_credit_reserve,
         base_models_by_credit=base_models_by_credit,
         gate_pressure_by_model=gate_pressure_by_model,
+        gate_tpot_computed=gate_tpot_computed,
         gate_share_cap=gate_share_cap,
         gate_share_window_s=(
             DEFAULT_SHARE_WINDOW_S if gate_share_window_s is None else gate_share_window_s

@@ -96,6 +96,22 @@ the head of ``kv-bound`` it made the TPOT refusals right (load 1.5: precision 0.
 not on its tail (0.09 → 0.20), where it lost 3–9% past the knee (loads 3–4), and it loses on
 the heads of ``tiers`` and ``synthetic`` past capacity (bench/RESULTS.md).
 
+**TPOT in tokens computed** (``tpot_computed``, off by default). The forecast by work's first
+half alone: the prompt work reaching a replica counted as the tokens it must compute (the
+prefix the route path expects cached there left out), each at the kind's own prefill time, no
+TTFT calibration ratio and no learned TPOT ratio. As received, a multi-turn session's turn counts
+its whole context; on ``synthetic`` over the heterogeneous fleet 37% of the prompt tokens the
+A100s and L40S received were computed and their TTFT ratio stood at 1.2–1.5 (it learns waits:
+it inflated the work it was to discount), so below the knee the TPOT rule refused long
+interactive decodes there at a judged ≥ 0.9 chance of a miss of which 95–100% would have met
+(tail, load 2: 139 refusals, precision 0.08; the gated service 1.5% below the ungated one).
+Counting the computed tokens removes every one of them and gains on that tail (+1.8 / +2.2 /
++4.1% at loads 2 / 3 / 4), but its forecast is optimistic past the knee (admitted at a chance
+under 0.1, 16% missed at the head's load 2 and 81% at 3) and the refusals it removes were
+shedding long decodes off the slow kinds just there: on the heads of three seeds it lost
+2.6–5.2% at load 2 and up to 12% at 3, and the tails of ``mixed`` and ``tiers`` over the same
+fleet lost 3.7% at load 1.5 and 2.5% at 3 (bench/RESULTS.md). So it is a setting, off.
+
 **The TPOT rule's two roles** (``tpot_shed_from``, off by default). Past the pressure floor the
 TPOT chance is judged at the lowered thresholds too, and there a TPOT refusal is load shedding
 as much as a forecast miss: the shadow runs find those refusals right 0.1–0.8 of the time
@@ -323,6 +339,7 @@ class SloGate:
         strict_credit_cut: float = 0.0,
         cold_move_ttft_share: float | None = None,
         tpot_by_work: bool = False,
+        tpot_computed: bool = False,
         tpot_shed_from: float | None = None,
         pressure_by_model: bool = False,
         credit_reserve: float = 0.0,
@@ -383,6 +400,7 @@ class SloGate:
         self.strict_credit_cut = strict_credit_cut
         self.cold_move_ttft_share = cold_move_ttft_share
         self.tpot_by_work = tpot_by_work
+        self.tpot_computed = tpot_computed
         self.tpot_shed_from = tpot_shed_from
         self.credit_reserve = credit_reserve
         # past capacity, a tenant served past ``share_cap`` × its entitlement in its pool over
@@ -732,6 +750,8 @@ class SloGate:
         self.judging(query.model)
         rates = self.prompt_rates
         by_work = self.tpot_by_work
+        # in tokens to compute: by work, or (``tpot_computed``) at the kind's own prefill rate
+        computed = by_work or self.tpot_computed
         queue_wait = slot_handovers * SLOT_HANDOVER_S
         # before the replica's slots have turned over (no release rate yet) the wait is unknown;
         # by the queue once its calibration has learned from slot waits
@@ -757,7 +777,7 @@ class SloGate:
             else decode_step_table(state.accelerator, state.model, state.tp),
             ratio=self.calibration.ratio(key),
             spread=self.calibration.spread(key),
-            prompt_rate=(rates.computed_rate if by_work else rates.rate)(replica_id, now),
+            prompt_rate=(rates.computed_rate if computed else rates.rate)(replica_id, now),
             request_rate=rates.request_rate(replica_id, now),
             input_tokens=query.input_tokens,
             output_tokens=query.max_output_tokens,
@@ -766,8 +786,8 @@ class SloGate:
             slot_wait_s=wait,
             slot_rate_wait_s=slot_wait_s,
             slot_queue_wait_s=queue_wait,
-            by_work=by_work,
-            computed_share=rates.computed_share(replica_id) if by_work else 1.0,
+            by_work=computed,
+            computed_share=rates.computed_share(replica_id) if computed else 1.0,
             seconds_per_token=rates.seconds_per_token(replica_id) if by_work else None,
             tpot_ratio=self.tpot_calibration.ratio(replica_id) if by_work else 1.0,
         )

@@ -108,6 +108,9 @@ class Settings(BaseSettings):
     slo_gate_strict_refuse_at: float | None = Field(default=None, gt=0, le=DEFAULT_REFUSE_AT)
     slo_gate_cold_move_ttft_share: float | None = Field(default=None, gt=0)
     slo_gate_tpot_by_work: bool = False
+    # the TPOT forecast counts the prompt tokens a replica computes (its cached prefix left
+    # out) at the kind's prefill rate, without by work's learned costs (see the gate)
+    slo_gate_tpot_computed: bool = False
     # below this share of SLO refusals the TPOT rule refuses only at the gate's own threshold
     # (0.9); up to 3× it, it comes to shed as the TTFT rule does (None: it always does)
     slo_gate_tpot_shed_from: float | None = Field(default=None, gt=0, lt=1)

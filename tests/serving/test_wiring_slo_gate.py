@@ -19,6 +19,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     monkeypatch.setenv("PLACEMENT_SLO_GATE_STRICT_REFUSE_AT", "0.3")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_COLD_MOVE_TTFT_SHARE", "0.75")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_BY_WORK", "1")
+    monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_COMPUTED", "1")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_TPOT_SHED_FROM", "0.05")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_PRESSURE_BY_MODEL", "1")
     monkeypatch.setenv("PLACEMENT_SLO_GATE_CREDIT_RESERVE", "0.5")
@@ -31,6 +32,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     assert gate.overload_refuse_at == DEFAULT_OVERLOAD_REFUSE_AT
     assert (gate.strict_refuse_at, gate.cold_move_ttft_share) == (0.3, 0.75)
     assert gate.tpot_by_work
+    assert gate.tpot_computed
     assert gate.tpot_shed_from == 0.05
     assert gate.signals.by_model
     assert gate.credit_reserve == 0.5
@@ -47,6 +49,7 @@ def test_the_gate_is_built_with_the_overload_settings(
             slo_gate_strict_refuse_at=None,
             slo_gate_cold_move_ttft_share=None,
             slo_gate_tpot_by_work=False,
+            slo_gate_tpot_computed=False,
             slo_gate_tpot_shed_from=None,
             slo_gate_pressure_by_model=False,
             slo_gate_credit_reserve=0.0,
@@ -57,6 +60,7 @@ def test_the_gate_is_built_with_the_overload_settings(
     assert plain is not None
     assert (plain.strict_refuse_at, plain.cold_move_ttft_share) == (None, None)
     assert not plain.tpot_by_work
+    assert not plain.tpot_computed
     assert plain.tpot_shed_from is None
     assert not plain.signals.by_model
     assert plain.credit_reserve == 0.0

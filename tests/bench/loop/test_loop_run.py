@@ -262,6 +262,21 @@ def test_the_gate_keeps_its_overload_signals_per_model_pool_only_when_asked() ->
         assert gate is not None and gate.pressure_by_model is asked
 
 
+def test_the_gate_forecasts_the_tpot_in_tokens_computed_only_when_asked() -> None:
+    """``--gate-tpot-computed`` reaches ours' gate and the summary's setting; off by
+    default."""
+    from bench.loop import run
+    from bench.loop.cases import build_cases
+
+    for asked in (False, True):
+        (case,) = build_cases(**MIXED_CASE, gate_tpot_computed=asked)
+        assert case.gate_tpot_computed is asked
+        ctx = _untuned(case)
+        settings = run._policy_ctx(ctx, run.FULL, 1.0).settings["placement"]
+        gate = getattr(settings, "slo_gate", None)
+        assert gate is not None and gate.tpot_computed is asked
+
+
 def test_the_gate_holds_tenants_to_a_share_cap_only_when_asked() -> None:
     """``--gate-share-cap`` reaches ours' gate (not the token-charged or credit-less
     ablations, whose credits are not GPU-seconds or none); off by default; a cap under the

@@ -137,6 +137,10 @@ def test_a_policy_builds_its_gate_with_the_tuned_overload_settings() -> None:
     by_work = PlacementSettings(slo_gate=GateSettings(tpot_by_work=True))
     gate = build(dataclasses.replace(ctx, settings={"placement": by_work})).gate
     assert gate is not None and gate.tpot_by_work and gate.tpot_shed_from is None
+    assert not gate.tpot_computed
+    computed = PlacementSettings(slo_gate=GateSettings(tpot_computed=True))
+    gate = build(dataclasses.replace(ctx, settings={"placement": computed})).gate
+    assert gate is not None and gate.tpot_computed and not gate.tpot_by_work
     held = PlacementSettings(slo_gate=GateSettings(tpot_shed_from=0.05))
     gate = build(dataclasses.replace(ctx, settings={"placement": held})).gate
     assert gate is not None and gate.tpot_shed_from == 0.05

@@ -576,10 +576,10 @@ def test_a_judgement_held_to_a_lower_threshold_refuses_a_doubtful_request() -> N
     assert gate.last.rule == TTFT and gate.last.threshold == 0.5
 
 
-def _fed(tpot_by_work: bool, cached: int, slower: float) -> SloGate:
+def _fed(tpot_by_work: bool, cached: int, slower: float, *, tpot_computed: bool = False) -> SloGate:
     """A gate that sent an A100 a stream of 8k-token prompts, ``cached`` tokens of each a
     prefix held there, whose 300-token decodes ran ``slower`` × their forecast TPOT."""
-    gate = SloGate(DEFAULT_CLASSES, tpot_by_work=tpot_by_work)
+    gate = SloGate(DEFAULT_CLASSES, tpot_by_work=tpot_by_work, tpot_computed=tpot_computed)
     a100 = dataclasses.replace(
         _replica("A100-80G"), num_requests_running=20, in_flight=20, kv_cache_usage_perc=0.3
     )
@@ -623,6 +623,30 @@ def test_the_tpot_forecast_by_work_counts_what_the_replica_computes() -> None:
     even = _next(_fed(True, cached=7_000, slower=1.0))
     assert even.tpot_ratio == pytest.approx(1.0, abs=0.01)
     assert even.tpot_miss(limit) < on.tpot_miss(limit)
+
+
+def test_the_tpot_forecast_in_tokens_computed_leaves_the_cached_prefix_out() -> None:
+    """With ``tpot_computed`` the 7k-token prefix each prompt finds cached is no prompt work,
+    as by work, but each computed token costs the kind's own prefill time (no attention over
+    the cached context, no TTFT ratio) and no TPOT ratio is learned: the A100 that looked
+    prefill-bound is not, and a decode that would miss as received is judged safe."""
+    limit = DEFAULT_CLASSES["interactive"].tpot_slo_s
+    off = _next(_fed(False, cached=7_000, slower=1.5))
+    on = _next(_fed(False, cached=7_000, slower=1.5, tpot_computed=True))
+    assert on.prompt_rate == pytest.approx(off.prompt_rate / 8, rel=0.02)
+    table = decode_step_table("A100-80G", "llama-3-8b", 1)
+    per_token = (on.full_step_s - on.step_s) / on.budget_tokens
+    assert per_token == pytest.approx(table.prefill_s_per_token)
+    assert on.tpot_ratio == 1.0
+    assert on.tpot_miss(limit) < 0.1 < 0.9 < off.tpot_miss(limit)
+    # nothing cached: the tokens computed are the tokens received, and the forecast the same
+    # but for the TTFT ratio, which no longer scales the prompt work
+    bare = _next(_fed(False, cached=0, slower=1.5, tpot_computed=True))
+    assert bare.prompt_rate == pytest.approx(off.prompt_rate)
+    assert bare.full_step_s == pytest.approx(off.full_step_s)
+    # by work as well: by work prevails (its attention cost and TPOT ratio)
+    both = _next(_fed(True, cached=7_000, slower=1.5, tpot_computed=True))
+    assert both == _next(_fed(True, cached=7_000, slower=1.5))
 
 
 def _lora_path(n: int = 2):
