@@ -43,6 +43,7 @@ Replicas without slots (``max_loras`` 0: no LoRA serving) keep no book.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 RELEASES = 32  # slot frees the release rate is measured over
@@ -115,18 +116,24 @@ class SlotBook:
         running = sum(1 for live in self._live.values() if live.running)
         return self.slots - running if self.slots > running else 0
 
-    def blocked(self) -> tuple[int, int]:
-        """(requests, prompt tokens) in flight that wait for a slot."""
+    def _waiting(self) -> Iterator[_Live]:
+        """The adapters in flight that wait for a slot: not running, and past the free slots
+        the first of the others will take, in arrival order."""
         if len(self._live) <= self.slots:
-            return 0, 0
+            return
         free = self._free_slots()
-        requests = tokens = 0
         for live in self._live.values():
             if live.running:
                 continue
             if free > 0:
                 free -= 1
                 continue
+            yield live
+
+    def blocked(self) -> tuple[int, int]:
+        """(requests, prompt tokens) in flight that wait for a slot."""
+        requests = tokens = 0
+        for live in self._waiting():
             requests += live.pending_requests
             tokens += live.pending_tokens
         return requests, tokens
@@ -134,17 +141,9 @@ class SlotBook:
     def starved(self) -> tuple[float, tuple[str, ...]]:
         """(since when, at the earliest, an adapter now waiting for a slot has waited; the
         tenants of those waiting) — (inf, ()) when none waits."""
-        if len(self._live) <= self.slots:
-            return _NONE_WAITING
-        free = self._free_slots()
         since = _INF
         tenants: list[str] = []
-        for live in self._live.values():
-            if live.running:
-                continue
-            if free > 0:
-                free -= 1
-                continue
+        for live in self._waiting():
             since = min(since, live.since)
             tenants.append(live.tenant)
         return (since, tuple(tenants)) if tenants else _NONE_WAITING

@@ -248,33 +248,28 @@ def _untuned(case: Any) -> Any:
     )
 
 
-def test_the_gate_keeps_its_overload_signals_per_model_pool_only_when_asked() -> None:
-    """``--gate-pressure-by-model`` reaches ours' gate; off by default."""
+@pytest.mark.parametrize(
+    ("flag", "attribute"),
+    [
+        # --gate-pressure-by-model: the overload signals kept per model pool
+        ("gate_pressure_by_model", "pressure_by_model"),
+        # --gate-tpot-computed: the TPOT forecast in tokens computed
+        ("gate_tpot_computed", "tpot_computed"),
+    ],
+)
+def test_a_gate_switch_reaches_ours_gate_only_when_asked(flag: str, attribute: str) -> None:
+    """The loop's on/off gate flags reach ours' gate; off by default."""
     from bench.loop import run
     from bench.loop.cases import build_cases
 
     for asked in (False, True):
-        (case,) = build_cases(**MIXED_CASE, gate_pressure_by_model=asked)
-        assert case.gate_pressure_by_model is asked
+        switch: dict[str, Any] = {flag: asked}
+        (case,) = build_cases(**MIXED_CASE, **switch)
+        assert getattr(case, flag) is asked
         ctx = _untuned(case)
         settings = run._policy_ctx(ctx, run.FULL, 1.0).settings["placement"]
         gate = getattr(settings, "slo_gate", None)
-        assert gate is not None and gate.pressure_by_model is asked
-
-
-def test_the_gate_forecasts_the_tpot_in_tokens_computed_only_when_asked() -> None:
-    """``--gate-tpot-computed`` reaches ours' gate and the summary's setting; off by
-    default."""
-    from bench.loop import run
-    from bench.loop.cases import build_cases
-
-    for asked in (False, True):
-        (case,) = build_cases(**MIXED_CASE, gate_tpot_computed=asked)
-        assert case.gate_tpot_computed is asked
-        ctx = _untuned(case)
-        settings = run._policy_ctx(ctx, run.FULL, 1.0).settings["placement"]
-        gate = getattr(settings, "slo_gate", None)
-        assert gate is not None and gate.tpot_computed is asked
+        assert gate is not None and getattr(gate, attribute) is asked
 
 
 def test_the_gate_holds_tenants_to_a_share_cap_only_when_asked() -> None:
