@@ -33,6 +33,7 @@ coverage lies outside :data:`COVERAGE_BAND`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from models.predictor import LatencyPredictor
-from models.quantile import QuantileConfig
+from models.quantile import TARGETS, QuantileConfig
 from placement.errors import InputError
 from placement.paths import repo_root
 from placement.report import print_table, write_json
@@ -102,7 +103,12 @@ class PredictorBench:
 
     @classmethod
     def quick(
-        cls, *, trailing_share: float = 0.5, seed: int = 0, routed_rate: bool = False
+        cls,
+        *,
+        trailing_share: float = 0.5,
+        seed: int = 0,
+        routed_rate: bool = False,
+        group_calibration: bool = False,
     ) -> PredictorBench:
         return cls(
             workloads=("mooncake",),
@@ -110,25 +116,45 @@ class PredictorBench:
             duration_s=60.0,
             trailing_share=trailing_share,
             seed=seed,
-            predictor=_predictor_config(routed_rate),
+            predictor=_predictor_config(routed_rate, group_calibration),
         )
 
     @classmethod
     def chosen(
-        cls, *, quick: bool, trailing_share: float, seed: int, routed_rate: bool = False
+        cls,
+        *,
+        quick: bool,
+        trailing_share: float,
+        seed: int,
+        routed_rate: bool = False,
+        group_calibration: bool = False,
     ) -> PredictorBench:
         """The quick bench or the full one, as a command's ``--quick`` flag says;
-        ``routed_rate``: the predictors read the router's recent admission rate too."""
+        ``routed_rate``: the predictors read the router's recent admission rate too;
+        ``group_calibration``: both p95s get a factor per decision-time group."""
         if quick:
-            return cls.quick(trailing_share=trailing_share, seed=seed, routed_rate=routed_rate)
+            return cls.quick(
+                trailing_share=trailing_share,
+                seed=seed,
+                routed_rate=routed_rate,
+                group_calibration=group_calibration,
+            )
         return cls(
-            trailing_share=trailing_share, seed=seed, predictor=_predictor_config(routed_rate)
+            trailing_share=trailing_share,
+            seed=seed,
+            predictor=_predictor_config(routed_rate, group_calibration),
         )
 
 
-def _predictor_config(routed_rate: bool) -> QuantileConfig:
-    """The default settings, or those that read every feature (the router's rate too)."""
-    return QuantileConfig(ignored_features=()) if routed_rate else QuantileConfig()
+def _predictor_config(routed_rate: bool, group_calibration: bool = False) -> QuantileConfig:
+    """The default settings, or those that read every feature (the router's rate too) and/or
+    calibrate both p95s per decision-time group (models.group_calibration)."""
+    config = QuantileConfig()
+    if routed_rate:
+        config = dataclasses.replace(config, ignored_features=())
+    if group_calibration:
+        config = dataclasses.replace(config, group_calibration=TARGETS)
+    return config
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +405,7 @@ def run_predictor_bench(
         "trailing_share": bench.trailing_share,
         "seed": bench.seed,
         "ignored_features": list(bench.predictor.ignored_features),
+        "group_calibration": list(bench.predictor.group_calibration),
         "rows": rows,
         "buckets": buckets,
         "bucket_misses": misses,

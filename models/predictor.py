@@ -28,6 +28,7 @@ from models.features import (
     feature_matrix,
     features_of,
 )
+from models.group_calibration import GroupCalibration, fit_group_calibration
 from models.quantile import (
     LOG_LATENCY,
     QUANTILES,
@@ -200,6 +201,8 @@ class LatencyPredictor:
         self.models: dict[str, QuantileModel] = {}
         self.throughput: ThroughputModel | None = None
         self.training: dict[str, Any] = {}
+        # per upper-quantile model (ttft_p95, …): its factors per decision-time group
+        self.group_calibration: dict[str, GroupCalibration] = {}
 
     @property
     def is_fitted(self) -> bool:
@@ -226,6 +229,7 @@ class LatencyPredictor:
         order = _arrival_order(frame)
         measured = np.arange(n, n + extra, dtype=np.int64)
         models: dict[str, QuantileModel] = {}
+        groups: dict[str, GroupCalibration] = {}
         rows: dict[str, int] = {}
         for target in TARGETS:
             observed = _observed(rows_frame, target)
@@ -243,7 +247,18 @@ class LatencyPredictor:
             )
             for alpha, model in fitted.items():
                 models[model_name(target, alpha)] = model
+            if target in self.config.group_calibration:
+                rows_ = split.calibrate
+                for alpha, model in fitted.items():
+                    if alpha <= 0.5:
+                        continue
+                    calibration = features.take(rows_)
+                    residual = np.log(observed[rows_]) - np.log(model.predict(calibration))
+                    groups[model_name(target, alpha)] = fit_group_calibration(
+                        residual, calibration, alpha
+                    )
         self.models = models
+        self.group_calibration = groups
         self.throughput = fit_throughput_model(
             features, time_split(order, self.config.tail_share), self.config
         )
@@ -273,6 +288,8 @@ class LatencyPredictor:
         self._require_fitted()
         threads = self.config.predict_threads
         out = {name: m.predict(features, num_threads=threads) for name, m in self.models.items()}
+        for name, calibration in self.group_calibration.items():
+            out[name] = out[name] * np.exp(calibration.log_shift(features))
         for target in TARGETS:
             p50, p95 = f"{target}_p50", f"{target}_p95"
             out[p95] = np.maximum(out[p95], out[p50])
@@ -314,6 +331,8 @@ class LatencyPredictor:
                 "offset": model.offset,
                 "prompt_offsets": list(model.prompt_offsets),
             }
+            if name in self.group_calibration:
+                entries[name]["group_calibration"] = self.group_calibration[name].to_json()
         (out / THROUGHPUT_FILE).write_text(throughput.to_text())
         manifest = {
             "format_version": FORMAT_VERSION,
@@ -350,6 +369,10 @@ class LatencyPredictor:
                     offset=float(entry["offset"]),
                     prompt_offsets=tuple(float(x) for x in entry.get("prompt_offsets", [])),
                 )
+                if "group_calibration" in entry:
+                    predictor.group_calibration[name] = GroupCalibration.from_json(
+                        entry["group_calibration"]
+                    )
             predictor.throughput = ThroughputModel.from_text(
                 _read_text(root / manifest["throughput_model"]),
                 shrink=float(manifest.get("throughput_shrink", 1.0)),

@@ -170,6 +170,10 @@ class QuantileConfig:
     # `bench loop --workloads tiers` 3.7–19.6% of its goodput at six of seven loads
     # (bench/RESULTS.md, "the router's recent admission rate"); () reads every feature
     ignored_features: tuple[str, ...] = ARRIVAL_FEATURES
+    # targets whose upper quantile also gets one factor per decision-time group (prompt length,
+    # requests in flight, expected output length, accelerator), raked jointly on the calibration
+    # rows (models.group_calibration); off by default: bench/RESULTS.md, "multi-group p95"
+    group_calibration: tuple[Target, ...] = ()
 
 
 def monotone_constraints(target: Target) -> list[int]:

@@ -148,12 +148,24 @@ def predictors(
     trailing_share: TrailingShareOption = 0.5,
     seed: TraceSeedOption = 0,
     routed_rate: RoutedRateOption = False,
+    group_calibration: Annotated[
+        bool,
+        typer.Option(
+            help="both p95s get one factor per decision-time group (prompt length, requests "
+            "in flight, output length, accelerator; off by default: bench/RESULTS.md, "
+            '"multi-group p95")'
+        ),
+    ] = False,
 ) -> None:
     """Accuracy of the latency/throughput predictors: held-out, Splitwise, unseen accelerator."""
     from bench.predictors import PredictorBench, run_predictor_bench
 
     bench = PredictorBench.chosen(
-        quick=quick, trailing_share=trailing_share, seed=seed, routed_rate=routed_rate
+        quick=quick,
+        trailing_share=trailing_share,
+        seed=seed,
+        routed_rate=routed_rate,
+        group_calibration=group_calibration,
     )
     run_predictor_bench(bench, out, progress=lambda message: typer.echo(message, err=True))
 
