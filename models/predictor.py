@@ -249,6 +249,8 @@ class LatencyPredictor:
                 models[model_name(target, alpha)] = model
             if target in self.config.group_calibration:
                 rows_ = split.calibrate
+                if self.config.group_calibration_rows == "tail":
+                    rows_ = np.concatenate([split.stop, split.calibrate])
                 for alpha, model in fitted.items():
                     if alpha <= 0.5:
                         continue

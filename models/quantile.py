@@ -174,6 +174,9 @@ class QuantileConfig:
     # requests in flight, expected output length, accelerator), raked jointly on the calibration
     # rows (models.group_calibration); off by default: bench/RESULTS.md, "multi-group p95"
     group_calibration: tuple[Target, ...] = ()
+    # the rows the group factors are raked on: "calibrate" (the tail's calibration half) or
+    # "tail" (its stopping half too: twice the rows per group)
+    group_calibration_rows: Literal["calibrate", "tail"] = "tail"
 
 
 def monotone_constraints(target: Target) -> list[int]:
