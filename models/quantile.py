@@ -72,6 +72,11 @@ prompts); but ``placement bench loop --workloads tiers`` lost 7% at load 1.25 (T
 at load 3), so the default stays (bench/RESULTS.md, "per-bucket p95 coverage on independent
 traces").
 
+:attr:`QuantileConfig.group_calibration` names the targets whose p95 also gets one factor per
+decision-time group — prompt length, requests in flight at routing, expected output length,
+accelerator — raked jointly on the tail (:mod:`models.group_calibration`; the predictor bundle
+keeps the factors and applies them). Off by default (bench/RESULTS.md, "multi-group p95").
+
 Training is deterministic (fixed seed, ``deterministic=True``, one thread) and time-ordered:
 rows sorted by arrival, the last :attr:`QuantileConfig.tail_share` held out; the first half of
 that tail stops boosting early, the second half calibrates a constant shift of the log
