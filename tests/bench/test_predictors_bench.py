@@ -18,6 +18,7 @@ from bench.predictors import (
     simulated_runs,
     window_cut,
 )
+from models.quantile import QuantileConfig
 from placement.cli import app
 from placement.errors import InputError
 from placement.paths import shared_data
@@ -147,3 +148,16 @@ def test_chosen_bench_follows_the_quick_flag_and_keeps_the_options() -> None:
     reading = PredictorBench.chosen(quick=False, trailing_share=0.25, seed=3, routed_rate=True)
     assert reading.predictor.ignored_features == ()
     assert reading.seed == 3 and reading.trailing_share == 0.25
+
+
+def test_group_calibration_is_off_unless_asked_for_and_keeps_the_other_options() -> None:
+    assert PredictorBench.chosen(quick=False, trailing_share=0.5, seed=0).predictor == (
+        QuantileConfig()
+    )
+    assert QuantileConfig().group_calibration == ()
+    grouped = PredictorBench.chosen(
+        quick=True, trailing_share=0.5, seed=2, routed_rate=True, group_calibration=True
+    )
+    assert grouped.predictor.group_calibration == ("ttft", "tpot")
+    assert grouped.predictor.ignored_features == ()
+    assert grouped.seed == 2
