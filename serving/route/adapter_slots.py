@@ -22,10 +22,11 @@ the last :data:`RELEASES` such frees; a request whose adapter would wait behind 
 adapters expects to wait ``(k + 1) / rate`` for its slot, ``rate`` the frees per second over
 them (counted up to now, so a replica whose slots stop turning over is read as slower and
 slower). Until :data:`MIN_RELEASES` frees were seen the wait is unknown and taken as none — or,
-with ``censored``, read from what the book did see: ``n`` frees in the ``T`` seconds it has
-watched the replica say the rate is at most about ``(n + 1) / T`` (the next free is at least as
-far off as the time since the book opened, minus what came), so slots that never turn over read
-slower and slower instead of free.
+with ``censored`` (the route profile's ``lora_slots.censored_rate``), read from what the book did
+see: ``n`` frees in the ``T`` seconds since its first request was sent, the next not yet come, put
+the rate at ``(n + 1) / T`` (a censored count: no free in ``T`` seconds is evidence of a rate of
+about ``1 / T`` or less), so a replica whose slots never turn over reads slower and slower
+instead of free.
 
 What it gives the route path (:mod:`serving.route.path`):
 
