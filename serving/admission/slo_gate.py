@@ -86,7 +86,9 @@ slot-waiting requests saw, once that calibration has learned from some
 (:data:`SLOT_QUEUE_MIN_WEIGHT_S2`; a run past capacity starts with the rate's forecast, as
 before). The refusals' precision on that head rose from 0.64 / 0.79 / 0.77 to 0.84 / 0.92 / 0.89
 at loads 1 / 1.25 / 1.5 (bench/RESULTS.md). Before the replica's slots have turned over (no rate
-yet) the wait is unknown and taken as none, by either forecast.
+yet) the wait is unknown and taken as none, by either forecast — unless the route profile sets
+``lora_slots.censored_rate``: the book then reads the time it went without a free as a slow rate
+(:mod:`serving.route.adapter_slots`).
 
 **TPOT by work.** With ``tpot_by_work`` the TPOT forecast counts prompt work as the tokens each
 replica must compute, at what a computed token cost a chunk there lately (its attention over

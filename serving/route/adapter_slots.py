@@ -21,7 +21,12 @@ request waiting). The book keeps the times of
 the last :data:`RELEASES` such frees; a request whose adapter would wait behind ``k`` waiting
 adapters expects to wait ``(k + 1) / rate`` for its slot, ``rate`` the frees per second over
 them (counted up to now, so a replica whose slots stop turning over is read as slower and
-slower). Until :data:`MIN_RELEASES` frees were seen the wait is unknown and taken as none.
+slower). Until :data:`MIN_RELEASES` frees were seen the wait is unknown and taken as none — or,
+with ``censored`` (the route profile's ``lora_slots.censored_rate``), read from what the book did
+see: ``n`` frees in the ``T`` seconds since its first request was sent, the next not yet come, put
+the rate at ``(n + 1) / T`` (a censored count: no free in ``T`` seconds is evidence of a rate of
+about ``1 / T`` or less), so a replica whose slots never turn over reads slower and slower
+instead of free.
 
 What it gives the route path (:mod:`serving.route.path`):
 
@@ -70,17 +75,21 @@ class _Live:
 class SlotBook:
     """One replica's live adapters, in the order they became live."""
 
-    __slots__ = ("_live", "_releases", "slots")
+    __slots__ = ("_live", "_opened", "_releases", "censored", "slots")
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, *, censored: bool = False) -> None:
         self.slots = slots
+        self.censored = censored
         self._live: dict[str, _Live] = {}  # insertion order = the order they became live
         self._releases: deque[float] = deque(maxlen=RELEASES)
+        self._opened: float | None = None  # when its first request was sent
 
     def dispatched(
         self, adapter: str, prompt_tokens: int, *, tenant: str = "", now: float = 0.0
     ) -> None:
         """A request of ``tenant`` for ``adapter`` was sent at ``now``."""
+        if self._opened is None:
+            self._opened = now
         live = self._live.get(adapter)
         if live is None:
             live = self._live[adapter] = _Live(tenant=tenant, since=now)
@@ -149,10 +158,13 @@ class SlotBook:
         return (since, tuple(tenants)) if tenants else _NONE_WAITING
 
     def release_rate(self, now: float) -> float | None:
-        """Slot frees per second over the last :data:`RELEASES` (None: too few seen)."""
+        """Slot frees per second over the last :data:`RELEASES` (None: too few seen — with
+        :attr:`censored`, the frees seen and the next over the time since the book opened)."""
         releases = self._releases
         if len(releases) < MIN_RELEASES:
-            return None
+            if not self.censored or self._opened is None:
+                return None
+            return (len(releases) + 1) / max(now - self._opened, 1e-3)
         return len(releases) / max(now - releases[0], 1e-3)
 
     def handovers(self, adapter: str) -> int:

@@ -106,6 +106,7 @@ class PlacementRoutePath:
         self._fastest = LeastPredictedTtftPicker()
         self._price_waiting = p.price_waiting
         self._waiting_since_scrape = p.waiting_since_scrape
+        self._slot_rate_censored = p.slot_rate_censored
         # id(query) -> (replica id, prefill tokens not yet past first token, first-token time)
         self._open: dict[int, tuple[str, int, float]] = {}
         # replica id -> the LoRA adapters last sent there, least recent first (at most its
@@ -558,7 +559,9 @@ class PlacementRoutePath:
             if state.max_loras > 0:
                 book = self._slots.get(decision.replica_id)
                 if book is None:
-                    book = self._slots[decision.replica_id] = SlotBook(state.max_loras)
+                    book = self._slots[decision.replica_id] = SlotBook(
+                        state.max_loras, censored=self._slot_rate_censored
+                    )
                 book.dispatched(query.adapter, query.input_tokens, tenant=query.tenant, now=now)
                 self._book_slots(state, book)
         state.in_flight += 1

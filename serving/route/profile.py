@@ -82,6 +82,10 @@ DEFAULTS: dict[str, Any] = {
         "no_plan": "max-score-picker",
     },
     "waiting": {"price": "constant", "since_scrape": False},
+    # a replica whose LoRA slots have freed too few times to measure their release rate: its
+    # slot wait unknown, taken as none (False), or read from the time without a free (True;
+    # :mod:`serving.route.adapter_slots`)
+    "lora_slots": {"censored_rate": False},
 }
 
 
@@ -120,6 +124,9 @@ class RouteProfile:
     # (else the constant), less the first tokens seen since the scrape
     price_waiting: bool = False
     waiting_since_scrape: bool = False
+    # the LoRA slot books' release rate before enough frees were seen: the frees seen and the
+    # next over the time watched (else unknown: no wait)
+    slot_rate_censored: bool = False
 
     @property
     def load_cap(self) -> LoadCapFilter | None:
@@ -158,7 +165,7 @@ def with_defaults(raw: dict[str, Any], *, source: str) -> dict[str, Any]:
         )
     out = copy.deepcopy(DEFAULTS)
     for key, value in raw.items():
-        if key in ("ring", "fallbacks", "waiting") and isinstance(value, dict):
+        if key in ("ring", "fallbacks", "waiting", "lora_slots") and isinstance(value, dict):
             out[key].update(value)
         else:
             out[key] = value
@@ -255,6 +262,15 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         factory = _lookup(PICKERS, name, source=source, field=f"{field}.picker")
         pickers[situation] = factory(Params(params, source=source, field=field), frozen_scorers)
     price, since_scrape = _waiting(raw["waiting"], source=source)
+    lora_slots = _section(raw["lora_slots"], "lora_slots", ("censored_rate",), source=source)
+    censored = lora_slots["censored_rate"]
+    if not isinstance(censored, bool):
+        raise InputError(
+            f"got {censored!r}",
+            source=source,
+            field="lora_slots.censored_rate",
+            expected="true or false",
+        )
     name = raw["name"]
     if not isinstance(name, str) or not name:
         raise InputError(
@@ -278,6 +294,7 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         no_plan=pickers["no_plan"],
         price_waiting=price == "dispatched",
         waiting_since_scrape=since_scrape,
+        slot_rate_censored=censored,
     )
 
 

@@ -63,6 +63,37 @@ def test_the_wait_is_unknown_until_slots_have_turned_over_then_counts_those_ahea
     assert book.wait_s("x", 10 * t) > book.wait_s("x", t)
 
 
+def test_censored_a_book_with_too_few_frees_reads_the_time_without_one_as_a_slow_rate() -> None:
+    book = SlotBook(1, censored=True)
+    assert book.release_rate(5.0) is None  # nothing sent yet: nothing watched
+    book.dispatched("hot", 10, now=2.0)
+    book.first_token("hot", 10)
+    book.dispatched("x", 10, now=3.0)
+    # no free in the 8 s since the book opened: at most about one per 8 s
+    assert book.release_rate(10.0) == pytest.approx(1 / 8)
+    assert book.wait_s("x", 10.0) == pytest.approx(8.0)
+    assert book.wait_s("y", 10.0) == pytest.approx(16.0)  # behind x, and its own handover
+    assert book.wait_s("x", 42.0) > book.wait_s("x", 10.0)  # the longer none, the slower
+    book.completed("hot", 0, 12.0)  # one free in 10 s: (1 + 1) / 10
+    assert book.release_rate(12.0) == pytest.approx(2 / 10)
+    # without the setting the same book's wait is unknown, taken as none
+    plain = SlotBook(1)
+    plain.dispatched("hot", 10, now=2.0)
+    plain.first_token("hot", 10)
+    assert plain.release_rate(10.0) is None and plain.wait_s("x", 10.0) == 0.0
+
+
+def test_censored_the_rate_is_the_books_own_once_enough_frees_were_seen() -> None:
+    books = [SlotBook(1, censored=censored) for censored in (False, True)]
+    for book in books:
+        book.dispatched("r", 10, now=0.0)
+        for k in range(MIN_RELEASES):
+            _running(book, "r")
+            book.completed("r", 0, float(k + 1))
+    t = 2.0 * MIN_RELEASES
+    assert books[1].release_rate(t) == books[0].release_rate(t) is not None
+
+
 def test_the_handovers_a_request_waits_for_are_the_adapters_ahead_of_it_and_its_own() -> None:
     book = SlotBook(2)
     _running(book, "a")

@@ -155,3 +155,21 @@ def test_the_route_path_books_requests_waiting_for_a_slot_and_their_wait() -> No
     assert behind.slot_wait_s > 0.0  # b and e hold both slots
     assert behind.slot_handovers == 1  # d is first in line for one of them
     assert path.decide(_ask("b"), NOW + 4).slot_handovers == 0
+
+
+@pytest.mark.parametrize("censored", [False, True])
+def test_with_the_censored_rate_a_replica_whose_slots_never_freed_forecasts_a_wait(
+    censored: bool,
+) -> None:
+    fleet = _lora_states(1)  # two slots
+    path = make_path(
+        fleet, TEST_PROFILE + f"lora_slots: {{censored_rate: {str(censored).lower()}}}\n"
+    )
+    for name in ("a", "b"):  # both slots held from NOW, never freed
+        q = _ask(name)
+        path.on_dispatch(path.decide(q, NOW), q, NOW)
+        path.on_first_token("r0", q, NOW)
+    waits = path.decide(_ask("c"), NOW + 10)
+    assert waits.slot_handovers == 1
+    # no free in the 10 s the book has watched: about 10 s for one (else unknown, none)
+    assert waits.slot_wait_s == (pytest.approx(10.0) if censored else 0.0)

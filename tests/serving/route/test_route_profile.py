@@ -89,6 +89,20 @@ def test_the_waiting_queue_settings_are_read() -> None:
     assert p.price_waiting and not p.waiting_since_scrape  # the key left out: its default
 
 
+def test_the_lora_slots_censored_rate_is_read_and_off_by_default() -> None:
+    assert not profile_from_text("", source="l.yaml").slot_rate_censored
+    p = profile_from_text("lora_slots: {censored_rate: true}", source="l.yaml")
+    assert p.slot_rate_censored
+    for text, field in (
+        ("lora_slots: {censored_rate: 1}", "lora_slots.censored_rate"),
+        ("lora_slots: {censored: true}", "lora_slots.censored"),
+        ("lora_slots: true", "lora_slots"),
+    ):
+        with pytest.raises(InputError) as info:
+            profile_from_text(text, source="l.yaml")
+        assert info.value.field == field
+
+
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
     f = tmp_path / "broken.yaml"
     f.write_text("name: x\nfilters: [health-filter\n")
