@@ -57,7 +57,21 @@ def request_bytes(body: str, port: int = 18_000) -> bytes:
     )
 
 
-class _Sink(asyncio.Transport):
+class LoopbackTransport(asyncio.Transport):
+    """A transport with no socket behind it, open, on 127.0.0.1: the route protocol is fed
+    reads directly and what it writes goes to :meth:`write`, which a subclass keeps."""
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 18_000) if name in ("peername", "sockname") else default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+class _Sink(LoopbackTransport):
     """A transport that keeps only how many bytes were written and the last status line's
     start."""
 
@@ -69,15 +83,6 @@ class _Sink(asyncio.Transport):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self.last = bytes(data[:12])
         self.written += len(data)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 18_000) if name in ("peername", "sockname") else default
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
 
 
 def answerer(

@@ -40,7 +40,9 @@ What it gives the route path (:mod:`serving.route.path`):
 - :meth:`SlotBook.starved` — since when the adapters now waiting for a slot have waited, and
   their tenants: a running adapter whose stream never pauses never yields its slot (vLLM lets
   its requests pass the waiting ones), so the admission gate may make one yield
-  (:mod:`serving.admission.slo_gate`, "Slot turns").
+  (:mod:`serving.admission.slo_gate`, "Slot turns");
+- :meth:`SlotBook.waiting` — ``blocked`` and ``starved`` in one walk, as the route path
+  publishes them after each dispatch and completion.
 
 Replicas without slots (``max_loras`` 0: no LoRA serving) keep no book.
 """
@@ -54,7 +56,6 @@ from dataclasses import dataclass
 RELEASES = 32  # slot frees the release rate is measured over
 MIN_RELEASES = 4
 _INF = float("inf")
-_NONE_WAITING: tuple[float, tuple[str, ...]] = (_INF, ())
 
 
 @dataclass(slots=True)
@@ -139,23 +140,29 @@ class SlotBook:
                 continue
             yield live
 
-    def blocked(self) -> tuple[int, int]:
-        """(requests, prompt tokens) in flight that wait for a slot."""
+    def waiting(self) -> tuple[int, int, float, tuple[str, ...]]:
+        """What waits for a slot, in one walk: :meth:`blocked`'s (requests, prompt tokens)
+        and :meth:`starved`'s (since when, tenants)."""
         requests = tokens = 0
+        since = _INF
+        tenants: list[str] = []
         for live in self._waiting():
             requests += live.pending_requests
             tokens += live.pending_tokens
+            since = min(since, live.since)
+            tenants.append(live.tenant)
+        return requests, tokens, since, tuple(tenants)
+
+    def blocked(self) -> tuple[int, int]:
+        """(requests, prompt tokens) in flight that wait for a slot."""
+        requests, tokens, _, _ = self.waiting()
         return requests, tokens
 
     def starved(self) -> tuple[float, tuple[str, ...]]:
         """(since when, at the earliest, an adapter now waiting for a slot has waited; the
         tenants of those waiting) — (inf, ()) when none waits."""
-        since = _INF
-        tenants: list[str] = []
-        for live in self._waiting():
-            since = min(since, live.since)
-            tenants.append(live.tenant)
-        return (since, tuple(tenants)) if tenants else _NONE_WAITING
+        _, _, since, tenants = self.waiting()
+        return since, tenants
 
     def release_rate(self, now: float) -> float | None:
         """Slot frees per second over the last :data:`RELEASES` (None: too few seen — with

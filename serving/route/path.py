@@ -378,8 +378,12 @@ class PlacementRoutePath:
 
     def _book_slots(self, state: ReplicaState, book: SlotBook) -> None:
         """Publish what waits for a slot on ``state`` (the queue signal leaves it out)."""
-        state.slot_waiting_requests, state.slot_waiting_tokens = book.blocked()
-        state.slot_starved_since, state.slot_starved_tenants = book.starved()
+        (
+            state.slot_waiting_requests,
+            state.slot_waiting_tokens,
+            state.slot_starved_since,
+            state.slot_starved_tenants,
+        ) = book.waiting()
 
     def _fallback(
         self,

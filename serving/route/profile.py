@@ -238,14 +238,7 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         source=source,
         what="situation",
     )
-    spill = fallbacks["spill_to_secondary"]
-    if not isinstance(spill, bool):
-        raise InputError(
-            f"got {spill!r}",
-            source=source,
-            field="fallbacks.spill_to_secondary",
-            expected="true or false",
-        )
+    spill = _flag(fallbacks["spill_to_secondary"], "fallbacks.spill_to_secondary", source=source)
     plan_picker = raw["plan_picker"]
     if plan_picker not in PLAN_PICKERS:
         raise InputError(
@@ -263,14 +256,7 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         pickers[situation] = factory(Params(params, source=source, field=field), frozen_scorers)
     price, since_scrape = _waiting(raw["waiting"], source=source)
     lora_slots = _section(raw["lora_slots"], "lora_slots", ("censored_rate",), source=source)
-    censored = lora_slots["censored_rate"]
-    if not isinstance(censored, bool):
-        raise InputError(
-            f"got {censored!r}",
-            source=source,
-            field="lora_slots.censored_rate",
-            expected="true or false",
-        )
+    censored = _flag(lora_slots["censored_rate"], "lora_slots.censored_rate", source=source)
     name = raw["name"]
     if not isinstance(name, str) or not name:
         raise InputError(
@@ -298,6 +284,13 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
     )
 
 
+def _flag(value: Any, field: str, *, source: str) -> bool:
+    """A true-or-false key, or a clear error naming ``field``."""
+    if not isinstance(value, bool):
+        raise InputError(f"got {value!r}", source=source, field=field, expected="true or false")
+    return value
+
+
 def _waiting(waiting: Any, *, source: str) -> tuple[str, bool]:
     """The ``waiting`` mapping: its price and whether it counts since the scrape."""
     waiting = _section(waiting, "waiting", ("price", "since_scrape"), source=source)
@@ -306,14 +299,7 @@ def _waiting(waiting: Any, *, source: str) -> tuple[str, bool]:
         raise InputError(
             f"got {price!r}", source=source, field="waiting.price", expected=" or ".join(PRICES)
         )
-    since_scrape = waiting["since_scrape"]
-    if not isinstance(since_scrape, bool):
-        raise InputError(
-            f"got {since_scrape!r}",
-            source=source,
-            field="waiting.since_scrape",
-            expected="true or false",
-        )
+    since_scrape = _flag(waiting["since_scrape"], "waiting.since_scrape", source=source)
     return price, since_scrape
 
 

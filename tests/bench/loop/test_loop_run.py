@@ -170,16 +170,7 @@ def test_bad_workload_names_are_refused(bad: str) -> None:
     from placement.errors import InputError
 
     with pytest.raises(InputError, match="--workloads"):
-        build_cases(
-            workloads=bad,
-            fleets=str(repo_root() / "data" / "fleets" / "h100x8.yaml"),
-            loads=(1.0,),
-            peers=("round_robin",),
-            duration_s=60.0,
-            period_s=10.0,
-            learn=False,
-            seed=0,
-        )
+        build_cases(**{**MIXED_CASE, "workloads": bad})
 
 
 def test_the_same_seed_gives_the_same_figures(tmp_path: Path) -> None:

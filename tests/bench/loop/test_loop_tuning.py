@@ -268,6 +268,22 @@ def _tenant(name: str, prompt: int, output: int, n: int = SHAPE_MIN_REQUESTS) ->
     return [Request(k, float(k), prompt, output, tenant=name) for k in range(n)]
 
 
+def _tenants_case(workload: Any, **options: Any) -> Any:
+    """A case over h100x8 at load 1 whose whole trace is the head (the tuning tests' faked
+    head scores it), with ``options`` on top."""
+    from bench.loop import run
+
+    return run.Case(
+        workload=workload,
+        fleet=load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml"),
+        peers=("round_robin",),
+        loads=(1.0,),
+        learn=False,
+        tune_share=1.0,
+        **options,
+    )
+
+
 def test_tenants_shapes_differ_by_an_order_of_magnitude_of_prompt_or_output() -> None:
     base = _tenant("a", 1_000, 100)
     longer = int(1_000 * SHAPE_FACTOR)
@@ -317,13 +333,8 @@ def test_the_head_keeps_the_credit_reserve_where_shapes_differ_and_it_loses_at_n
     workload = load_workload("synthetic", duration_s=30.0)
     other = int(3_000 * SHAPE_FACTOR) if shaped else 3_000
     requests = [*_tenant("a", 3_000, 300, n=40), *_tenant("b", other, 300, n=40)]
-    case = run.Case(
-        workload=dataclasses.replace(workload, requests=requests),
-        fleet=load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml"),
-        peers=("round_robin",),
-        loads=(1.0,),
-        learn=False,
-        tune_share=1.0,
+    case = _tenants_case(
+        dataclasses.replace(workload, requests=requests),
         offer_credit_reserve=offer,
         offer_share_cap=False,
     )
@@ -370,15 +381,7 @@ def test_the_head_keeps_the_share_cap_where_it_gains_and_loses_at_no_load(
     workload = load_workload("synthetic", duration_s=30.0)
     names = ["a", "b"][:tenants]
     requests = [r for n in names for r in _tenant(n, 3_000, 300, n=40)]
-    case = run.Case(
-        workload=dataclasses.replace(workload, requests=requests),
-        fleet=load_fleet(repo_root() / "data" / "fleets" / "h100x8.yaml"),
-        peers=("round_robin",),
-        loads=(1.0,),
-        learn=False,
-        tune_share=1.0,
-        gate_share_cap=fixed,
-    )
+    case = _tenants_case(dataclasses.replace(workload, requests=requests), gate_share_cap=fixed)
     ctx = run.prepare(case, tmp_path, lambda _: None)
     tried = sum(1 for c in offered if c == SHARE_CAP)
     assert tried == (3 if tenants > 1 and fixed is None else 0)  # one variant, three loads

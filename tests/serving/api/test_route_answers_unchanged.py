@@ -27,7 +27,7 @@ from uvicorn.server import ServerState
 
 from bench.http_route import BENCH_KEY, fixture_runtime, request_body
 from bench.route import synthetic_instance
-from bench.route_instructions import request_bytes
+from bench.route_instructions import LoopbackTransport, request_bytes
 from serving.api.main import create_app
 from serving.api.route_protocol import route_protocol
 
@@ -36,7 +36,7 @@ STEP_S = 0.0005
 ODD_EVERY = 37
 
 
-class _Keep(asyncio.Transport):
+class _Keep(LoopbackTransport):
     """A transport that keeps what is written."""
 
     def __init__(self) -> None:
@@ -45,15 +45,6 @@ class _Keep(asyncio.Transport):
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self.out.append(bytes(data))
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 18_000) if name in ("peername", "sockname") else default
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
 
 
 def _odd(k: int, body: dict[str, Any]) -> list[bytes]:
