@@ -207,6 +207,7 @@ until then the roofline prior stands, uncalibrated.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -352,6 +353,7 @@ class SloGate:
         share_cap: float | None = None,
         share_window_s: float = DEFAULT_SHARE_WINDOW_S,
         slot_turn_s: float | None = None,
+        slot_wait_from_engine: bool = False,
     ) -> None:
         if charge not in CHARGES:
             raise InputError(f"{charge!r}", field="charge", expected=" or ".join(CHARGES))
@@ -396,6 +398,7 @@ class SloGate:
                 f"{slot_turn_s} without a share cap", field="slot_turn_s", expected="share_cap set"
             )
         self.slot_turn_s = slot_turn_s
+        self.slot_wait_from_engine = slot_wait_from_engine
         self.classes = dict(classes)
         self.headroom = headroom
         self.credit_cut = credit_cut
@@ -682,10 +685,16 @@ class SloGate:
             # past capacity their share is set by how far past (1 − 1/ρ at ρ× capacity), not
             # by the threshold: a lower threshold empties the queues and refuses fewer later
             slo_refusal = 1.0 if rule in (TTFT, TPOT, UNREACHABLE) else 0.0
+            if (
+                slo_refusal
+                and self.slot_wait_from_engine
+                and _slot_led(seen, own_limit, tpot_miss, threshold)
+            ):
+                slo_refusal = 0.0  # refused for a LoRA slot, not for the fleet's queue
             weight = self._pressure_weight(now)
             self.pressure += weight * (slo_refusal - self.pressure)
             # the strict regime's signal: a queue that overflows, not decodes that miss
-            led_by_ttft = 1.0 if rule in (TTFT, UNREACHABLE) else 0.0
+            led_by_ttft = 1.0 if rule in (TTFT, UNREACHABLE) and slo_refusal else 0.0
             self.ttft_pressure += weight * (led_by_ttft - self.ttft_pressure)
         self.last = Judgement(
             rule=rule,
@@ -1010,6 +1019,16 @@ class SloGate:
     def set_credits(self, shares: Mapping[str, float]) -> None:
         """Tenants' credit shares (a plan's guaranteed shares) weigh their counters."""
         self.vtc.set_credit_weights(shares)
+
+
+def _slot_led(seen: Forecast, ttft_limit_s: float, tpot_miss: float, threshold: float) -> bool:
+    """Whether a refusal of ``seen`` is the LoRA slot wait's alone: without the wait (its
+    calibrated share of the TTFT taken out) the chance of a miss falls under ``threshold``."""
+    if seen.slot_wait_s <= 0.0 or seen.prior_ttft_s <= 0.0:
+        return False
+    share = max(seen.prior_ttft_s - seen.slot_wait_s, 0.0) / seen.prior_ttft_s
+    unslotted = dataclasses.replace(seen, ttft_s=seen.ttft_s * share)
+    return 1.0 - (1.0 - unslotted.ttft_miss(ttft_limit_s)) * (1.0 - tpot_miss) < threshold
 
 
 def calibration_key(
