@@ -88,7 +88,14 @@ before). The refusals' precision on that head rose from 0.64 / 0.79 / 0.77 to 0.
 at loads 1 / 1.25 / 1.5 (bench/RESULTS.md). Before the replica's slots have turned over (no rate
 yet) the wait is unknown and taken as none, by either forecast — unless the route profile sets
 ``lora_slots.censored_rate``: the book then reads the time it went without a free as a slow rate
-(:mod:`serving.route.adapter_slots`).
+(:mod:`serving.route.adapter_slots`). With ``slot_wait_from_engine`` (the route profile's
+``lora_slots.engine_wait``) the route path's rate, and the handovers waited for, are the
+engine's own as its scrapes list them (:mod:`serving.route.engine_slots`: an adapter leaving
+the waiting list for the running list, over the time something waited), and a refusal the slot
+wait alone makes (without it the chance of a miss is under the threshold) does not count in the
+overload signals: it says that adapter has no slot, not that the fleet's queues overflow — fed
+to the pressure, such refusals lowered the threshold for every request of the pool (on the head
+of ``multi-model`` at 2.37, −9% goodput; bench/RESULTS.md).
 
 **TPOT by work.** With ``tpot_by_work`` the TPOT forecast counts prompt work as the tokens each
 replica must compute, at what a computed token cost a chunk there lately (its attention over
