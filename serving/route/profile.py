@@ -84,7 +84,8 @@ DEFAULTS: dict[str, Any] = {
     "waiting": {"price": "constant", "since_scrape": False},
     # a replica whose LoRA slots have freed too few times to measure their release rate: its
     # slot wait unknown, taken as none (False), or read from the time without a free (True;
-    # :mod:`serving.route.adapter_slots`)
+    # :mod:`serving.route.adapter_slots`); the slot wait read from the engine's scraped
+    # adapter lists (``engine_wait``, :mod:`serving.route.engine_slots`) or the book's alone
     "lora_slots": {"censored_rate": False, "engine_wait": True},
 }
 
