@@ -104,9 +104,7 @@ def test_cli_names_a_bad_workload() -> None:
     assert "--workloads" in result.output
 
 
-@pytest.mark.parametrize(
-    ("flag", "offered"), [([], True), (["--no-offer-credit-reserve"], False)]
-)
+@pytest.mark.parametrize(("flag", "offered"), [([], True), (["--no-offer-credit-reserve"], False)])
 def test_the_loop_offers_the_credit_reserve_unless_told_not_to(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: list[str], offered: bool
 ) -> None:
