@@ -58,7 +58,7 @@ def build_cases(
     tenants: Path | None = None,
     engine_priority: str | None = None,
     offer_waiting_price: bool = False,
-    offer_credit_reserve: bool = True,
+    offer_credit_reserve: bool = False,
     base_models_by_credit: bool = False,
     gate_pressure_by_model: bool = False,
     gate_tpot_computed: bool = False,
@@ -73,7 +73,7 @@ def build_cases(
     the engines schedule by the priority ours sends (``Case.engine_priority``);
     ``offer_waiting_price``: the head tuning also tries the waiting queue's price;
     ``base_models_by_credit``: swappable replicas are placed by credit and goodput at SLO;
-    ``offer_credit_reserve``: where no share cap holds, the head tuning tries the gate's
+    ``offer_credit_reserve``: where no share cap holds, the head tuning also tries the gate's
     credit reserve;
     ``gate_pressure_by_model``: the gate's overload signals are kept per model pool;
     ``gate_tpot_computed``: the gate's TPOT forecast counts the prompt tokens computed;

@@ -166,8 +166,9 @@ class Case:
     # lowered the gate's precision and Jain's index (bench/RESULTS.md)
     offer_waiting_price: bool = False
     # the head tuning also tries the gate's credit reserve (tenants of differing shapes only,
-    # where no share cap holds): kept where it loses at no tuning load (bench/loop/tuning.py)
-    offer_credit_reserve: bool = True
+    # where no share cap holds); off by default: the head of mixed over the heterogeneous fleet
+    # keeps it, and that tail then loses 3.4-11% at loads 1.5-3 (bench/RESULTS.md)
+    offer_credit_reserve: bool = False
     # the head tuning also tries the gate's share cap (:func:`~bench.loop.tuning.
     # share_cap_variant`) on traffic of several tenants, kept where it gains in sum and loses
     # at no tuning load; on by default: the heads of mixed over the heterogeneous fleet and of

@@ -104,8 +104,8 @@ def test_cli_names_a_bad_workload() -> None:
     assert "--workloads" in result.output
 
 
-@pytest.mark.parametrize(("flag", "offered"), [([], True), (["--no-offer-credit-reserve"], False)])
-def test_the_loop_offers_the_credit_reserve_unless_told_not_to(
+@pytest.mark.parametrize(("flag", "offered"), [([], False), (["--offer-credit-reserve"], True)])
+def test_the_loop_offers_the_credit_reserve_only_when_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: list[str], offered: bool
 ) -> None:
     import bench.loop.report

@@ -360,8 +360,8 @@ def test_the_credit_reserve_is_offered_only_where_no_share_cap_holds(
     fixed: float | None,
     reserve_offered: bool,
 ) -> None:
-    """Tenants of differing shapes, the reserve offered (the default): the share cap is tried
-    first (scoring ``capped``), and the reserve only on top of a setting without a cap."""
+    """Tenants of differing shapes, the reserve asked for: the share cap is tried first
+    (scoring ``capped``), and the reserve only on top of a setting without a cap."""
     from bench.loop import run
 
     seen = _fake_head(
@@ -372,8 +372,11 @@ def test_the_credit_reserve_is_offered_only_where_no_share_cap_holds(
     )
     workload = load_workload("synthetic", duration_s=30.0)
     requests = [*_tenant("a", 3_000, 300, n=40), *_tenant("b", 3_000 * 10, 300, n=40)]
-    case = _tenants_case(dataclasses.replace(workload, requests=requests), gate_share_cap=fixed)
-    assert case.offer_credit_reserve  # on by default
+    case = _tenants_case(
+        dataclasses.replace(workload, requests=requests),
+        gate_share_cap=fixed,
+        offer_credit_reserve=True,
+    )
     ctx = run.prepare(case, tmp_path, lambda _: None)
     tried = sum(1 for _, reserve in seen if reserve > 0.0)
     assert tried == (3 if reserve_offered else 0)  # one variant, three tuning loads
