@@ -16,7 +16,7 @@ family                      second axis
 ==========================  ====================================================================
 ``gemm``                    log10 of compute time / memory time (the GEMM's balance)
 ``context_attention``       the same
-``generation_attention``    log10 of the batch (sequences decoded together)
+``generation_attention``    log10 of the query heads decoded together (batch · heads) per SM
 ``communication``           log2 of the GPU count
 ``moe``                     log10 of compute time / memory time of the fused experts
 ==========================  ====================================================================
@@ -26,10 +26,16 @@ the ramp (partial occupancy, tail effects) and the large-call plateau. For the k
 on the accelerator's cores (every family but communication) it counts the SOL in cycles of the
 datasheet's boost clock (shown as seconds at :data:`REFERENCE_CLOCK_GHZ`): a kernel's launch
 floor and its ramp are a number of cycles, so an A100 at 1.41 GHz reaches the plateau later in
-seconds than an L40S at 2.52 GHz. An all-reduce's floor is the links' and the protocol's, so
-communication keeps seconds. The second
-axis separates compute-bound from memory-bound shapes (and, for decode, the per-sequence
-work). A surface is fitted by iteratively reweighted least squares (Huber on log-ratios, each
+seconds than an L40S at 2.52 GHz. For GEMM and decode attention it counts **SM-cycles** (cycles
+times the datasheet's SM count, shown per :data:`REFERENCE_COMPUTE_UNITS` SMs): their work is
+cut into tiles (CTAs) spread over the SMs, and a GPU with more SMs needs more work before every
+SM has its share of tiles and the tail wave stops costing, so at the same SOL in cycles a
+148-SM B200 is further from its plateau than a 108-SM A100. Below the first knot a kernel's time
+is its launch floor: it no longer shrinks with SOL (the surface is held at the first knot's
+time, not its ratio). An all-reduce's floor is the links' and the protocol's, so
+communication keeps seconds, clamped as before. The second
+axis separates compute-bound from memory-bound shapes (and, for decode, how many query heads
+each SM gets). A surface is fitted by iteratively reweighted least squares (Huber on log-ratios, each
 accelerator weighted equally) with a second-difference smoothness penalty, on the tables of
 the accelerators given; :func:`fit_transfer` is deterministic.
 
@@ -93,17 +99,26 @@ SOL_KNOTS = tuple(float(x) for x in np.arange(-8.0, -1.49, 0.5))  # log10 second
 SECOND_KNOTS: dict[Family, tuple[float, ...]] = {
     "gemm": tuple(float(x) for x in np.arange(-4.0, 3.01, 1.0)),
     "context_attention": tuple(float(x) for x in np.arange(-2.0, 4.01, 1.0)),
-    "generation_attention": tuple(float(x) for x in np.arange(0.0, 3.51, 0.5)),
+    "generation_attention": tuple(float(x) for x in np.arange(-2.5, 3.51, 0.5)),
     "communication": (1.0, 2.0, 3.0),
     "moe": tuple(float(x) for x in np.arange(-4.0, 3.01, 1.0)),
 }
 # The first axis of the compute families is the SOL in boost-clock cycles, written as seconds at
-# this clock. An accelerator whose datasheet gives no clock is taken to run at the median of the
-# profiled GPUs' (A100 1.41, H100 1.98, B200 1.98, L40S 2.52 GHz).
+# this clock; for GEMM and decode attention in SM-cycles, written as seconds at this clock on
+# REFERENCE_COMPUTE_UNITS SMs. An accelerator whose datasheet gives no clock (SM count) is taken
+# at the median of the profiled GPUs' (A100 1.41, H100 1.98, B200 1.98, L40S 2.52 GHz; 108, 132,
+# 148, 142 SMs).
 REFERENCE_CLOCK_GHZ = 1.5
 UNKNOWN_CLOCK_GHZ = 1.98
+REFERENCE_COMPUTE_UNITS = 100
+UNKNOWN_COMPUTE_UNITS = 137
 CLOCKED: frozenset[Family] = frozenset({"gemm", "context_attention", "generation_attention", "moe"})
-SOL_CLOCK = f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOCK_GHZ} GHz"
+SM_CYCLED: frozenset[Family] = frozenset({"gemm", "generation_attention"})
+SOL_CLOCK = (
+    f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOCK_GHZ} GHz, GEMM and "
+    f"generation attention SM-cycles per {REFERENCE_COMPUTE_UNITS} SMs, a launch floor below "
+    "the first knot; decode per query heads per SM"
+)
 SMOOTHNESS = 1.0  # weight of the second-difference penalty, per knot
 HUBER_LOG = 0.1  # residuals beyond ~10 % count linearly
 IRLS_STEPS = 6
@@ -126,12 +141,13 @@ ALL_REDUCE_BYTES = tuple(float(2**i) for i in range(7, 30))
 @dataclass(frozen=True, slots=True)
 class Peaks:
     """Datasheet peaks of one accelerator: FLOP/s, HBM bytes/s, interconnect bytes/s per GPU,
-    and its boost clock (GHz)."""
+    its boost clock (GHz) and its SM (compute unit) count."""
 
     flops_per_s: float
     hbm_bytes_per_s: float
     link_bytes_per_s: float
     clock_ghz: float = REFERENCE_CLOCK_GHZ
+    compute_units: float = REFERENCE_COMPUTE_UNITS
 
     @classmethod
     def of(cls, accelerator: Accelerator) -> Peaks:
@@ -140,18 +156,26 @@ class Peaks:
             hbm_bytes_per_s=accelerator.hbm_tbps * 1e12,
             link_bytes_per_s=accelerator.interconnect_gbps * 1e9,
             clock_ghz=accelerator.boost_clock_ghz or UNKNOWN_CLOCK_GHZ,
+            compute_units=accelerator.compute_units or UNKNOWN_COMPUTE_UNITS,
         )
 
     @property
     def clock_ratio(self) -> float:
+        """Cycles per second over the reference clock's."""
         return self.clock_ghz / REFERENCE_CLOCK_GHZ
+
+    @property
+    def sm_cycle_ratio(self) -> float:
+        """SM-cycles per second over the reference clock's on the reference SM count."""
+        return self.clock_ratio * self.compute_units / REFERENCE_COMPUTE_UNITS
 
 
 @dataclass(frozen=True, slots=True)
 class Sol:
     """Speed of light of a batch of operator calls (s), the surface's second axis, and the
-    accelerator's clock over :data:`REFERENCE_CLOCK_GHZ` (SOL in cycles = ``seconds ·
-    clock_ratio`` at the reference clock)."""
+    first axis's units per second over the reference's (SOL in cycles = ``seconds ·
+    clock_ratio`` at the reference clock; for the SM-cycled families the ratio counts SM-cycles,
+    :attr:`Peaks.sm_cycle_ratio`)."""
 
     seconds: FloatArray
     second_axis: FloatArray
@@ -172,15 +196,15 @@ class Sol:
         )
 
 
-def _balanced(compute: FloatArray, memory: FloatArray, peaks: Peaks) -> Sol:
-    return Sol(np.maximum(compute, memory), np.log10(compute / memory), peaks.clock_ratio)
+def _balanced(compute: FloatArray, memory: FloatArray, ratio: float) -> Sol:
+    return Sol(np.maximum(compute, memory), np.log10(compute / memory), ratio)
 
 
 def gemm_sol(peaks: Peaks, m: FloatArray, n: FloatArray, k: FloatArray) -> Sol:
     """``[m, k] @ [k, n]`` in BF16: 2mnk FLOPs; reads both operands, writes the result."""
     compute = 2.0 * m * n * k / peaks.flops_per_s
     memory = DTYPE_BYTES * (m * k + k * n + m * n) / peaks.hbm_bytes_per_s
-    return _balanced(compute, memory, peaks)
+    return _balanced(compute, memory, peaks.sm_cycle_ratio)
 
 
 def moe_sol(peaks: Peaks, moe: MoeShape, tokens: FloatArray) -> Sol:
@@ -191,7 +215,7 @@ def moe_sol(peaks: Peaks, moe: MoeShape, tokens: FloatArray) -> Sol:
     compute = 2.0 * tokens * moe.topk * 3.0 * moe.hidden * inter / peaks.flops_per_s
     weights = touched * 3.0 * moe.hidden * inter
     memory = DTYPE_BYTES * (weights + 2.0 * tokens * moe.topk * moe.hidden) / peaks.hbm_bytes_per_s
-    return _balanced(compute, memory, peaks)
+    return _balanced(compute, memory, peaks.clock_ratio)
 
 
 def context_attention_sol(peaks: Peaks, batch: FloatArray, isl: FloatArray, head: HeadKey) -> Sol:
@@ -207,14 +231,15 @@ def context_attention_sol(peaks: Peaks, batch: FloatArray, isl: FloatArray, head
         * (2.0 * heads + 2.0 * kv_heads)
         / peaks.hbm_bytes_per_s
     )
-    return _balanced(compute, memory, peaks)
+    return _balanced(compute, memory, peaks.clock_ratio)
 
 
 def generation_attention_sol(
     peaks: Peaks, batch: FloatArray, context: FloatArray, head: HeadKey
 ) -> Sol:
     """One decode step of ``batch`` sequences over ``context`` cached tokens each: the K and V
-    of every context token read once (compute is far below it)."""
+    of every context token read once (compute is far below it). The second axis is the query
+    heads of the step per SM: the decode kernel's parallel work is a (sequence, head) each."""
     heads, kv_heads, head_dim = head
     memory = (
         DTYPE_BYTES
@@ -223,7 +248,8 @@ def generation_attention_sol(
         / peaks.hbm_bytes_per_s
     )
     compute = 4.0 * batch * heads * head_dim * context / peaks.flops_per_s
-    return Sol(np.maximum(compute, memory), np.log10(batch), peaks.clock_ratio)
+    per_sm = batch * heads / peaks.compute_units
+    return Sol(np.maximum(compute, memory), np.log10(per_sm), peaks.sm_cycle_ratio)
 
 
 def all_reduce_sol(peaks: Peaks, gpus: FloatArray, message_bytes: FloatArray) -> Sol:
@@ -244,12 +270,26 @@ def _hat(values: FloatArray, knots: FloatArray) -> tuple[npt.NDArray[np.int64], 
     return i, w
 
 
+def _first_axis(family: Family, sol: Sol) -> FloatArray:
+    """log10 of the SOL in the family's units (cycles or SM-cycles as reference seconds)."""
+    cycles = sol.seconds * sol.clock_ratio if family in CLOCKED else sol.seconds
+    return np.asarray(np.log10(np.maximum(cycles, 1e-30)), dtype=np.float64)
+
+
+def _launch_floor(family: Family, sol: Sol) -> FloatArray:
+    """Log-ratio added below the first SOL knot for the kernels on the cores: their time stays
+    the first knot's (a launch floor) instead of shrinking with SOL at the first knot's ratio."""
+    if family not in CLOCKED:
+        return np.zeros_like(sol.seconds)
+    below = np.maximum(SOL_KNOTS[0] - _first_axis(family, sol), 0.0)
+    return np.asarray(below * np.log(10.0), dtype=np.float64)
+
+
 def _basis(family: Family, sol: Sol) -> tuple[npt.NDArray[np.int64], FloatArray]:
     """Bilinear weights of each row on the (SOL, second axis) knot grid: the four knots'
     flat indices and weights, ``[rows, 4]`` each."""
     xk, yk = np.asarray(SOL_KNOTS), np.asarray(SECOND_KNOTS[family])
-    cycles = sol.seconds * sol.clock_ratio if family in CLOCKED else sol.seconds
-    ix, wx = _hat(np.log10(np.maximum(cycles, 1e-30)), xk)
+    ix, wx = _hat(_first_axis(family, sol), xk)
     iy, wy = _hat(sol.second_axis, yk)
     ny = len(yk)
     index = np.stack([ix * ny + iy, ix * ny + iy + 1, (ix + 1) * ny + iy, (ix + 1) * ny + iy + 1])
@@ -257,9 +297,14 @@ def _basis(family: Family, sol: Sol) -> tuple[npt.NDArray[np.int64], FloatArray]
     return index.T.astype(np.int64), np.asarray(weight.T, dtype=np.float64)
 
 
-def _evaluate(family: Family, sol: Sol, coef: FloatArray) -> FloatArray:
+def _on_grid(family: Family, sol: Sol, coef: FloatArray) -> FloatArray:
     index, weight = _basis(family, sol)
     return np.asarray((coef[index] * weight).sum(axis=1), dtype=np.float64)
+
+
+def _evaluate(family: Family, sol: Sol, coef: FloatArray) -> FloatArray:
+    """``log(latency / SOL)``: the surface, and below its first knot the launch floor."""
+    return _on_grid(family, sol, coef) + _launch_floor(family, sol)
 
 
 def _normal_equations(
@@ -351,15 +396,16 @@ def fit_surface(family: Family, per_accelerator: Sequence[Observations]) -> Surf
         raise InputError(f"no measured {family} calls to fit on", field=family)
     sol = Sol.concatenate([o.sol for o in parts])
     y = np.concatenate([np.log(o.latency / o.sol.seconds) for o in parts])
+    y_grid = y - _launch_floor(family, sol)
     w = np.concatenate([np.full(len(o.latency), 1.0 / len(o.latency)) for o in parts])
     w *= len(w) / w.sum()
     penalty = _penalty(family)
     ptp = penalty.T @ penalty
     coef: FloatArray = np.zeros(len(SOL_KNOTS) * len(SECOND_KNOTS[family]))
     for _ in range(IRLS_STEPS):
-        r = np.abs(y - _evaluate(family, sol, coef))
+        r = np.abs(y_grid - _on_grid(family, sol, coef))
         ww = w * np.where(r < HUBER_LOG, 1.0, HUBER_LOG / np.maximum(r, 1e-12))
-        xtx, xty = _normal_equations(family, sol, y, ww)
+        xtx, xty = _normal_equations(family, sol, y_grid, ww)
         coef = np.asarray(np.linalg.solve(xtx + ptp, xty), dtype=np.float64)
     ape = np.abs(np.exp(_evaluate(family, sol, coef) - y) - 1.0)
     ny = len(SECOND_KNOTS[family])
