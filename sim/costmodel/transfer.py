@@ -196,6 +196,11 @@ class Sol:
         )
 
 
+def _axis_ratio(peaks: Peaks, family: Family) -> float:
+    """The family's first-axis units (cycles or SM-cycles) per second over the reference's."""
+    return peaks.sm_cycle_ratio if family in SM_CYCLED else peaks.clock_ratio
+
+
 def _balanced(compute: FloatArray, memory: FloatArray, ratio: float) -> Sol:
     return Sol(np.maximum(compute, memory), np.log10(compute / memory), ratio)
 
@@ -204,7 +209,7 @@ def gemm_sol(peaks: Peaks, m: FloatArray, n: FloatArray, k: FloatArray) -> Sol:
     """``[m, k] @ [k, n]`` in BF16: 2mnk FLOPs; reads both operands, writes the result."""
     compute = 2.0 * m * n * k / peaks.flops_per_s
     memory = DTYPE_BYTES * (m * k + k * n + m * n) / peaks.hbm_bytes_per_s
-    return _balanced(compute, memory, peaks.sm_cycle_ratio)
+    return _balanced(compute, memory, _axis_ratio(peaks, "gemm"))
 
 
 def moe_sol(peaks: Peaks, moe: MoeShape, tokens: FloatArray) -> Sol:
@@ -215,7 +220,7 @@ def moe_sol(peaks: Peaks, moe: MoeShape, tokens: FloatArray) -> Sol:
     compute = 2.0 * tokens * moe.topk * 3.0 * moe.hidden * inter / peaks.flops_per_s
     weights = touched * 3.0 * moe.hidden * inter
     memory = DTYPE_BYTES * (weights + 2.0 * tokens * moe.topk * moe.hidden) / peaks.hbm_bytes_per_s
-    return _balanced(compute, memory, peaks.clock_ratio)
+    return _balanced(compute, memory, _axis_ratio(peaks, "moe"))
 
 
 def context_attention_sol(peaks: Peaks, batch: FloatArray, isl: FloatArray, head: HeadKey) -> Sol:
@@ -231,7 +236,7 @@ def context_attention_sol(peaks: Peaks, batch: FloatArray, isl: FloatArray, head
         * (2.0 * heads + 2.0 * kv_heads)
         / peaks.hbm_bytes_per_s
     )
-    return _balanced(compute, memory, peaks.clock_ratio)
+    return _balanced(compute, memory, _axis_ratio(peaks, "context_attention"))
 
 
 def generation_attention_sol(
@@ -249,7 +254,9 @@ def generation_attention_sol(
     )
     compute = 4.0 * batch * heads * head_dim * context / peaks.flops_per_s
     per_sm = batch * heads / peaks.compute_units
-    return Sol(np.maximum(compute, memory), np.log10(per_sm), peaks.sm_cycle_ratio)
+    return Sol(
+        np.maximum(compute, memory), np.log10(per_sm), _axis_ratio(peaks, "generation_attention")
+    )
 
 
 def all_reduce_sol(peaks: Peaks, gpus: FloatArray, message_bytes: FloatArray) -> Sol:
