@@ -16,7 +16,7 @@ family                      second axis
 ==========================  ====================================================================
 ``gemm``                    log10 of compute time / memory time (the GEMM's balance)
 ``context_attention``       the same
-``generation_attention``    log10 of the query heads decoded together (batch · heads) per SM
+``generation_attention``    log10 of the batch (sequences decoded together)
 ``communication``           log2 of the GPU count
 ``moe``                     log10 of compute time / memory time of the fused experts
 ==========================  ====================================================================
@@ -26,16 +26,14 @@ the ramp (partial occupancy, tail effects) and the large-call plateau. For the k
 on the accelerator's cores (every family but communication) it counts the SOL in cycles of the
 datasheet's boost clock (shown as seconds at :data:`REFERENCE_CLOCK_GHZ`): a kernel's launch
 floor and its ramp are a number of cycles, so an A100 at 1.41 GHz reaches the plateau later in
-seconds than an L40S at 2.52 GHz. For GEMM and decode attention it counts **SM-cycles** (cycles
-times the datasheet's SM count, shown per :data:`REFERENCE_COMPUTE_UNITS` SMs): their work is
-cut into tiles (CTAs) spread over the SMs, and a GPU with more SMs needs more work before every
-SM has its share of tiles and the tail wave stops costing, so at the same SOL in cycles a
-148-SM B200 is further from its plateau than a 108-SM A100. Below the first knot a kernel's time
-is its launch floor: it no longer shrinks with SOL (the surface is held at the first knot's
-time, not its ratio). An all-reduce's floor is the links' and the protocol's, so
-communication keeps seconds, clamped as before. The second
-axis separates compute-bound from memory-bound shapes (and, for decode, how many query heads
-each SM gets). A surface is fitted by iteratively reweighted least squares (Huber on log-ratios, each
+seconds than an L40S at 2.52 GHz. For GEMM it counts **SM-cycles** (cycles times the
+datasheet's SM count, shown per :data:`REFERENCE_COMPUTE_UNITS` SMs): a GEMM is cut into output
+tiles spread over the SMs, and a GPU with more SMs needs more tiles before every SM has its
+share and the tail wave stops costing, so at the same SOL in cycles a 148-SM B200 is further
+from its plateau than a 108-SM A100. An all-reduce's floor is the links' and the protocol's, so
+communication keeps seconds. The second
+axis separates compute-bound from memory-bound shapes (and, for decode, the per-sequence
+work). A surface is fitted by iteratively reweighted least squares (Huber on log-ratios, each
 accelerator weighted equally) with a second-difference smoothness penalty, on the tables of
 the accelerators given; :func:`fit_transfer` is deterministic.
 
@@ -99,12 +97,12 @@ SOL_KNOTS = tuple(float(x) for x in np.arange(-8.0, -1.49, 0.5))  # log10 second
 SECOND_KNOTS: dict[Family, tuple[float, ...]] = {
     "gemm": tuple(float(x) for x in np.arange(-4.0, 3.01, 1.0)),
     "context_attention": tuple(float(x) for x in np.arange(-2.0, 4.01, 1.0)),
-    "generation_attention": tuple(float(x) for x in np.arange(-2.5, 3.51, 0.5)),
+    "generation_attention": tuple(float(x) for x in np.arange(0.0, 3.51, 0.5)),
     "communication": (1.0, 2.0, 3.0),
     "moe": tuple(float(x) for x in np.arange(-4.0, 3.01, 1.0)),
 }
 # The first axis of the compute families is the SOL in boost-clock cycles, written as seconds at
-# this clock; for GEMM and decode attention in SM-cycles, written as seconds at this clock on
+# this clock; for GEMM in SM-cycles, written as seconds at this clock on
 # REFERENCE_COMPUTE_UNITS SMs. An accelerator whose datasheet gives no clock (SM count) is taken
 # at the median of the profiled GPUs' (A100 1.41, H100 1.98, B200 1.98, L40S 2.52 GHz; 108, 132,
 # 148, 142 SMs).
@@ -113,11 +111,10 @@ UNKNOWN_CLOCK_GHZ = 1.98
 REFERENCE_COMPUTE_UNITS = 100
 UNKNOWN_COMPUTE_UNITS = 137
 CLOCKED: frozenset[Family] = frozenset({"gemm", "context_attention", "generation_attention", "moe"})
-SM_CYCLED: frozenset[Family] = frozenset({"gemm", "generation_attention"})
+SM_CYCLED: frozenset[Family] = frozenset({"gemm"})
 SOL_CLOCK = (
-    f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOCK_GHZ} GHz, GEMM and "
-    f"generation attention SM-cycles per {REFERENCE_COMPUTE_UNITS} SMs, a launch floor below "
-    "the first knot; decode per query heads per SM"
+    f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOCK_GHZ} GHz, GEMM "
+    f"SM-cycles per {REFERENCE_COMPUTE_UNITS} SMs"
 )
 SMOOTHNESS = 1.0  # weight of the second-difference penalty, per knot
 HUBER_LOG = 0.1  # residuals beyond ~10 % count linearly
@@ -243,8 +240,7 @@ def generation_attention_sol(
     peaks: Peaks, batch: FloatArray, context: FloatArray, head: HeadKey
 ) -> Sol:
     """One decode step of ``batch`` sequences over ``context`` cached tokens each: the K and V
-    of every context token read once (compute is far below it). The second axis is the query
-    heads of the step per SM: the decode kernel's parallel work is a (sequence, head) each."""
+    of every context token read once (compute is far below it)."""
     heads, kv_heads, head_dim = head
     memory = (
         DTYPE_BYTES
@@ -253,9 +249,8 @@ def generation_attention_sol(
         / peaks.hbm_bytes_per_s
     )
     compute = 4.0 * batch * heads * head_dim * context / peaks.flops_per_s
-    per_sm = batch * heads / peaks.compute_units
     return Sol(
-        np.maximum(compute, memory), np.log10(per_sm), _axis_ratio(peaks, "generation_attention")
+        np.maximum(compute, memory), np.log10(batch), _axis_ratio(peaks, "generation_attention")
     )
 
 
@@ -277,26 +272,12 @@ def _hat(values: FloatArray, knots: FloatArray) -> tuple[npt.NDArray[np.int64], 
     return i, w
 
 
-def _first_axis(family: Family, sol: Sol) -> FloatArray:
-    """log10 of the SOL in the family's units (cycles or SM-cycles as reference seconds)."""
-    cycles = sol.seconds * sol.clock_ratio if family in CLOCKED else sol.seconds
-    return np.asarray(np.log10(np.maximum(cycles, 1e-30)), dtype=np.float64)
-
-
-def _launch_floor(family: Family, sol: Sol) -> FloatArray:
-    """Log-ratio added below the first SOL knot for the kernels on the cores: their time stays
-    the first knot's (a launch floor) instead of shrinking with SOL at the first knot's ratio."""
-    if family not in CLOCKED:
-        return np.zeros_like(sol.seconds)
-    below = np.maximum(SOL_KNOTS[0] - _first_axis(family, sol), 0.0)
-    return np.asarray(below * np.log(10.0), dtype=np.float64)
-
-
 def _basis(family: Family, sol: Sol) -> tuple[npt.NDArray[np.int64], FloatArray]:
     """Bilinear weights of each row on the (SOL, second axis) knot grid: the four knots'
     flat indices and weights, ``[rows, 4]`` each."""
     xk, yk = np.asarray(SOL_KNOTS), np.asarray(SECOND_KNOTS[family])
-    ix, wx = _hat(_first_axis(family, sol), xk)
+    cycles = sol.seconds * sol.clock_ratio if family in CLOCKED else sol.seconds
+    ix, wx = _hat(np.log10(np.maximum(cycles, 1e-30)), xk)
     iy, wy = _hat(sol.second_axis, yk)
     ny = len(yk)
     index = np.stack([ix * ny + iy, ix * ny + iy + 1, (ix + 1) * ny + iy, (ix + 1) * ny + iy + 1])
@@ -304,14 +285,9 @@ def _basis(family: Family, sol: Sol) -> tuple[npt.NDArray[np.int64], FloatArray]
     return index.T.astype(np.int64), np.asarray(weight.T, dtype=np.float64)
 
 
-def _on_grid(family: Family, sol: Sol, coef: FloatArray) -> FloatArray:
+def _evaluate(family: Family, sol: Sol, coef: FloatArray) -> FloatArray:
     index, weight = _basis(family, sol)
     return np.asarray((coef[index] * weight).sum(axis=1), dtype=np.float64)
-
-
-def _evaluate(family: Family, sol: Sol, coef: FloatArray) -> FloatArray:
-    """``log(latency / SOL)``: the surface, and below its first knot the launch floor."""
-    return _on_grid(family, sol, coef) + _launch_floor(family, sol)
 
 
 def _normal_equations(
@@ -403,16 +379,15 @@ def fit_surface(family: Family, per_accelerator: Sequence[Observations]) -> Surf
         raise InputError(f"no measured {family} calls to fit on", field=family)
     sol = Sol.concatenate([o.sol for o in parts])
     y = np.concatenate([np.log(o.latency / o.sol.seconds) for o in parts])
-    y_grid = y - _launch_floor(family, sol)
     w = np.concatenate([np.full(len(o.latency), 1.0 / len(o.latency)) for o in parts])
     w *= len(w) / w.sum()
     penalty = _penalty(family)
     ptp = penalty.T @ penalty
     coef: FloatArray = np.zeros(len(SOL_KNOTS) * len(SECOND_KNOTS[family]))
     for _ in range(IRLS_STEPS):
-        r = np.abs(y_grid - _on_grid(family, sol, coef))
+        r = np.abs(y - _evaluate(family, sol, coef))
         ww = w * np.where(r < HUBER_LOG, 1.0, HUBER_LOG / np.maximum(r, 1e-12))
-        xtx, xty = _normal_equations(family, sol, y_grid, ww)
+        xtx, xty = _normal_equations(family, sol, y, ww)
         coef = np.asarray(np.linalg.solve(xtx + ptp, xty), dtype=np.float64)
     ape = np.abs(np.exp(_evaluate(family, sol, coef) - y) - 1.0)
     ny = len(SECOND_KNOTS[family])
