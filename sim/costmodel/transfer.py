@@ -2,8 +2,12 @@
 
 For every operator the datasheet gives a **speed of light** (SOL): the larger of its FLOPs at the
 dense BF16 peak and its bytes at the HBM bandwidth (for an all-reduce: the ring's
-``2·(n−1)/n`` of the message at the interconnect bandwidth). A measured latency is SOL divided
-by a *utilization*. As AIConfigurator does on one system, utilization is looked up by shape in
+``2·(n−1)/n`` of the message at the interconnect bandwidth). A prefill's attention has a third
+bound: its softmax takes one exponential per query–key pair on the SMs' special-function units,
+:data:`EXP_PER_SM_CYCLE` per SM per clock, which at head dim 64 takes longer than the tensor
+cores' FLOPs on B200 and nearly as long on H100 (tensor cores grew, special-function units did
+not). A
+measured latency is SOL divided by a *utilization*. As AIConfigurator does on one system, utilization is looked up by shape in
 log space rather than latency itself; here it is learned across accelerators so that it
 transfers to one with no tables:
 
@@ -112,9 +116,13 @@ REFERENCE_COMPUTE_UNITS = 100
 UNKNOWN_COMPUTE_UNITS = 137
 CLOCKED: frozenset[Family] = frozenset({"gemm", "context_attention", "generation_attention", "moe"})
 SM_CYCLED: frozenset[Family] = frozenset({"gemm"})
+# Exponentials (MUFU.EX2) per SM per clock: the CUDA programming guide's throughput of the
+# special functions for compute capability 8.0–9.0 (and FlashAttention-3's 3.9 TFLOPS of special
+# functions on H100 SXM5 is 16 × 132 SMs × 1.83 GHz); Blackwell kept the rate.
+EXP_PER_SM_CYCLE = 16
 SOL_CLOCK = (
     f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOCK_GHZ} GHz, GEMM "
-    f"SM-cycles per {REFERENCE_COMPUTE_UNITS} SMs"
+    f"SM-cycles per {REFERENCE_COMPUTE_UNITS} SMs; prefill softmax at {EXP_PER_SM_CYCLE} exp/SM/clock"
 )
 SMOOTHNESS = 1.0  # weight of the second-difference penalty, per knot
 HUBER_LOG = 0.1  # residuals beyond ~10 % count linearly
@@ -160,6 +168,11 @@ class Peaks:
     def clock_ratio(self) -> float:
         """Cycles per second over the reference clock's."""
         return self.clock_ghz / REFERENCE_CLOCK_GHZ
+
+    @property
+    def exp_per_s(self) -> float:
+        """Exponentials per second of the special-function units."""
+        return EXP_PER_SM_CYCLE * self.compute_units * self.clock_ghz * 1e9
 
     @property
     def sm_cycle_ratio(self) -> float:
@@ -222,9 +235,12 @@ def moe_sol(peaks: Peaks, moe: MoeShape, tokens: FloatArray) -> Sol:
 
 def context_attention_sol(peaks: Peaks, batch: FloatArray, isl: FloatArray, head: HeadKey) -> Sol:
     """Causal prefill of ``batch`` sequences of ``isl`` tokens, no cached context: ``isl²/2``
-    query–key pairs per head at 4 FLOPs per pair and dimension; Q, K, V read, O written once."""
+    query–key pairs per head at 4 FLOPs per pair and dimension on the tensor cores, and one
+    exponential per pair (the softmax) on the SMs' special-function units, whichever takes
+    longer; Q, K, V read, O written once."""
     heads, kv_heads, head_dim = head
-    compute = 2.0 * batch * heads * head_dim * isl * isl / peaks.flops_per_s
+    matmul = 2.0 * batch * heads * head_dim * isl * isl / peaks.flops_per_s
+    compute = np.maximum(matmul, batch * heads * isl * isl / 2.0 / peaks.exp_per_s)
     memory = (
         DTYPE_BYTES
         * batch
