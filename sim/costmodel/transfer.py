@@ -6,10 +6,9 @@ dense BF16 peak and its bytes at the HBM bandwidth (for an all-reduce: the ring'
 bound: its softmax takes one exponential per query–key pair on the SMs' special-function units,
 :data:`EXP_PER_SM_CYCLE` per SM per clock, which at head dim 64 takes longer than the tensor
 cores' FLOPs on B200 and nearly as long on H100 (tensor cores grew, special-function units did
-not). A
-measured latency is SOL divided by a *utilization*. As AIConfigurator does on one system, utilization is looked up by shape in
-log space rather than latency itself; here it is learned across accelerators so that it
-transfers to one with no tables:
+not). A measured latency is SOL divided by a *utilization*. As AIConfigurator does on one
+system, utilization is looked up by shape in log space rather than latency itself; here it is
+learned across accelerators so that it transfers to one with no tables:
 
     log(latency / SOL) = U_family(log10 SOL in clock cycles, second axis)
 
@@ -122,7 +121,8 @@ SM_CYCLED: frozenset[Family] = frozenset({"gemm"})
 EXP_PER_SM_CYCLE = 16
 SOL_CLOCK = (
     f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOCK_GHZ} GHz, GEMM "
-    f"SM-cycles per {REFERENCE_COMPUTE_UNITS} SMs; prefill softmax at {EXP_PER_SM_CYCLE} exp/SM/clock"
+    f"SM-cycles per {REFERENCE_COMPUTE_UNITS} SMs; prefill softmax at {EXP_PER_SM_CYCLE} "
+    "exp/SM/clock"
 )
 SMOOTHNESS = 1.0  # weight of the second-difference penalty, per knot
 HUBER_LOG = 0.1  # residuals beyond ~10 % count linearly
