@@ -58,7 +58,8 @@ class Accelerator:
     dense_fp8_tflops: float | None = None
     # maximum boost clock, GHz: kernels' launch floors and ramps are counts of its cycles
     boost_clock_ghz: float | None = None
-    # streaming multiprocessors (AMD: compute units): GEMM and decode tiles are spread over them
+    # streaming multiprocessors (AMD: compute units): GEMM tiles are spread over them, the
+    # softmax's exponentials run on their special-function units
     compute_units: int | None = None
     measurements: tuple[Measurements, ...] = ()
 
