@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from placement.errors import PlacementError
+from serving.lora_info import Adapters, lora_adapters
 from serving.scrape import read_page
 from serving.scrape_session import ScrapeSession
 from serving.service import PlacementService, ReplicaRegistration
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LOST_AFTER = 3
 
-Scraped = tuple[dict[str, Any] | None, str | None]  # (the row, or None: unchanged; its ETag)
+# (the row, or None: unchanged; its ETag; the engine's LoRA adapters, None: not exported)
+Scraped = tuple[dict[str, Any] | None, str | None, Adapters | None]
 
 
 def read_registration_page(reg: ReplicaRegistration, text: str) -> dict[str, Any]:
@@ -40,6 +42,12 @@ def read_registration_page(reg: ReplicaRegistration, text: str) -> dict[str, Any
         tp=s.tp,
         model_name=s.labels.get("model_name"),
     )
+
+
+def _read(reg: ReplicaRegistration, text: str, etag: str | None) -> Scraped:
+    """The page ``text`` read in full: its row and the engine's LoRA adapters."""
+    row = read_registration_page(reg, text)
+    return row, etag, lora_adapters(text, reg.metrics_url) if reg.state.max_loras > 0 else None
 
 
 class ReplicaScraper:
@@ -80,11 +88,15 @@ class ReplicaScraper:
     async def _scrape(self, reg: ReplicaRegistration, timeout_s: float) -> Scraped:
         text, etag = await self.session.fetch(reg.metrics_url, timeout_s, reg.metrics_etag)
         if text is None:
-            return None, etag
-        return await asyncio.to_thread(read_registration_page, reg, text), etag
+            return None, etag, None
+        return await asyncio.to_thread(_read, reg, text, etag)
 
     def _apply(
-        self, reg: ReplicaRegistration, row: dict[str, Any] | None, etag: str | None
+        self,
+        reg: ReplicaRegistration,
+        row: dict[str, Any] | None,
+        etag: str | None,
+        adapters: Adapters | None,
     ) -> None:
         s = reg.state
         if self.sink is not None:
@@ -95,9 +107,17 @@ class ReplicaScraper:
             s.num_requests_running = float(row["num_requests_running"])
             s.num_requests_waiting = float(row["num_requests_waiting"])
             s.kv_cache_usage_perc = float(row["kv_cache_usage_perc"])
+            if adapters is not None:
+                s.running_lora_adapters, s.waiting_lora_adapters = adapters
             reg.metrics_etag = etag
             self.pages_read += 1
         s.scraped_at = time.monotonic()
+        if adapters is not None:
+            # the route path reads the engine's slot handovers from every scrape, not only
+            # from those it happens to decide after
+            scraped = getattr(self.service.route_path, "scraped", None)
+            if scraped is not None:
+                scraped(s)
         # the gauges hold as of now: first tokens from here on have left their waiting count
         s.first_tokens_at_scrape = s.first_tokens
         reg.scrape_failures = 0

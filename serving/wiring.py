@@ -115,6 +115,8 @@ def build_app(
             share_cap=settings.slo_gate_share_cap,
             share_window_s=settings.slo_gate_share_window_s,
             slot_turn_s=settings.slo_gate_slot_turn_s,
+            # a slot wait read from the engine: a refusal it alone makes is for a slot
+            slot_wait_from_engine=profile.slot_wait_from_engine,
         )
         if settings.slo_gate
         else None,

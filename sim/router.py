@@ -34,8 +34,10 @@ class ReplicaView:
         "outstanding",
         "outstanding_prefill_tokens",
         "prefix_hit_rate",
+        "running_adapters",
         "scraped_at_s",
         "tp",
+        "waiting_adapters",
         "weight",
     )
 
@@ -73,8 +75,10 @@ class ReplicaView:
         self.kv_usage = 0.0
         self.prefix_hit_rate = 0.0
         # LoRA adapters with running or waiting requests (vLLM's lora_requests_info metric:
-        # running_lora_adapters, then waiting_lora_adapters)
+        # running_lora_adapters, then waiting_lora_adapters), and each list apart
         self.adapters: tuple[str, ...] = ()
+        self.running_adapters: tuple[str, ...] = ()
+        self.waiting_adapters: tuple[str, ...] = ()
         self.scraped_at_s = 0.0
 
     def __repr__(self) -> str:

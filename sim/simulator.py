@@ -367,7 +367,7 @@ class Simulator:
         r.reload(spec, self.cost_model(spec), self._slots(replica, spec))
         view = self.gateway.views[replica]
         view.kv_capacity_tokens = spec.kv_capacity_tokens
-        view.adapters = ()
+        view.adapters = view.running_adapters = view.waiting_adapters = ()
         view.loading = False
         self.model_events.append(ModelEvent(now, replica, model, "serve"))
 
@@ -422,5 +422,9 @@ class Simulator:
             v.kv_usage = (c.used - c.evictable) / c.capacity
             v.prefix_hit_rate = r.cached_tokens / r.prompt_tokens if r.prompt_tokens else 0.0
             if r.lora is not None:
-                v.adapters = r.lora.active() + r.waiting_adapters()
+                running = r.lora.active()
+                waiting = r.waiting_adapters()
+                v.running_adapters = running
+                v.waiting_adapters = waiting
+                v.adapters = running + waiting
             v.scraped_at_s = now

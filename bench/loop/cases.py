@@ -73,7 +73,8 @@ def build_cases(
     the engines schedule by the priority ours sends (``Case.engine_priority``);
     ``offer_waiting_price``: the head tuning also tries the waiting queue's price;
     ``base_models_by_credit``: swappable replicas are placed by credit and goodput at SLO;
-    ``offer_credit_reserve``: the head tuning also tries the gate's credit reserve;
+    ``offer_credit_reserve``: where no share cap holds, the head tuning also tries the gate's
+    credit reserve;
     ``gate_pressure_by_model``: the gate's overload signals are kept per model pool;
     ``gate_tpot_computed``: the gate's TPOT forecast counts the prompt tokens computed;
     ``gate_share_cap``: past capacity the gate holds tenants to that many times their

@@ -165,9 +165,9 @@ class Case:
     # by default: on multi-model's tail it gained past the knee but lost at the ratio load and
     # lowered the gate's precision and Jain's index (bench/RESULTS.md)
     offer_waiting_price: bool = False
-    # the head tuning also tries the gate's credit reserve (tenants of differing shapes only);
-    # off by default: of the shipped cases the head keeps it on chat-longdoc-code, multi-model
-    # and mixed over h100x8, and mixed's tail then loses 3.6% at load 1.5 (bench/RESULTS.md)
+    # the head tuning also tries the gate's credit reserve (tenants of differing shapes only,
+    # where no share cap holds); off by default: the head of mixed over the heterogeneous fleet
+    # keeps it, and that tail then loses 3.4-11% at loads 1.5-3 (bench/RESULTS.md)
     offer_credit_reserve: bool = False
     # the head tuning also tries the gate's share cap (:func:`~bench.loop.tuning.
     # share_cap_variant`) on traffic of several tenants, kept where it gains in sum and loses
@@ -561,13 +561,6 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got
-        # then the credit reserve, where the tenants' shapes differ: a fairness setting, kept
-        # where it loses at no tuning load (it need not gain)
-        reserve = case.offer_credit_reserve and shapes_differ(tune.requests)
-        for setting in reserve_variant(best[1]) if reserve else []:
-            got = score(setting)
-            if keeps_every_load(got, by_load):
-                best, by_load = (sum(got), setting), got
         # then the gate's share cap, on traffic of several tenants (unless the case fixes
         # one): kept where it gains in sum and loses at no tuning load
         several = len({r.tenant for r in tune.requests}) > 1
@@ -575,6 +568,17 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
         for setting in share_cap_variant(best[1]) if capped else []:
             got = score(setting)
             if sum(got) > best[0] and keeps_every_load(got, by_load):
+                best, by_load = (sum(got), setting), got
+        # then, where no share cap holds, the credit reserve, where the tenants' shapes
+        # differ: a fairness setting, kept where it loses at no tuning load (it need not gain)
+        reserve = (
+            case.offer_credit_reserve
+            and share_cap_of(best[1]) is None
+            and shapes_differ(tune.requests)
+        )
+        for setting in reserve_variant(best[1]) if reserve else []:
+            got = score(setting)
+            if keeps_every_load(got, by_load):
                 best, by_load = (sum(got), setting), got
         # then the scraped waiting queue's price, on top of all that, under the same rule, on
         # traffic of short prompts

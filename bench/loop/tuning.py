@@ -46,14 +46,19 @@ on ``multi-model`` it lost at the ratio load and lowered the gate's precision an
 
 The gate's credit reserve (``Setting.credit_reserve``, :data:`CREDIT_RESERVE`): past capacity,
 a tenant over its share is judged against a TTFT limit shortened by the reserve × its standing
-among the active tenants, so it queues only where the tenants owed still have room. Offered only
-when asked (``Case.offer_credit_reserve``, ``--offer-credit-reserve``) and only to traffic whose
-tenants' request shapes differ (:func:`shapes_differ`), on top of the chosen setting; a fairness
-setting, it is kept where it loses at no tuning load (:func:`keeps_every_load`), gain or not: on
-the head of ``chat-longdoc-code``'s seed 1 it cost 1.2% at load 3 and 0.3% in sum, and on that
-seed's tail it lost nowhere and raised Jain's index at 2× overload from 0.84 to 0.95. Not a
-default: the head keeps it on ``mixed`` over ``h100x8`` too, whose tail then loses 3.6% at load
-1.5 and 2.5% at load 2 (bench/RESULTS.md). On
+among the active tenants, so it queues only where the tenants owed still have room. Offered
+only when asked (``Case.offer_credit_reserve``, ``--offer-credit-reserve``), only to traffic
+whose tenants' request shapes differ (:func:`shapes_differ`) and only where no share cap holds
+(the case fixes none and the head did not keep the one offered), on top of the chosen setting;
+a fairness setting, it is kept where it loses at no tuning load (:func:`keeps_every_load`), gain
+or not: on the head of ``chat-longdoc-code``'s seed 1 it cost 1.2% at load 3 and 0.3% in sum,
+and on that seed's tail it lost nowhere and raised Jain's index at 2× overload from 0.84 to
+0.95. Where the cap holds the reserve is not tried: offered before the cap, the head of
+``mixed`` over ``h100x8`` kept the reserve (and then refused the cap), and its tail lost 3.6% at
+load 1.5 and 2.5% at load 2; the cap alone loses nowhere there. Not a default: the head of
+``mixed`` over the heterogeneous fleet keeps it (+6.6% at tuning load 3), and that tail then
+loses 3.4% at load 1.5, 9.2% at 2 and 11% at 3 — the tenant furthest over its share yields, and
+the one furthest under gets none of it (bench/RESULTS.md). On
 ``chat-longdoc-code`` over the heterogeneous fleet the code tenant's short decodes meet their
 TPOT only on the H100s, where the long-document tenant's 12k-token prompts fill the queues its
 bursts need (bench/RESULTS.md).

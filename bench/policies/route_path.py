@@ -179,7 +179,11 @@ class PlacementPolicy:
                 s.num_requests_running = v.num_running
                 s.num_requests_waiting = v.num_waiting
                 s.kv_cache_usage_perc = v.kv_usage
+                if v.max_loras > 0:
+                    s.running_lora_adapters = v.running_adapters
+                    s.waiting_lora_adapters = v.waiting_adapters
                 s.first_tokens_at_scrape = s.first_tokens
+                self.path.scraped(s)
         if moved:  # the pools changed: the route path re-indexes them
             self.path.set_replicas(self._states)
 
@@ -283,6 +287,8 @@ def build(ctx: PolicyContext) -> PlacementPolicy:
             share_cap=cfg.slo_gate.share_cap,
             share_window_s=cfg.slo_gate.share_window_s,
             slot_turn_s=cfg.slo_gate.slot_turn_s if cfg.slo_gate.share_cap is not None else None,
+            # a slot wait read from the engine: a refusal it alone makes is for a slot
+            slot_wait_from_engine=profile.slot_wait_from_engine,
         )
         gate.set_credits(cfg.credits)
     shadow = cfg.slo_gate is not None and cfg.slo_gate.shadow

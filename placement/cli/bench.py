@@ -371,9 +371,10 @@ def loop(
     offer_credit_reserve: Annotated[
         bool,
         typer.Option(
-            help="the head tuning also tries the gate's credit reserve: past capacity, tenants "
-            "over their share queue only where those owed have room (tenants of differing "
-            "request shapes only; kept only if it loses at no tuning load)"
+            help="where no share cap holds, the head tuning also tries the gate's credit "
+            "reserve: past capacity, tenants over their share queue only where those owed have "
+            "room (tenants of differing request shapes only; kept only if it loses at no tuning "
+            "load)"
         ),
     ] = False,
     base_models_by_credit: Annotated[

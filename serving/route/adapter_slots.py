@@ -44,6 +44,9 @@ What it gives the route path (:mod:`serving.route.path`):
 - :meth:`SlotBook.waiting` — ``blocked`` and ``starved`` in one walk, as the route path
   publishes them after each dispatch and completion.
 
+The route profile's ``lora_slots.engine_wait`` reads the wait from the engine's own lists instead
+(:mod:`serving.route.engine_slots`): the book's frees are not the engine's handovers.
+
 Replicas without slots (``max_loras`` 0: no LoRA serving) keep no book.
 """
 

@@ -40,6 +40,7 @@ from placement.plan import Plan, ReplicaPlan
 from serving.route.adapter_slots import SlotBook
 from serving.route.compiled import GOLDEN_FRACTION, CompiledPlan, PlanEntry, compile_plan
 from serving.route.decision import make_decision
+from serving.route.engine_slots import EngineSlots
 from serving.route.fleet import FleetView
 from serving.route.plugins.base import FallbackContext, FallbackPicker, queued_prefill_tokens
 from serving.route.plugins.pickers.least_predicted_ttft_picker import LeastPredictedTtftPicker
@@ -107,6 +108,7 @@ class PlacementRoutePath:
         self._price_waiting = p.price_waiting
         self._waiting_since_scrape = p.waiting_since_scrape
         self._slot_rate_censored = p.slot_rate_censored
+        self._slot_wait_from_engine = p.slot_wait_from_engine
         # id(query) -> (replica id, prefill tokens not yet past first token, first-token time)
         self._open: dict[int, tuple[str, int, float]] = {}
         # replica id -> the LoRA adapters last sent there, least recent first (at most its
@@ -116,6 +118,8 @@ class PlacementRoutePath:
         self._adapters_in_flight: dict[str, dict[str, int]] = {}
         # replica id -> its live adapters, which hold its LoRA slots and which wait for one
         self._slots: dict[str, SlotBook] = {}
+        # replica id -> its LoRA slot handovers as its engine's scrapes list them
+        self._engine_slots: dict[str, EngineSlots] = {}
         self._writer = threading.Lock()  # serialises installs; never taken by decide()
         self._plan: Plan | None = None
         self._routing = self._snapshot(FleetView(replicas, virtual_nodes=p.virtual_nodes), None)
@@ -373,8 +377,46 @@ class PlacementRoutePath:
     def _slot_wait(self, state: ReplicaState, adapter: str, now: float) -> tuple[float, int]:
         """Seconds a request for ``adapter`` would wait for a LoRA slot on ``state`` at the
         recent release rate, and the slot handovers it would wait for."""
+        if (
+            self._slot_wait_from_engine
+            and state.running_lora_adapters is not None
+            and state.max_loras > 0
+        ):
+            return self._engine_wait(state, adapter, now)
         book = self._slots.get(state.id)
         return _NO_SLOT_WAIT if book is None else book.wait(adapter, now)
+
+    def _engine_wait(self, state: ReplicaState, adapter: str, now: float) -> tuple[float, int]:
+        """:meth:`_slot_wait` from what ``state``'s engine listed at its scrapes: the slot
+        handovers a request for ``adapter`` waits for (those the router's book counts, when
+        more: it saw its own dispatches since the scrape) at the engine's handover rate."""
+        engine = self._engine_slots_of(state, state.running_lora_adapters or ())
+        handovers = engine.handovers(adapter)
+        book = self._slots.get(state.id)
+        if book is not None:
+            handovers = max(handovers, book.handovers(adapter))
+        if handovers == 0:
+            return _NO_SLOT_WAIT
+        rate = engine.rate(now)
+        return (0.0 if rate is None else handovers / rate), handovers
+
+    def _engine_slots_of(self, state: ReplicaState, running: tuple[str, ...]) -> EngineSlots:
+        """``state``'s engine slot handovers, its last scrape (``running`` its engine's running
+        adapters) read."""
+        engine = self._engine_slots.get(state.id)
+        if engine is None:
+            engine = self._engine_slots[state.id] = EngineSlots(max(state.max_loras, 1))
+        if state.scraped_at > engine.at:
+            engine.scraped(running, state.waiting_lora_adapters, state.scraped_at)
+        return engine
+
+    def scraped(self, state: ReplicaState) -> None:
+        """The scraper has just read ``state``'s gauges: with the slot wait read from the
+        engine, its adapter lists are taken in now (a handover between two scrapes the route
+        path never read would go uncounted)."""
+        running = state.running_lora_adapters
+        if self._slot_wait_from_engine and running is not None and state.max_loras > 0:
+            self._engine_slots_of(state, running)
 
     def _book_slots(self, state: ReplicaState, book: SlotBook) -> None:
         """Publish what waits for a slot on ``state`` (the queue signal leaves it out)."""

@@ -84,8 +84,9 @@ DEFAULTS: dict[str, Any] = {
     "waiting": {"price": "constant", "since_scrape": False},
     # a replica whose LoRA slots have freed too few times to measure their release rate: its
     # slot wait unknown, taken as none (False), or read from the time without a free (True;
-    # :mod:`serving.route.adapter_slots`)
-    "lora_slots": {"censored_rate": False},
+    # :mod:`serving.route.adapter_slots`); the slot wait read from the engine's scraped
+    # adapter lists (``engine_wait``, :mod:`serving.route.engine_slots`) or the book's alone
+    "lora_slots": {"censored_rate": False, "engine_wait": True},
 }
 
 
@@ -127,6 +128,10 @@ class RouteProfile:
     # the LoRA slot books' release rate before enough frees were seen: the frees seen and the
     # next over the time watched (else unknown: no wait)
     slot_rate_censored: bool = False
+    # the LoRA slot wait read from the engine's scraped adapter lists (vLLM's
+    # lora_requests_info: handovers seen between scrapes, :mod:`serving.route.engine_slots`)
+    # instead of the router's book alone
+    slot_wait_from_engine: bool = False
 
     @property
     def load_cap(self) -> LoadCapFilter | None:
@@ -255,8 +260,11 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         factory = _lookup(PICKERS, name, source=source, field=f"{field}.picker")
         pickers[situation] = factory(Params(params, source=source, field=field), frozen_scorers)
     price, since_scrape = _waiting(raw["waiting"], source=source)
-    lora_slots = _section(raw["lora_slots"], "lora_slots", ("censored_rate",), source=source)
+    lora_slots = _section(
+        raw["lora_slots"], "lora_slots", ("censored_rate", "engine_wait"), source=source
+    )
     censored = _flag(lora_slots["censored_rate"], "lora_slots.censored_rate", source=source)
+    engine_wait = _flag(lora_slots["engine_wait"], "lora_slots.engine_wait", source=source)
     name = raw["name"]
     if not isinstance(name, str) or not name:
         raise InputError(
@@ -281,6 +289,7 @@ def build(raw: dict[str, Any], *, source: str) -> RouteProfile:
         price_waiting=price == "dispatched",
         waiting_since_scrape=since_scrape,
         slot_rate_censored=censored,
+        slot_wait_from_engine=engine_wait,
     )
 
 

@@ -87,6 +87,11 @@ class ReplicaState:
     scraped_at: float = -1.0
     labels: dict[str, str] = field(default_factory=dict)
     max_loras: int = 0  # LoRA adapter slots (vLLM --max-loras)
+    # the adapters its engine lists with requests running, and with requests waiting and none
+    # running, as of the last scrape (vLLM's ``vllm:lora_requests_info``: running_lora_adapters,
+    # waiting_lora_adapters; waiting in the engine's queue order; None: not scraped)
+    running_lora_adapters: tuple[str, ...] | None = None
+    waiting_lora_adapters: tuple[str, ...] = ()
     # of the requests in flight, those waiting for a LoRA adapter slot and their prompt tokens
     # (the route path's own book, :mod:`serving.route.adapter_slots`): the replica's scheduler
     # lets others pass them, so they are not queued ahead of a new request

@@ -5,6 +5,7 @@ whatever the last page's entity tag."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -143,3 +144,40 @@ def test_every_scrape_is_a_sample_in_the_telemetry_store(
         assert times.is_monotonic_increasing and times.is_unique
     served = samples[samples["replica"] == "h100-1"]["generation_tokens_total"].to_list()
     assert served[0] == served[1] < served[2]  # the request it served shows in its last sample
+
+
+def test_a_page_with_lora_requests_info_gives_the_route_path_the_engines_adapter_lists() -> None:
+    from serving.replica_scraper import _read
+    from serving.service import ReplicaRegistration
+
+    page = (
+        'vllm:num_requests_running{model_name="llama-3-8b"} 2.0\n'
+        'vllm:num_requests_waiting{model_name="llama-3-8b"} 1.0\n'
+        'vllm:kv_cache_usage_perc{model_name="llama-3-8b"} 0.5\n'
+        'vllm:prompt_tokens_total{model_name="llama-3-8b"} 10.0\n'
+        'vllm:generation_tokens_total{model_name="llama-3-8b"} 10.0\n'
+        'vllm:lora_requests_info{max_lora="2",running_lora_adapters="a,b",'
+        'waiting_lora_adapters="c"} 5.0\n'
+    )
+    state = ReplicaState(
+        id="r0",
+        address="http://r0",
+        model=MODEL,
+        accelerator="H100-SXM",
+        tp=1,
+        kv_capacity_tokens=400_000,
+        max_loras=2,
+    )
+    service = PlacementService(route_path_factory=lambda r: PlacementRoutePath(list(r.values())))
+    service.register_replica(state)
+    reg = ReplicaRegistration(state=state, metrics_url="http://r0/metrics")
+    row, etag, adapters = _read(reg, page, "tag")
+    assert adapters == (("a", "b"), ("c",)) and etag == "tag"
+    ReplicaScraper(service, interval_s=1.0)._apply(reg, row, etag, adapters)
+    assert (state.running_lora_adapters, state.waiting_lora_adapters) == (("a", "b"), ("c",))
+    path = service.route_path
+    assert isinstance(path, PlacementRoutePath)
+    assert path._engine_slots["r0"].handovers("d") == 2  # behind c, and its own
+    # a replica serving no adapters: the lists are not read
+    plain = ReplicaRegistration(state=dataclasses.replace(state, max_loras=0), metrics_url="x")
+    assert _read(plain, page, None)[2] is None

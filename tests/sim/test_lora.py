@@ -121,3 +121,38 @@ class _LeastOutstanding:
 
     def on_complete(self, req, replica, now):
         pass
+
+
+class _Watching(_LeastOutstanding):
+    """Routes by least outstanding and keeps what each arrival saw scraped of the adapters."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = []
+
+    def route(self, req, replicas, now):
+        v = replicas[0]
+        self.seen.append((now, v.running_adapters, v.waiting_adapters, v.adapters))
+        return super().route(req, replicas, now)
+
+
+def test_a_scrape_lists_the_running_adapters_and_those_waiting_for_a_slot_apart(fleet):
+    spec = fleet_from_dict(
+        {
+            "name": "lora",
+            "replicas": [
+                {"kind": "h100", "accelerator": "H100-SXM", "count": 1, "model": "llama-3-8b"}
+                | {"max_loras": 1}
+            ],
+        }
+    )
+    adapters = {n: LoraAdapter(name=n, base="llama-3-8b", rank=16) for n in ("x", "y")}
+    # x holds the one slot decoding 2,000 tokens; y arrives behind it and waits for the slot
+    reqs = [Request(0, 0.0, 100, 2000, adapter="x"), Request(1, 0.01, 100, 5, adapter="y")]
+    reqs.append(Request(2, 1.0, 100, 5))  # a base-model request, routed once both are known
+    wl = Workload(name="w", requests=reqs, tenants={}, adapters=adapters)
+    policy = _Watching()
+    Simulator(spec, policy, wl, cost_model=lambda s: _cost()).run()
+    now, running, waiting, both = policy.seen[-1]
+    assert now == 1.0 and reqs[0].finish_s > 1.0  # x still decodes
+    assert (running, waiting) == (("x",), ("y",))
+    assert both == running + waiting  # the view's lists together (what GIE's picker reads)

@@ -345,6 +345,46 @@ def test_the_head_keeps_the_credit_reserve_where_shapes_differ_and_it_loses_at_n
     assert f"credit reserve {ctx.credit_reserve}" in ctx.notes[-1]
 
 
+@pytest.mark.parametrize(
+    ("capped", "fixed", "reserve_offered"),
+    [
+        ((30.0, 42.0, 40.0), None, False),  # the head keeps the offered cap: no reserve offered
+        ((30.0, 38.0, 60.0), None, True),  # the cap refused (5% lost at load 2): reserve offered
+        ((30.0, 40.0, 30.0), 2.0, False),  # the case fixes a cap: no reserve offered
+    ],
+)
+def test_the_credit_reserve_is_offered_only_where_no_share_cap_holds(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capped: tuple[float, float, float],
+    fixed: float | None,
+    reserve_offered: bool,
+) -> None:
+    """Tenants of differing shapes, the reserve asked for: the share cap is tried first
+    (scoring ``capped``), and the reserve only on top of a setting without a cap."""
+    from bench.loop import run
+
+    seen = _fake_head(
+        monkeypatch,
+        lambda ctx: (ctx.share_cap, ctx.credit_reserve),
+        lambda knobs: knobs[0] == SHARE_CAP,
+        capped,
+    )
+    workload = load_workload("synthetic", duration_s=30.0)
+    requests = [*_tenant("a", 3_000, 300, n=40), *_tenant("b", 3_000 * 10, 300, n=40)]
+    case = _tenants_case(
+        dataclasses.replace(workload, requests=requests),
+        gate_share_cap=fixed,
+        offer_credit_reserve=True,
+    )
+    ctx = run.prepare(case, tmp_path, lambda _: None)
+    tried = sum(1 for _, reserve in seen if reserve > 0.0)
+    assert tried == (3 if reserve_offered else 0)  # one variant, three tuning loads
+    # the reserve loses nowhere on the faked head: kept wherever it was offered
+    assert ctx.credit_reserve == (CREDIT_RESERVE if reserve_offered else 0.0)
+    assert not (ctx.credit_reserve > 0.0 and ctx.share_cap is not None)
+
+
 def test_the_share_cap_variant_adds_the_cap_to_the_chosen_setting() -> None:
     chosen = Setting(4.0, 0.5, 1.0, strict_refuse_at=STRICT_REFUSE_AT)
     assert chosen.share_cap is None

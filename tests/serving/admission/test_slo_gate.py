@@ -1020,3 +1020,24 @@ def test_slot_turns_need_a_share_cap_and_a_positive_wait() -> None:
         SloGate(DEFAULT_CLASSES, slot_turn_s=1.0)
     with pytest.raises(InputError, match="slot_turn_s"):
         SloGate(DEFAULT_CLASSES, share_cap=1.5, slot_turn_s=0.0)
+
+
+@pytest.mark.parametrize("engine", [False, True])
+def test_with_the_engines_slot_wait_a_refusal_for_a_slot_alone_is_not_overload(
+    engine: bool,
+) -> None:
+    gate = SloGate(DEFAULT_CLASSES, slot_wait_from_engine=engine)
+    # 4 s forecast, 3.5 s of it the wait for a LoRA slot: 0.5 s without it meets the 2 s SLO
+    for_a_slot = Forecast(ttft_s=4.0, ttft_spread=0.05, prior_ttft_s=4.0, slot_wait_s=3.5)
+    for k in range(400):  # refused for 4 s, twice the TTFT SLO
+        assert not gate.judge("a", "interactive", for_a_slot, now=11.0 + k * 0.01)
+        assert gate.last.rule == TTFT
+    if engine:
+        assert gate.pressure == 0.0 and gate.ttft_pressure == 0.0
+    else:
+        assert gate.pressure > 0.5 and gate.ttft_pressure > 0.5
+    # a refusal the queue would make without the slot wait still measures overload
+    queued = dataclasses.replace(for_a_slot, slot_wait_s=0.5)
+    for k in range(400):
+        gate.judge("a", "interactive", queued, now=15.0 + k * 0.01)
+    assert gate.pressure > 0.5

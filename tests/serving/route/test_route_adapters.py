@@ -4,12 +4,14 @@ warm replica is preferred, and a cold one is loaded only when no replica is warm
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from route_builders import NOW, TEST_PROFILE, make_path, plan, query, route, scored_profile, states
 
 from placement.plan import AdapterRoute
 from serving.route import ReplicaState, RouteQuery
+from serving.route.engine_slots import HORIZON_S
 
 SCORED_PROFILE = scored_profile("queue-scorer")
 
@@ -173,3 +175,29 @@ def test_with_the_censored_rate_a_replica_whose_slots_never_freed_forecasts_a_wa
     assert waits.slot_handovers == 1
     # no free in the 10 s the book has watched: about 10 s for one (else unknown, none)
     assert waits.slot_wait_s == (pytest.approx(10.0) if censored else 0.0)
+
+
+@pytest.mark.parametrize("engine", [False, True])
+def test_with_the_engine_wait_the_slot_wait_is_read_from_the_engines_scraped_adapter_lists(
+    engine: bool,
+) -> None:
+    fleet = _lora_states(1)  # two slots
+    path = make_path(fleet, TEST_PROFILE + f"lora_slots: {{engine_wait: {str(engine).lower()}}}\n")
+    for name in ("a", "b"):  # the book: both slots held, never freed (no rate: no wait)
+        q = _ask(name)
+        path.on_dispatch(path.decide(q, NOW), q, NOW)
+        path.on_first_token("r0", q, NOW)
+    state = fleet[0]
+    # the engine lists c waiting behind a and b from NOW on, and never hands it a slot
+    for k in range(5):
+        state.running_lora_adapters, state.waiting_lora_adapters = ("a", "b"), ("c",)
+        state.scraped_at = NOW + 2.0 * k
+        path.scraped(state)
+    behind = path.decide(_ask("d"), NOW + 8.0)
+    assert behind.slot_handovers == (2 if engine else 1)  # the engine's line has c ahead
+    # no handover in the 8 s c has waited (decayed): the next and d's own at one per ~8 s
+    waited = sum(2.0 * math.exp(-2.0 * j / HORIZON_S) for j in range(4))
+    assert behind.slot_wait_s == (pytest.approx(2.0 * waited) if engine else 0.0)
+    assert path.decide(_ask("a"), NOW + 8.0).slot_wait_s == 0.0  # a runs: no handover
+    state.running_lora_adapters = None  # an engine that does not export the lists: the book's
+    assert path.decide(_ask("d"), NOW + 8.0).slot_handovers == 1

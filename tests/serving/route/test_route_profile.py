@@ -103,6 +103,15 @@ def test_the_lora_slots_censored_rate_is_read_and_off_by_default() -> None:
         assert info.value.field == field
 
 
+def test_the_lora_slots_engine_wait_is_read_and_on_by_default() -> None:
+    assert profile_from_text("", source="l.yaml").slot_wait_from_engine
+    p = profile_from_text("lora_slots: {engine_wait: false}", source="l.yaml")
+    assert not p.slot_wait_from_engine and not p.slot_rate_censored
+    with pytest.raises(InputError) as info:
+        profile_from_text("lora_slots: {engine_wait: yes please}", source="l.yaml")
+    assert info.value.field == "lora_slots.engine_wait"
+
+
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
     f = tmp_path / "broken.yaml"
     f.write_text("name: x\nfilters: [health-filter\n")
