@@ -58,6 +58,9 @@ class Accelerator:
     dense_fp8_tflops: float | None = None
     # maximum boost clock, GHz: kernels' launch floors and ramps are counts of its cycles
     boost_clock_ghz: float | None = None
+    # streaming multiprocessors (AMD: compute units): GEMM tiles are spread over them, the
+    # softmax's exponentials run on their special-function units
+    compute_units: int | None = None
     measurements: tuple[Measurements, ...] = ()
 
 
@@ -79,6 +82,7 @@ def accelerator_from_entry(located: Located[AcceleratorEntry]) -> Accelerator:
         hbm_tbps=e.hbm_tbps,
         interconnect_gbps=e.interconnect_gbps,
         boost_clock_ghz=e.boost_clock_ghz,
+        compute_units=e.compute_units,
         cost_per_hour=e.cost_per_hour,
         profile=resolve_profile(e.profile, source),
         measurements=tuple(

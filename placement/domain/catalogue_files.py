@@ -61,6 +61,7 @@ class AcceleratorEntry(_Entry):
     hbm_tbps: float = Field(gt=0)
     interconnect_gbps: float = Field(default=450.0, gt=0)
     boost_clock_ghz: float | None = Field(default=None, gt=0, le=10)
+    compute_units: int | None = Field(default=None, gt=0, le=100_000)
     cost_per_hour: float = Field(ge=0)
     profile: str | None = None
     measurements: tuple[MeasurementEntry, ...] = ()

@@ -30,6 +30,7 @@ def to_accelerator(spec: AcceleratorSpec) -> Accelerator:
         cost_per_hour=spec.cost_per_hour,
         interconnect_gbps=spec.interconnect_gbps,
         boost_clock_ghz=spec.boost_clock_ghz,
+        compute_units=spec.compute_units,
         profile=None,
     )
 

@@ -165,6 +165,7 @@ class AcceleratorSpec(_Strict):
     cost_per_hour: float = Field(ge=0)
     interconnect_gbps: float = Field(default=450.0, gt=0)
     boost_clock_ghz: float | None = Field(default=None, gt=0, le=10)
+    compute_units: int | None = Field(default=None, gt=0, le=100_000)
 
 
 class CapacityQuestion(_Strict):

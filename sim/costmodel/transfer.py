@@ -2,10 +2,13 @@
 
 For every operator the datasheet gives a **speed of light** (SOL): the larger of its FLOPs at the
 dense BF16 peak and its bytes at the HBM bandwidth (for an all-reduce: the ring's
-``2·(n−1)/n`` of the message at the interconnect bandwidth). A measured latency is SOL divided
-by a *utilization*. As AIConfigurator does on one system, utilization is looked up by shape in
-log space rather than latency itself; here it is learned across accelerators so that it
-transfers to one with no tables:
+``2·(n−1)/n`` of the message at the interconnect bandwidth). A prefill's attention has a third
+bound: its softmax takes one exponential per query–key pair on the SMs' special-function units,
+:data:`EXP_PER_SM_CYCLE` per SM per clock, which at head dim 64 takes longer than the tensor
+cores' FLOPs on B200 and nearly as long on H100 (tensor cores grew, special-function units did
+not). A measured latency is SOL divided by a *utilization*. As AIConfigurator does on one
+system, utilization is looked up by shape in log space rather than latency itself; here it is
+learned across accelerators so that it transfers to one with no tables:
 
     log(latency / SOL) = U_family(log10 SOL in clock cycles, second axis)
 
@@ -26,7 +29,11 @@ the ramp (partial occupancy, tail effects) and the large-call plateau. For the k
 on the accelerator's cores (every family but communication) it counts the SOL in cycles of the
 datasheet's boost clock (shown as seconds at :data:`REFERENCE_CLOCK_GHZ`): a kernel's launch
 floor and its ramp are a number of cycles, so an A100 at 1.41 GHz reaches the plateau later in
-seconds than an L40S at 2.52 GHz. An all-reduce's floor is the links' and the protocol's, so
+seconds than an L40S at 2.52 GHz. For GEMM it counts **SM-cycles** (cycles times the
+datasheet's SM count, shown per :data:`REFERENCE_COMPUTE_UNITS` SMs): a GEMM is cut into output
+tiles spread over the SMs, and a GPU with more SMs needs more tiles before every SM has its
+share and the tail wave stops costing, so at the same SOL in cycles a 148-SM B200 is further
+from its plateau than a 108-SM A100. An all-reduce's floor is the links' and the protocol's, so
 communication keeps seconds. The second
 axis separates compute-bound from memory-bound shapes (and, for decode, the per-sequence
 work). A surface is fitted by iteratively reweighted least squares (Huber on log-ratios, each
@@ -98,12 +105,25 @@ SECOND_KNOTS: dict[Family, tuple[float, ...]] = {
     "moe": tuple(float(x) for x in np.arange(-4.0, 3.01, 1.0)),
 }
 # The first axis of the compute families is the SOL in boost-clock cycles, written as seconds at
-# this clock. An accelerator whose datasheet gives no clock is taken to run at the median of the
-# profiled GPUs' (A100 1.41, H100 1.98, B200 1.98, L40S 2.52 GHz).
+# this clock; for GEMM in SM-cycles, written as seconds at this clock on
+# REFERENCE_COMPUTE_UNITS SMs. An accelerator whose datasheet gives no clock (SM count) is taken
+# at the median of the profiled GPUs' (A100 1.41, H100 1.98, B200 1.98, L40S 2.52 GHz; 108, 132,
+# 148, 142 SMs).
 REFERENCE_CLOCK_GHZ = 1.5
 UNKNOWN_CLOCK_GHZ = 1.98
+REFERENCE_COMPUTE_UNITS = 100
+UNKNOWN_COMPUTE_UNITS = 137
 CLOCKED: frozenset[Family] = frozenset({"gemm", "context_attention", "generation_attention", "moe"})
-SOL_CLOCK = f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOCK_GHZ} GHz"
+SM_CYCLED: frozenset[Family] = frozenset({"gemm"})
+# Exponentials (MUFU.EX2) per SM per clock: the CUDA programming guide's throughput of the
+# special functions for compute capability 8.0–9.0 (and FlashAttention-3's 3.9 TFLOPS of special
+# functions on H100 SXM5 is 16 × 132 SMs × 1.83 GHz); Blackwell kept the rate.
+EXP_PER_SM_CYCLE = 16
+SOL_CLOCK = (
+    f"compute families: boost-clock cycles as seconds at {REFERENCE_CLOCK_GHZ} GHz, GEMM "
+    f"SM-cycles per {REFERENCE_COMPUTE_UNITS} SMs; prefill softmax at {EXP_PER_SM_CYCLE} "
+    "exp/SM/clock"
+)
 SMOOTHNESS = 1.0  # weight of the second-difference penalty, per knot
 HUBER_LOG = 0.1  # residuals beyond ~10 % count linearly
 IRLS_STEPS = 6
@@ -126,12 +146,13 @@ ALL_REDUCE_BYTES = tuple(float(2**i) for i in range(7, 30))
 @dataclass(frozen=True, slots=True)
 class Peaks:
     """Datasheet peaks of one accelerator: FLOP/s, HBM bytes/s, interconnect bytes/s per GPU,
-    and its boost clock (GHz)."""
+    its boost clock (GHz) and its SM (compute unit) count."""
 
     flops_per_s: float
     hbm_bytes_per_s: float
     link_bytes_per_s: float
     clock_ghz: float = REFERENCE_CLOCK_GHZ
+    compute_units: float = REFERENCE_COMPUTE_UNITS
 
     @classmethod
     def of(cls, accelerator: Accelerator) -> Peaks:
@@ -140,18 +161,31 @@ class Peaks:
             hbm_bytes_per_s=accelerator.hbm_tbps * 1e12,
             link_bytes_per_s=accelerator.interconnect_gbps * 1e9,
             clock_ghz=accelerator.boost_clock_ghz or UNKNOWN_CLOCK_GHZ,
+            compute_units=accelerator.compute_units or UNKNOWN_COMPUTE_UNITS,
         )
 
     @property
     def clock_ratio(self) -> float:
+        """Cycles per second over the reference clock's."""
         return self.clock_ghz / REFERENCE_CLOCK_GHZ
+
+    @property
+    def exp_per_s(self) -> float:
+        """Exponentials per second of the special-function units."""
+        return EXP_PER_SM_CYCLE * self.compute_units * self.clock_ghz * 1e9
+
+    @property
+    def sm_cycle_ratio(self) -> float:
+        """SM-cycles per second over the reference clock's on the reference SM count."""
+        return self.clock_ratio * self.compute_units / REFERENCE_COMPUTE_UNITS
 
 
 @dataclass(frozen=True, slots=True)
 class Sol:
     """Speed of light of a batch of operator calls (s), the surface's second axis, and the
-    accelerator's clock over :data:`REFERENCE_CLOCK_GHZ` (SOL in cycles = ``seconds ·
-    clock_ratio`` at the reference clock)."""
+    first axis's units per second over the reference's (SOL in cycles = ``seconds ·
+    clock_ratio`` at the reference clock; for the SM-cycled families the ratio counts SM-cycles,
+    :attr:`Peaks.sm_cycle_ratio`)."""
 
     seconds: FloatArray
     second_axis: FloatArray
@@ -172,15 +206,20 @@ class Sol:
         )
 
 
-def _balanced(compute: FloatArray, memory: FloatArray, peaks: Peaks) -> Sol:
-    return Sol(np.maximum(compute, memory), np.log10(compute / memory), peaks.clock_ratio)
+def _axis_ratio(peaks: Peaks, family: Family) -> float:
+    """The family's first-axis units (cycles or SM-cycles) per second over the reference's."""
+    return peaks.sm_cycle_ratio if family in SM_CYCLED else peaks.clock_ratio
+
+
+def _balanced(compute: FloatArray, memory: FloatArray, ratio: float) -> Sol:
+    return Sol(np.maximum(compute, memory), np.log10(compute / memory), ratio)
 
 
 def gemm_sol(peaks: Peaks, m: FloatArray, n: FloatArray, k: FloatArray) -> Sol:
     """``[m, k] @ [k, n]`` in BF16: 2mnk FLOPs; reads both operands, writes the result."""
     compute = 2.0 * m * n * k / peaks.flops_per_s
     memory = DTYPE_BYTES * (m * k + k * n + m * n) / peaks.hbm_bytes_per_s
-    return _balanced(compute, memory, peaks)
+    return _balanced(compute, memory, _axis_ratio(peaks, "gemm"))
 
 
 def moe_sol(peaks: Peaks, moe: MoeShape, tokens: FloatArray) -> Sol:
@@ -191,14 +230,17 @@ def moe_sol(peaks: Peaks, moe: MoeShape, tokens: FloatArray) -> Sol:
     compute = 2.0 * tokens * moe.topk * 3.0 * moe.hidden * inter / peaks.flops_per_s
     weights = touched * 3.0 * moe.hidden * inter
     memory = DTYPE_BYTES * (weights + 2.0 * tokens * moe.topk * moe.hidden) / peaks.hbm_bytes_per_s
-    return _balanced(compute, memory, peaks)
+    return _balanced(compute, memory, _axis_ratio(peaks, "moe"))
 
 
 def context_attention_sol(peaks: Peaks, batch: FloatArray, isl: FloatArray, head: HeadKey) -> Sol:
     """Causal prefill of ``batch`` sequences of ``isl`` tokens, no cached context: ``isl²/2``
-    query–key pairs per head at 4 FLOPs per pair and dimension; Q, K, V read, O written once."""
+    query–key pairs per head at 4 FLOPs per pair and dimension on the tensor cores, and one
+    exponential per pair (the softmax) on the SMs' special-function units, whichever takes
+    longer; Q, K, V read, O written once."""
     heads, kv_heads, head_dim = head
-    compute = 2.0 * batch * heads * head_dim * isl * isl / peaks.flops_per_s
+    matmul = 2.0 * batch * heads * head_dim * isl * isl / peaks.flops_per_s
+    compute = np.maximum(matmul, batch * heads * isl * isl / 2.0 / peaks.exp_per_s)
     memory = (
         DTYPE_BYTES
         * batch
@@ -207,7 +249,7 @@ def context_attention_sol(peaks: Peaks, batch: FloatArray, isl: FloatArray, head
         * (2.0 * heads + 2.0 * kv_heads)
         / peaks.hbm_bytes_per_s
     )
-    return _balanced(compute, memory, peaks)
+    return _balanced(compute, memory, _axis_ratio(peaks, "context_attention"))
 
 
 def generation_attention_sol(
@@ -223,7 +265,9 @@ def generation_attention_sol(
         / peaks.hbm_bytes_per_s
     )
     compute = 4.0 * batch * heads * head_dim * context / peaks.flops_per_s
-    return Sol(np.maximum(compute, memory), np.log10(batch), peaks.clock_ratio)
+    return Sol(
+        np.maximum(compute, memory), np.log10(batch), _axis_ratio(peaks, "generation_attention")
+    )
 
 
 def all_reduce_sol(peaks: Peaks, gpus: FloatArray, message_bytes: FloatArray) -> Sol:

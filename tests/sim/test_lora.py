@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from placement.domain.adapters import LoraAdapter, lora_bytes, lora_load_s
-from placement.domain.fleet import fleet_from_dict
+from placement.domain.fleet import Fleet, fleet_from_dict
 from placement.domain.llm import get_model
 from placement.domain.requests import Request
 from sim.costmodel.linear import LinearCostModel
@@ -77,15 +77,7 @@ def test_a_request_whose_adapter_gets_no_slot_waits_and_others_pass_it(fleet):
 
 
 def test_the_simulator_records_residency_and_refuses_undeclared_adapters(fleet):
-    spec = fleet_from_dict(
-        {
-            "name": "lora",
-            "replicas": [
-                {"kind": "h100", "accelerator": "H100-SXM", "count": 1, "model": "llama-3-8b"}
-                | {"max_loras": 2}
-            ],
-        }
-    )
+    spec = _one_h100(max_loras=2)
     adapters = {n: LoraAdapter(name=n, base="llama-3-8b", rank=16) for n in ("x", "y", "z")}
     reqs = [Request(i, i * 0.5, 500, 20, adapter="xyz"[i % 3]) for i in range(9)]
     wl = Workload(name="w", requests=reqs, tenants={}, adapters=adapters)
@@ -104,6 +96,12 @@ def test_lora_slots_take_kv_memory():
     lora = fleet_from_dict({"name": "b", "replicas": [base | {"max_loras": 8}]}).replicas[0]
     slot_tokens = 8 * lora_bytes(get_model("llama-3-8b"), 64) / 131072
     assert plain.kv_capacity_tokens - lora.kv_capacity_tokens == pytest.approx(slot_tokens, abs=2)
+
+
+def _one_h100(*, max_loras: int) -> Fleet:
+    """A fleet of one H100 serving Llama-3-8B with ``max_loras`` adapter slots."""
+    h100 = {"kind": "h100", "accelerator": "H100-SXM", "count": 1, "model": "llama-3-8b"}
+    return fleet_from_dict({"name": "lora", "replicas": [h100 | {"max_loras": max_loras}]})
 
 
 def _cost() -> LinearCostModel:
@@ -136,15 +134,7 @@ class _Watching(_LeastOutstanding):
 
 
 def test_a_scrape_lists_the_running_adapters_and_those_waiting_for_a_slot_apart(fleet):
-    spec = fleet_from_dict(
-        {
-            "name": "lora",
-            "replicas": [
-                {"kind": "h100", "accelerator": "H100-SXM", "count": 1, "model": "llama-3-8b"}
-                | {"max_loras": 1}
-            ],
-        }
-    )
+    spec = _one_h100(max_loras=1)
     adapters = {n: LoraAdapter(name=n, base="llama-3-8b", rank=16) for n in ("x", "y")}
     # x holds the one slot decoding 2,000 tokens; y arrives behind it and waits for the slot
     reqs = [Request(0, 0.0, 100, 2000, adapter="x"), Request(1, 0.01, 100, 5, adapter="y")]

@@ -83,6 +83,7 @@ def test_a_later_folder_replaces_an_entry_of_the_same_kind(tmp_path: Path) -> No
         ("accelerators:\n  - kind: X\n    dense_bf16_tflops: 10\n    hbm_gb: 8\n    cost_per_hour: 1\n", "accelerators.0.hbm_tbps"),
         ("accelerators:\n  - kind: X\n    dense_bf16_tflops: -1\n    hbm_gb: 8\n    hbm_tbps: 1\n    cost_per_hour: 1\n", "accelerators.0.dense_bf16_tflops"),
         ("accelerators:\n  - kind: X\n    dense_bf16_tflops: 1\n    hbm_gb: 8\n    hbm_tbps: 1\n    boost_clock_ghz: 0\n    cost_per_hour: 1\n", "accelerators.0.boost_clock_ghz"),
+        ("accelerators:\n  - kind: X\n    dense_bf16_tflops: 1\n    hbm_gb: 8\n    hbm_tbps: 1\n    compute_units: 0\n    cost_per_hour: 1\n", "accelerators.0.compute_units"),
         ("accelerators:\n  - kind: X\n    dense_bf16_tflop: 1\n    hbm_gb: 8\n    hbm_tbps: 1\n    cost_per_hour: 1\n", "accelerators.0.dense_bf16_tflop"),
         ("accelerators:\n  - kind: X\n    dense_bf16_tflops: 1\n    hbm_gb: 8\n    hbm_tbps: 1\n    cost_per_hour: 1\n    measurements: [{file: a.csv, columns: mlperf, hardware: X}]\n", "accelerators.0.measurements.0.columns"),
         ("accelerators:\n  - kind: X\n    dense_bf16_tflops: 1\n    hbm_gb: 8\n    hbm_tbps: 1\n    cost_per_hour: 1\n  - kind: x\n    dense_bf16_tflops: 1\n    hbm_gb: 8\n    hbm_tbps: 1\n    cost_per_hour: 1\n", "accelerators.1"),
