@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.loop.run import Case
+from bench.loop.warmup import check_warm_up
 from placement.domain.fleet import Fleet, load_fleet
 from placement.domain.tenancy import load_tenancy
 from placement.errors import InputError
@@ -66,6 +67,7 @@ def build_cases(
     gate_share_window_s: float = DEFAULT_SHARE_WINDOW_S,
     offer_share_cap: bool = True,
     gate_slot_turn_s: float | None = DEFAULT_SLOT_TURN_S,
+    warm_up_s: float = 0.0,
 ) -> list[Case]:
     """Cases for every workload (or the one ``trace`` file) × fleet; ``tenants`` gives the
     workloads the tenants and classes of a tenants file — or, when its tenants name their
@@ -81,7 +83,10 @@ def build_cases(
     entitlement in their pool over ``gate_share_window_s``; ``offer_share_cap``: without a
     fixed cap, the head tuning tries one (kept where it gains and loses at no tuning load);
     ``gate_slot_turn_s``: with the share cap, a running LoRA adapter of a tenant at its share
-    yields its slot to a tenant below its share waiting that long for one (None: never)."""
+    yields its slot to a tenant below its share waiting that long for one (None: never);
+    ``warm_up_s``: each reported run first replays the head's last that many simulated
+    seconds (``Case.warm_up_s``)."""
+    check_warm_up(warm_up_s)
     if gate_share_cap is not None:
         ShareCap(gate_share_cap, window_s=gate_share_window_s)  # bad values: a clear error
     if gate_slot_turn_s is not None and not gate_slot_turn_s > 0:
@@ -128,6 +133,7 @@ def build_cases(
             gate_share_window_s=gate_share_window_s,
             offer_share_cap=offer_share_cap,
             gate_slot_turn_s=gate_slot_turn_s,
+            warm_up_s=warm_up_s,
         )
         for workload in loaded
         for fleet in _fleets_for(workload, fleet_list)

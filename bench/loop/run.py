@@ -54,6 +54,7 @@ from bench.loop.tuning import (
     waiting_variant,
     write_profile,
 )
+from bench.loop.warmup import check_warm_up, warm_run, warm_up_requests
 from bench.policies import (
     OURS,
     GateSettings,
@@ -203,6 +204,15 @@ class Case:
     # ``SloGate``'s "Slot turns"); None: never. On by default: on multi-model's tail (seed 0)
     # it took Jain's index at overload from 0.753 to 0.825, no load losing (bench/RESULTS.md)
     gate_slot_turn_s: float | None = DEFAULT_SLOT_TURN_S
+    # before each reported run (ours, the peers, the ablations, the shadow and audit gates,
+    # the failures alike) the head's requests of its last this many simulated seconds are
+    # replayed at the run's rate, and every figure counts the tail's own requests only
+    # (:mod:`bench.loop.warmup`); 0: the tail on an empty fleet. The fleet-level figures
+    # (utilisation, output tokens/s, retries) stay over the whole run
+    warm_up_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_warm_up(self.warm_up_s, "warm_up_s")
 
 
 @dataclass(kw_only=True)
@@ -243,6 +253,11 @@ class CaseContext:
     def nominal_rps(self) -> float:
         return float(sum(self.weights))
 
+    @property
+    def head_span_s(self) -> float:
+        """The head's span in trace-seconds (where the tail starts, from the trace's start)."""
+        return self.case.tune_share * self.case.workload.duration_s
+
     def at_load(self, w: Workload, load: float) -> Workload:
         return w.scaled(rate_multiplier(load, w, self.nominal_rps))
 
@@ -254,7 +269,27 @@ def _attainment_of(profile: Path | None) -> AttainmentModel:
 
 
 def _simulate(
-    ctx: CaseContext, policy: RoutingPolicy, wl: Workload, faults: tuple[Fault, ...] = ()
+    ctx: CaseContext,
+    policy: RoutingPolicy,
+    wl: Workload,
+    faults: tuple[Fault, ...] = (),
+    *,
+    rate: float | None = None,
+) -> tuple[SimResult, Workload]:
+    """``policy`` routing ``wl``; where ``wl`` is the tail at ``rate`` (a reported run), after
+    the case's warm-up (:mod:`bench.loop.warmup`): the result over the tail's requests, and
+    the tail as it ran (its arrivals and ``faults`` then later by ``Case.warm_up_s``)."""
+    seconds = ctx.case.warm_up_s if rate is not None else 0.0
+    warm = (
+        warm_up_requests(ctx.tune, ctx.head_span_s, seconds, rate)
+        if rate is not None and seconds > 0
+        else []
+    )
+    return warm_run(lambda joined: _run(ctx, policy, joined, faults), wl, warm, seconds)
+
+
+def _run(
+    ctx: CaseContext, policy: RoutingPolicy, wl: Workload, faults: tuple[Fault, ...]
 ) -> SimResult:
     top = max(ctx.weights)
     return Simulator(
@@ -395,7 +430,9 @@ def ours_with_policy(
         # the period is in trace time: compressing the trace to a load compresses it too, so
         # every load re-solves after the same number of requests
         routing = Replanning(policy, planning, period_s=ctx.case.period_s / rate, plan=first)
-    return _simulate(ctx, routing, target, faults), target, planning, policy
+    reported = rate if source is ctx.report else None
+    result, target = _simulate(ctx, routing, target, faults, rate=reported)
+    return result, target, planning, policy
 
 
 @functools.cache
@@ -439,11 +476,12 @@ def ours_fixed_plan(
     installed throughout: no periodic re-solve (``planning`` re-solves only if a replica goes
     down or comes back, as in :func:`ours_with_policy`)."""
     source = on if on is not None else ctx.report
-    target = ctx.at_load(source, load)
+    rate = rate_multiplier(load, source, ctx.nominal_rps)
     policy = make_policy(OURS, _policy_ctx(ctx, v, ctx.headroom))
     assert isinstance(policy, PlacementPolicy)
     routing = Replanning(policy, planning, period_s=None, plan=plan)
-    return _simulate(ctx, routing, target), target
+    reported = rate if source is ctx.report else None
+    return _simulate(ctx, routing, source.scaled(rate), rate=reported)
 
 
 def shadow_gate(ctx: CaseContext, load: float) -> dict[str, Any]:
@@ -472,7 +510,8 @@ def planning_rule(v: Variant) -> GroupRule:
 def peer(
     ctx: CaseContext, name: str, load: float, *, gated: bool = False, faults: tuple[Fault, ...] = ()
 ) -> tuple[SimResult, Workload]:
-    target = ctx.at_load(ctx.report, load)
+    rate = rate_multiplier(load, ctx.report, ctx.nominal_rps)
+    target = ctx.report.scaled(rate)
     policy: RoutingPolicy = make_policy(
         name, PolicyContext(seed=ctx.case.seed, block_tokens=target.block_tokens)
     )
@@ -496,7 +535,7 @@ def peer(
         )
         gate.set_credits(_credits(target))
         policy = Gated(policy, gate)
-    return _simulate(ctx, policy, target, faults), target
+    return _simulate(ctx, policy, target, faults, rate=rate)
 
 
 def prepare(case: Case, store: Path, say: Say) -> CaseContext:
@@ -791,6 +830,7 @@ def run_case(case: Case, store: Path, say: Say) -> dict[str, Any]:
         "gate_tpot_computed": ctx.case.gate_tpot_computed,
         "gate_share_cap": ctx.share_cap,
         "gate_slot_turn_s": ctx.case.gate_slot_turn_s if ctx.share_cap is not None else None,
+        "warm_up_s": case.warm_up_s,
         "waiting_price": ctx.waiting_price,
         "best_peer": best,
         "best_peer_knee_load": knee(peer_rows[best]),
@@ -932,13 +972,15 @@ def failures(
     (the next 20% of the span) and after."""
     load = ctx.case.failure_load
     span = ctx.at_load(ctx.report, load).duration_s
-    at = FAILURE_AT * span
+    # the tail's clock (``at_s``) and the run's, which a warm-up starts earlier
+    at_s = FAILURE_AT * span
+    at = ctx.case.warm_up_s + at_s
     ids = [r.id for r in ctx.case.fleet.replicas]
     faults = (
         Fault(at_s=at, replica=ids[0], kind="kill"),
         Fault(at_s=at, replica=ids[1], kind="slow", factor=3.0),
     )
-    out: dict[str, Any] = {"load": load, "at_s": at, "killed": ids[0], "slowed": ids[1]}
+    out: dict[str, Any] = {"load": load, "at_s": at_s, "killed": ids[0], "slowed": ids[1]}
     runs: list[tuple[str, SimResult]] = []
     for who in (OURS, best):
         say(f"failures: {who} @ load {load}")

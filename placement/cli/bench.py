@@ -431,6 +431,14 @@ def loop(
         bool,
         typer.Option(help="slot turns beside the share cap (--no-slot-turns: never)"),
     ] = True,
+    warm_up_s: Annotated[
+        float,
+        typer.Option(
+            help="before each reported run, replay the head's requests of its last this many "
+            "simulated seconds at the run's rate (a warm fleet); figures count the tail's "
+            "requests only (>= 0; default 0: the tail on an empty fleet)"
+        ),
+    ] = 0.0,
 ) -> None:
     """The closed loop (train → solve → route → re-solve) against every peer, per workload and
     fleet: ratio to the best peer, share of the fluid bound, fairness, ablations, failures."""
@@ -462,6 +470,7 @@ def loop(
         ),
         offer_share_cap=offer_share_cap,
         gate_slot_turn_s=gate_slot_turn_s if slot_turns else None,
+        warm_up_s=warm_up_s,
     )
     run_loop_bench(cases, out=out, store=store or out.with_name(out.stem + "-telemetry"))
 
