@@ -278,7 +278,8 @@ def _simulate(
 ) -> tuple[SimResult, Workload]:
     """``policy`` routing ``wl``; where ``wl`` is the tail at ``rate`` (a reported run), after
     the case's warm-up (:mod:`bench.loop.warmup`): the result over the tail's requests, and
-    the tail as it ran (its arrivals and ``faults`` then later by ``Case.warm_up_s``)."""
+    the tail as it ran (its arrivals then later by ``Case.warm_up_s``; ``faults`` are timed
+    in the run's clock, the warm-up's start at 0)."""
     seconds = ctx.case.warm_up_s if rate is not None else 0.0
     warm = (
         warm_up_requests(ctx.tune, ctx.head_span_s, seconds, rate)

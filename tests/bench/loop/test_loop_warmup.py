@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.loop import run
 from bench.loop.cases import build_cases
+from bench.loop.tuning import Setting
 from bench.loop.warmup import check_warm_up, warm_run, warm_up_requests
 from placement.domain.requests import Request
 from placement.errors import InputError
@@ -149,3 +151,25 @@ def test_every_reported_run_sees_the_warm_up_and_counts_the_tail_alone() -> None
     assert summarise(result, wl).as_row() | {"wall_s": 0} == summarise(alone, wl).as_row() | {
         "wall_s": 0
     }
+
+
+def test_a_small_case_runs_end_to_end_on_a_warm_fleet(tmp_path: Path) -> None:
+    """Every figure of a case with a warm-up: counted over the tail's requests (the fluid
+    bound too), the faults striking at the same point of the tail's clock."""
+    from bench.loop.report import run_loop_bench
+
+    (case,) = build_cases(**{**_CASE, "loads": (1.0, 3.0)}, warm_up_s=3.0)
+    case = dataclasses.replace(case, settings=(Setting(1.0, 2.0, 1.0),))
+    payload = run_loop_bench([case], out=tmp_path / "loop.json", store=tmp_path / "store")
+    (summary,) = payload["summary"]
+    assert summary["warm_up_s"] == 3.0
+    tail = summary["requests_reported"]
+    swept = [r for r in payload["runs"] if "@" not in str(r["policy"])]
+    assert swept and all(r["requests"] == tail for r in swept)
+    ours = [r for r in payload["runs"] if r["policy"] == "placement"]
+    assert all(r["share_of_bound"] > 0 for r in ours)
+    report = case.workload.split(case.tune_share)[1]
+    rate = run.rate_multiplier(case.failure_load, report, summary["nominal_capacity_rps"])
+    # in the tail's clock: 40% of its span at the failure load, as without a warm-up
+    assert summary["failures"]["at_s"] == pytest.approx(0.4 * report.scaled(rate).duration_s)
+    assert summary["failures"]["ours"]["attainment_before"] is not None
