@@ -169,7 +169,12 @@ class Forecast:
         """Chance that it misses either SLO (the two taken as independent); ``observed`` as
         for :meth:`tpot_miss`."""
         tpot = self.tpot_miss(tpot_limit_s, observed=observed)
-        return 1.0 - (1.0 - self.ttft_miss(ttft_limit_s)) * (1.0 - tpot)
+        return either_miss(self.ttft_miss(ttft_limit_s), tpot)
+
+
+def either_miss(ttft_miss: float, tpot_miss: float) -> float:
+    """Chance of missing either SLO, the two chances taken as independent."""
+    return 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
 
 
 def interleave(table: DecodeStepTable, running: float, context_tokens: float) -> float:

@@ -226,7 +226,7 @@ from typing import TYPE_CHECKING
 from placement.domain.requests import RequestClass
 from placement.errors import InputError
 from serving.admission.cost import GpuRates, gpu_rates
-from serving.admission.forecast import Forecast, forecast
+from serving.admission.forecast import Forecast, either_miss, forecast
 from serving.admission.overload_signal import FLEET, PoolSignals
 from serving.admission.prompt_rate import PromptRates
 from serving.admission.share_cap import DEFAULT_SHARE_WINDOW_S, ShareCap
@@ -641,7 +641,7 @@ class SloGate:
         own_limit = ttft_limit * (1.0 - self.reserve(tenant))
         ttft_miss = seen.ttft_miss(own_limit)
         tpot_miss = self._tpot_chance(seen, tpot_limit)
-        miss = 1.0 - (1.0 - ttft_miss) * (1.0 - tpot_miss)
+        miss = either_miss(ttft_miss, tpot_miss)
         base, cut = self._base_and_cut()
         if refuse_at is not None:
             base = min(base, refuse_at)
@@ -659,7 +659,7 @@ class SloGate:
             if miss < owed_at:
                 rule = CREDIT  # a tenant owed credit would have been admitted
             elif own_limit < ttft_limit and (
-                1.0 - (1.0 - seen.ttft_miss(ttft_limit)) * (1.0 - tpot_miss) < threshold
+                either_miss(seen.ttft_miss(ttft_limit), tpot_miss) < threshold
             ):
                 # it would meet, but in the room kept for the tenants owed: refused for credit
                 rule = CREDIT
@@ -1037,7 +1037,7 @@ def _slot_led(seen: Forecast, ttft_limit_s: float, tpot_miss: float, threshold: 
         return False
     share = max(seen.prior_ttft_s - seen.slot_wait_s, 0.0) / seen.prior_ttft_s
     unslotted = dataclasses.replace(seen, ttft_s=seen.ttft_s * share)
-    return 1.0 - (1.0 - unslotted.ttft_miss(ttft_limit_s)) * (1.0 - tpot_miss) < threshold
+    return either_miss(unslotted.ttft_miss(ttft_limit_s), tpot_miss) < threshold
 
 
 def calibration_key(

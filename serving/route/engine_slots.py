@@ -101,11 +101,12 @@ class EngineSlots:
             return 0
         return len(waiting) + 1
 
-    def wait(self, adapter: str, now: float) -> tuple[float, int]:
+    def wait(self, adapter: str, now: float, at_least: int = 0) -> tuple[float, int]:
         """Seconds a new request for ``adapter`` would wait for a slot at the engine's recent
-        handover rate (0: it need not, or nothing was ever seen waiting), and its
-        :meth:`handovers`."""
-        handovers = self.handovers(adapter)
+        handover rate (0: it need not, or nothing was ever seen waiting), and the handovers it
+        waits for: its :meth:`handovers`, or ``at_least`` when more (a count the caller saw
+        since the scrape)."""
+        handovers = max(self.handovers(adapter), at_least)
         if handovers == 0:
             return 0.0, 0
         rate = self.rate(now)

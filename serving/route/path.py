@@ -376,36 +376,25 @@ class PlacementRoutePath:
 
     def _slot_wait(self, state: ReplicaState, adapter: str, now: float) -> tuple[float, int]:
         """Seconds a request for ``adapter`` would wait for a LoRA slot on ``state`` at the
-        recent release rate, and the slot handovers it would wait for."""
-        if (
-            self._slot_wait_from_engine
-            and state.running_lora_adapters is not None
-            and state.max_loras > 0
-        ):
-            return self._engine_wait(state, adapter, now)
+        recent release rate, and the slot handovers it would wait for: from what its engine
+        listed at its scrapes where the profile says so and the engine lists them (the
+        handovers the router's book counts, when more: it saw its own dispatches since the
+        scrape), else from the book alone."""
         book = self._slots.get(state.id)
+        engine = self._engine_slots_of(state)
+        if engine is not None:
+            return engine.wait(adapter, now, 0 if book is None else book.handovers(adapter))
         return _NO_SLOT_WAIT if book is None else book.wait(adapter, now)
 
-    def _engine_wait(self, state: ReplicaState, adapter: str, now: float) -> tuple[float, int]:
-        """:meth:`_slot_wait` from what ``state``'s engine listed at its scrapes: the slot
-        handovers a request for ``adapter`` waits for (those the router's book counts, when
-        more: it saw its own dispatches since the scrape) at the engine's handover rate."""
-        engine = self._engine_slots_of(state, state.running_lora_adapters or ())
-        handovers = engine.handovers(adapter)
-        book = self._slots.get(state.id)
-        if book is not None:
-            handovers = max(handovers, book.handovers(adapter))
-        if handovers == 0:
-            return _NO_SLOT_WAIT
-        rate = engine.rate(now)
-        return (0.0 if rate is None else handovers / rate), handovers
-
-    def _engine_slots_of(self, state: ReplicaState, running: tuple[str, ...]) -> EngineSlots:
-        """``state``'s engine slot handovers, its last scrape (``running`` its engine's running
-        adapters) read."""
+    def _engine_slots_of(self, state: ReplicaState) -> EngineSlots | None:
+        """``state``'s engine slot handovers, its last scrape read (None: the slot wait is not
+        read from the engine, or its engine lists no adapters)."""
+        running = state.running_lora_adapters
+        if not self._slot_wait_from_engine or running is None or state.max_loras <= 0:
+            return None
         engine = self._engine_slots.get(state.id)
         if engine is None:
-            engine = self._engine_slots[state.id] = EngineSlots(max(state.max_loras, 1))
+            engine = self._engine_slots[state.id] = EngineSlots(state.max_loras)
         if state.scraped_at > engine.at:
             engine.scraped(running, state.waiting_lora_adapters, state.scraped_at)
         return engine
@@ -414,9 +403,7 @@ class PlacementRoutePath:
         """The scraper has just read ``state``'s gauges: with the slot wait read from the
         engine, its adapter lists are taken in now (a handover between two scrapes the route
         path never read would go uncounted)."""
-        running = state.running_lora_adapters
-        if self._slot_wait_from_engine and running is not None and state.max_loras > 0:
-            self._engine_slots_of(state, running)
+        self._engine_slots_of(state)
 
     def _book_slots(self, state: ReplicaState, book: SlotBook) -> None:
         """Publish what waits for a slot on ``state`` (the queue signal leaves it out)."""

@@ -13,10 +13,10 @@ from bench.loop.tuning import Setting
 from bench.loop.warmup import check_warm_up, warm_run, warm_up_requests
 from placement.domain.requests import Request
 from placement.errors import InputError
-from placement.paths import repo_root
 from sim.metrics import summarise
 from sim.simulator import SimResult
 from sim.workloads.base import Workload
+from tests.bench.loop.test_loop_run import MIXED_CASE
 
 
 def _workload(arrivals: list[float], first_id: int = 0) -> Workload:
@@ -90,16 +90,8 @@ def test_a_bad_warm_up_is_refused_naming_its_field(bad: float) -> None:
         dataclasses.replace(case, warm_up_s=bad)
 
 
-_CASE: dict[str, Any] = dict(
-    workloads="synthetic",
-    fleets=str(repo_root() / "data" / "fleets" / "h100x8.yaml"),
-    loads=(2.0,),
-    peers=("round_robin",),
-    duration_s=60.0,
-    period_s=10.0,
-    learn=False,
-    seed=0,
-)
+# the loop tests' short case over h100x8, on ``synthetic`` at load 2
+_CASE: dict[str, Any] = MIXED_CASE | {"workloads": "synthetic", "loads": (2.0,)}
 
 
 def _ctx(warm_up_s: float) -> run.CaseContext:
