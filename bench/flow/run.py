@@ -265,7 +265,8 @@ def run_flow_bench(
         "load_unit": (
             "× the fleet's capacity at SLO: the highest load (× nominal) at which the service "
             f"refusing at once meets {ATTAINMENT_KNEE:.0%} of the feasible interactive requests "
-            "on the head, without batch work (bench/flow/capacity.py)"
+            f"on the head, without batch work, routed by {ROUTERS[0]} (bench/flow/capacity.py; "
+            "capacity_at_slo_vs_nominal_by_router: the same by each router)"
         ),
         "capacity_at_slo_vs_nominal": scale,
         "capacity_at_slo_vs_nominal_by_router": scale_by_router,
