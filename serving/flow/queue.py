@@ -24,9 +24,16 @@ queue. A request the fleet cannot take at once is *offered* here instead of bein
   and, below the top band, against ``band_headroom`` of it, so lower bands leave room.
 
 Orders other than the default (``fair``) exist to be compared: ``edf`` (earliest dispatch
-deadline in the band, tenants ignored), ``fifo`` (arrival order in the band) and ``sjf`` (the
+deadline in the band, tenants ignored), ``fifo`` (arrival order in the band), ``lifo`` (the
+newest first: under sustained overload the served ones still have their time) and ``sjf`` (the
 cheapest request in the band first, by its cost, tenants ignored: under overload it finishes
 more requests per second, and a long prompt's wait is still bounded by its deadline).
+
+**Backfill** (``backfill`` = K > 0, off by default): when a band's next request cannot be
+placed (a long prompt no replica can start in time, or one whose time left is too short for
+the forecast), the K requests behind it in the band's order are offered too, and a new arrival
+of the band may be placed at once while others of its band wait (never while a higher band
+waits). The blocked head keeps its place; lower bands still do not overtake a band that waits.
 """
 
 from __future__ import annotations
