@@ -34,13 +34,15 @@ def measure_capacity(
     seed: int,
     loads: Sequence[float] = LOADS,
     drain_s: float = 60.0,
+    router: str = DEFAULT.router,
 ) -> tuple[float, list[dict[str, Any]]]:
     """The capacity at SLO in units of nominal load, measured on the trace's ``[0, end)``
-    share, and the rows measured (one per admission and load)."""
+    share with requests routed by ``router``, and the rows measured (one per admission and
+    load)."""
     rows: list[dict[str, Any]] = []
     knees: dict[str, float] = {}
     for admission in REFUSING:
-        setting = replace(DEFAULT, queue="refuse", admission=admission)
+        setting = replace(DEFAULT, queue="refuse", admission=admission, router=router)
         measured = []
         for load in loads:
             traffic = overload(fleet, load, start=0.0, end=end, backlog_s=0.0, seed=seed)

@@ -40,11 +40,13 @@ IN_FLIGHT_PER_REPLICA = 16  # the fleet budget the idle rule and the in-flight c
 QUEUE_MAX = 4096
 BATCH_FRACTION = 0.125  # of the fleet budget batch work may hold at once
 PREFILL_BUDGETS = (4096, 8192, 16384)  # prompt tokens awaiting prefill per replica
+ROUTER = "least_outstanding"
+ROUTERS = (ROUTER, "placement")  # a peer's load balancing; the service's own route path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Setting:
-    queue: str = "fair"  # refuse | fifo | edf | fair
+    queue: str = "fair"  # refuse | fifo | edf | fair | sjf | lifo
     slack: float = 1.0
     # gate (the SLO gate, headroom 1) | gate0.8 (headroom 0.8) | gate@0.5 (refusing at a 0.5
     # chance of missing) | cap (16 in flight per replica) | cap8 (8) | prefill8192 (8,192
@@ -55,17 +57,26 @@ class Setting:
     band_headroom: float = 1.0
     # behind the in-flight cap: the share of a replica's cap that bands below the top may hold
     band_share: float = 1.0
+    # requests behind a band's blocked head offered to the fleet (FlowPolicy.backfill)
+    backfill: int = 0
+    # what chooses the replica behind the admission: least_outstanding, or the service's own
+    # route path without a plan (``placement``: prefix-aware)
+    router: str = ROUTER
 
     def label(self) -> str:
         share = "" if self.band_share == 1.0 else f"/share{self.band_share:g}"
+        backfill = f"/backfill{self.backfill}" if self.backfill else ""
+        router = "" if self.router == ROUTER else f"/{self.router}"
         return (
             f"{self.queue}/slack{self.slack:g}/{self.admission}/cache{self.cache}"
-            f"/busy{self.batch_busy:g}/band{self.band_headroom:g}{share}"
+            f"/busy{self.batch_busy:g}/band{self.band_headroom:g}{share}{backfill}{router}"
         )
 
 
 DEFAULT = Setting()
 ADMISSIONS = ("gate0.9", "gate0.8", "gate@0.5", "gate@0.2", "cap")
+GATES = ("gate0.9", "gate0.8", "gate@0.5")
+BACKFILLS = (1, 4, 16)
 
 
 def sweep_settings() -> list[Setting]:
@@ -87,6 +98,25 @@ def sweep_settings() -> list[Setting]:
             replace(DEFAULT, admission=f"prefill{t}", queue=q)
             for t in PREFILL_BUDGETS
             for q in ("refuse", "fair", "fifo")
+        ),
+        # the newest first; backfilling behind a band's blocked head, alone and with the
+        # gate's admissions and lower bands' headrooms (a backfilled band admits more, so the
+        # top band's margin comes from a stricter gate or less room for the lower bands)
+        replace(DEFAULT, queue="lifo"),
+        *(replace(DEFAULT, backfill=k) for k in BACKFILLS),
+        *(
+            replace(DEFAULT, queue="fifo", admission=a, backfill=k, band_headroom=b, router=r)
+            for r in ROUTERS
+            for a in ("gate", *GATES)
+            for k in BACKFILLS[:2]
+            for b in (0.3, 0.4)
+        ),
+        # behind the service's own route path (prefix-aware), each admission refusing at once
+        # and the default queue
+        *(
+            replace(DEFAULT, admission=a, queue=q, router=ROUTERS[1])
+            for a in ("gate", *ADMISSIONS)
+            for q in ("refuse", "fair")
         ),
     ]
     for v in variants:
@@ -138,7 +168,7 @@ class InFlightCap:
 
 
 def _policy(setting: Setting, seed: int, block_tokens: int, holding: FlowHolding) -> RoutingPolicy:
-    inner = make_policy("least_outstanding", PolicyContext(seed=seed, block_tokens=block_tokens))
+    inner = make_policy(setting.router, PolicyContext(seed=seed, block_tokens=block_tokens))
     band = lambda r: CLASSES[r.request_class].priority  # noqa: E731
     if setting.admission.startswith("cap"):  # cap[N]: N in flight per replica (16)
         return InFlightCap(
@@ -216,6 +246,7 @@ def simulate(
             max_queued=0 if setting.queue == "refuse" else QUEUE_MAX,
             deadline_slack=setting.slack,
             band_headroom=setting.band_headroom,
+            backfill=setting.backfill,
             credit_shares={n: t.credit_share for n, t in TENANTS.items()},
         ),
         in_flight=lambda: sum(v.outstanding for v in views),
@@ -337,4 +368,6 @@ def setting_of(row: dict[str, Any]) -> Setting:
         batch_busy=row["batch_busy"],
         band_headroom=row["band_headroom"],
         band_share=row.get("band_share", 1.0),
+        backfill=row.get("backfill", 0),
+        router=row.get("router", ROUTER),
     )

@@ -83,7 +83,7 @@ class FlowHolding:
         queue = self.queue
         deadline = req.arrival_s + cls.ttft_slo_s * queue.policy.deadline_slack
         self._deadlines[req.id] = (cls.priority, deadline)
-        if queue.waiting_above(cls.priority + 1) == 0 and place(req, now):
+        if queue.may_place_at_once(cls.priority) and place(req, now):
             return
         item = queue.make(
             req,
@@ -112,9 +112,8 @@ class FlowHolding:
                 self.stats.deadline_misses += 1
                 item.payload.error = "refused: deadline"
             for item in queue.candidates():
-                if not place(item.payload, now):
-                    break
-                queue.dispatched(item, now)
+                if place(item.payload, now):
+                    queue.dispatched(item, now)
         if self.batch:
             self._start_batch(now, place)
 

@@ -37,6 +37,7 @@ from bench.flow.cases import (
     ADMISSIONS,
     DEFAULT,
     FAMILIES,
+    ROUTERS,
     Setting,
     admission_family,
     choose,
@@ -52,7 +53,17 @@ from placement.domain.fleet import Fleet, fleet_from_dict
 from placement.report import print_table, write_json
 
 Say = Callable[[str], None]
-FACTORS = ("queue", "slack", "admission", "cache", "batch_busy", "band_headroom", "band_share")
+FACTORS = (
+    "queue",
+    "slack",
+    "admission",
+    "cache",
+    "batch_busy",
+    "band_headroom",
+    "band_share",
+    "backfill",
+    "router",
+)
 BACKLOG_S = 3600.0
 COLUMNS = (
     "phase",
@@ -143,6 +154,12 @@ def run_flow_bench(
         fleet, end=tune_share, seed=seed, loads=capacity_loads, drain_s=60.0
     )
     offered = load * scale
+    # the same behind the service's own route path (not the load unit: reported beside it)
+    scale_by_router = {ROUTERS[0]: scale}
+    for router in ROUTERS[1:]:
+        scale_by_router[router], _ = measure_capacity(
+            fleet, end=tune_share, seed=seed, loads=capacity_loads, drain_s=60.0, router=router
+        )
     say(
         f"capacity at SLO on the head: {scale:.3g} × nominal; load {load:g} = "
         f"{offered:.3g} × nominal on {fleet.name}, {len(settings)} settings"
@@ -168,6 +185,12 @@ def run_flow_bench(
     ]
     if not quick:
         pairs += [(a, replace(DEFAULT, admission=a)) for a in ("gate", *ADMISSIONS)]
+        # the same behind the service's own route path: the best refusing service is the
+        # best of either router's
+        pairs += [
+            (f"{a}/{ROUTERS[1]}", replace(DEFAULT, admission=a, router=ROUTERS[1]))
+            for a in ("gate", *ADMISSIONS)
+        ]
     by_admission: dict[str, dict[str, Any]] = {}
     tail_rows: dict[str, dict[str, Any]] = {}
     for name, setting in pairs:
@@ -179,6 +202,7 @@ def run_flow_bench(
             "setting": setting.label(),
             "baseline": replace(setting, queue="refuse").label(),
             "admission": setting.admission,
+            "router": setting.router,
             "goodput_flow_rps": flow["goodput_rps"],
             "goodput_refuse_rps": refuse["goodput_rps"],
             "goodput_vs_refuse": flow["goodput_rps"] / max(refuse["goodput_rps"], 1e-9),
@@ -241,9 +265,11 @@ def run_flow_bench(
         "load_unit": (
             "× the fleet's capacity at SLO: the highest load (× nominal) at which the service "
             f"refusing at once meets {ATTAINMENT_KNEE:.0%} of the feasible interactive requests "
-            "on the head, without batch work (bench/flow/capacity.py)"
+            f"on the head, without batch work, routed by {ROUTERS[0]} (bench/flow/capacity.py; "
+            "capacity_at_slo_vs_nominal_by_router: the same by each router)"
         ),
         "capacity_at_slo_vs_nominal": scale,
+        "capacity_at_slo_vs_nominal_by_router": scale_by_router,
         "capacity_at_slo_rps": scale * capacity_rps(fleet),
         "offered_vs_nominal": offered,
         "fleet": fleet.name,

@@ -186,6 +186,7 @@ async def _serve(
             deadline_slack=queue.queue_deadline_slack,
             tenant_floor=queue.queue_tenant_floor,
             band_headroom=queue.queue_band_headroom,
+            backfill=queue.queue_backfill,
         ),
         queue_prefill_tokens_per_s=queue.queue_prefill_tokens_per_s,
     )

@@ -24,9 +24,16 @@ queue. A request the fleet cannot take at once is *offered* here instead of bein
   and, below the top band, against ``band_headroom`` of it, so lower bands leave room.
 
 Orders other than the default (``fair``) exist to be compared: ``edf`` (earliest dispatch
-deadline in the band, tenants ignored), ``fifo`` (arrival order in the band) and ``sjf`` (the
+deadline in the band, tenants ignored), ``fifo`` (arrival order in the band), ``lifo`` (the
+newest first: under sustained overload the served ones still have their time) and ``sjf`` (the
 cheapest request in the band first, by its cost, tenants ignored: under overload it finishes
 more requests per second, and a long prompt's wait is still bounded by its deadline).
+
+**Backfill** (``backfill`` = K > 0, off by default): when a band's next request cannot be
+placed (a long prompt no replica can start in time, or one whose time left is too short for
+the forecast), the K requests behind it in the band's order are offered too, and a new arrival
+of the band may be placed at once while others of its band wait (never while a higher band
+waits). The blocked head keeps its place; lower bands still do not overtake a band that waits.
 """
 
 from __future__ import annotations
@@ -42,12 +49,13 @@ from placement.errors import InputError
 
 T = TypeVar("T")
 
-Order = Literal["fair", "edf", "fifo", "sjf"]
-ORDERS: tuple[Order, ...] = ("fair", "edf", "fifo", "sjf")
+Order = Literal["fair", "edf", "fifo", "sjf", "lifo"]
+ORDERS: tuple[Order, ...] = ("fair", "edf", "fifo", "sjf", "lifo")
 DEFAULT_MAX_QUEUED = 4096
 DEFAULT_TENANT_FLOOR = 0.05  # any tenant may hold this share of the queue
 DEFAULT_DECODE_WEIGHT = 2.0
 MAX_RETRY_AFTER_S = 60
+STALE_SLACK = 64  # entries that left a tenant's heap from inside it, kept before compacting
 
 # the states of a waiting request
 WAITING, DISPATCHED, REMOVED, EXPIRED = "waiting", "dispatched", "removed", "expired"
@@ -66,6 +74,9 @@ class FlowPolicy:
     # a request of a band below the top may be dispatched only when forecast to take at most
     # this share of the time it has left: lower bands leave room for the top one
     band_headroom: float = 1.0
+    # when a band's next request cannot be placed, how many requests behind it in the band
+    # are offered before the band stops (0: none, the band waits for its head)
+    backfill: int = 0
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -80,6 +91,8 @@ class FlowPolicy:
             raise InputError("must be within [0, 1]", field="tenant_floor")
         if not 0 < self.band_headroom <= 1:
             raise InputError("must be within (0, 1]", field="band_headroom")
+        if self.backfill < 0:
+            raise InputError("must be ≥ 0", field="backfill")
 
     def ttft_budget(self, band: int, deadline: float, now: float) -> float:
         """The time a request of ``band`` due at ``deadline`` may be forecast to take if
@@ -123,9 +136,10 @@ class Offer:
 
 
 class _Band(Generic[T]):
-    __slots__ = ("counters", "tenants")
+    __slots__ = ("counters", "number", "tenants")
 
-    def __init__(self) -> None:
+    def __init__(self, number: int) -> None:
+        self.number = number
         self.tenants: dict[str, list[tuple[float, int, Waiting[T]]]] = {}
         self.counters: dict[str, float] = {}  # virtual token counter per tenant
 
@@ -194,7 +208,7 @@ class FlowQueue(Generic[T]):
         item.state = WAITING
         band = self._bands.get(item.band)
         if band is None:
-            band = self._bands[item.band] = _Band()
+            band = self._bands[item.band] = _Band(item.band)
             self._bands = dict(sorted(self._bands.items()))
         queue = band.tenants.get(item.tenant)
         if queue is None:
@@ -209,7 +223,13 @@ class FlowQueue(Generic[T]):
             band.counters[item.tenant] = own if floor is None else max(own, floor)
         order = self.policy.order
         key = (
-            item.arrival if order == "fifo" else item.cost if order == "sjf" else item.latest_start
+            item.arrival
+            if order == "fifo"
+            else -item.arrival
+            if order == "lifo"
+            else item.cost
+            if order == "sjf"
+            else item.latest_start
         )
         heapq.heappush(queue, (key, item.seq, item))
         heapq.heappush(self._deadlines, (item.latest_start, item.seq, item))
@@ -219,8 +239,11 @@ class FlowQueue(Generic[T]):
     # ---- out -----------------------------------------------------------------------------
     def candidates(self) -> Iterator[Waiting[T]]:
         """The next request of each band, highest band first, each one until the caller
-        :meth:`dispatched` it (then the band's next) or stops asking. A caller that could not
-        place a band's candidate should stop: lower bands do not overtake it."""
+        :meth:`dispatched` it (then the band's next). A caller that could not place a
+        candidate asks for the next one: without backfill there is none (lower bands do not
+        overtake a band whose head waits); with ``backfill`` = K, the K requests behind the
+        head in the band's order are offered too (each one the caller places leaves the
+        queue), and then none."""
         for number in list(self._bands):
             band = self._bands[number]
             while True:
@@ -228,8 +251,25 @@ class FlowQueue(Generic[T]):
                 if item is None:
                     break
                 yield item
-                if item.state == WAITING:  # not taken: the caller moves on
+                if item.state == WAITING:  # not taken: its band backfills, then stops
+                    yield from self._behind(band, item, self.policy.backfill)
                     return
+
+    def _behind(self, band: _Band[T], head: Waiting[T], count: int) -> list[Waiting[T]]:
+        """Up to ``count`` waiting requests of ``band`` after ``head``, in the band's order."""
+        if count <= 0:
+            return []
+        fair = self.policy.order == "fair"
+        ranked: list[tuple[float, float, int, Waiting[T]]] = []
+        for tenant, queue in band.tenants.items():
+            counter = band.counters.get(tenant, 0.0) if fair else 0.0
+            ranked += (
+                (counter, key, seq, item)
+                for key, seq, item in heapq.nsmallest(
+                    count, (e for e in queue if e[2].state == WAITING and e[2] is not head)
+                )
+            )
+        return [entry[3] for entry in heapq.nsmallest(count, ranked)]
 
     def _next(self, band: _Band[T]) -> Waiting[T] | None:
         best: tuple[float, float, int] | None = None
@@ -238,6 +278,11 @@ class FlowQueue(Generic[T]):
         for tenant, queue in band.tenants.items():
             while queue and queue[0][2].state != WAITING:
                 heapq.heappop(queue)
+            if len(queue) > 2 * self.lengths.get((tenant, band.number), 0) + STALE_SLACK:
+                # requests that left from inside the heap (backfilled, removed, expired behind
+                # newer ones under lifo) are dropped once they outnumber the waiting
+                queue[:] = [e for e in queue if e[2].state == WAITING]
+                heapq.heapify(queue)
             if not queue:
                 continue
             key, seq, item = queue[0]
@@ -290,6 +335,12 @@ class FlowQueue(Generic[T]):
         return heap[0][0] if heap else None
 
     # ---- accounting ----------------------------------------------------------------------
+    def may_place_at_once(self, band: int) -> bool:
+        """Whether a new request of ``band`` may be placed without queueing: nothing waits in
+        a higher band, nor in its own (with backfill, a request of its band waiting does not
+        hold it back: the head could not be placed when last tried)."""
+        return self.waiting_above(band if self.policy.backfill else band + 1) == 0
+
     def waiting_above(self, band: int) -> int:
         """Requests waiting in bands of higher priority than ``band``."""
         return sum(n for (_, b), n in self.lengths.items() if b < band)

@@ -204,7 +204,7 @@ class WaitingRoom:
         slo = self.ttft_slo_s(query.request_class, ttft_slo_s)
         policy = queue.policy
         deadline = arrival + slo * policy.deadline_slack
-        if not self.enabled or queue.waiting_above(band + 1) == 0:
+        if not self.enabled or queue.may_place_at_once(band):
             try:
                 if not self.enabled:
                     return self.service.route(query)
@@ -285,7 +285,7 @@ class WaitingRoom:
             try:
                 routed = self.service.route(replace(ticket.query, ttft_budget_s=budget), retry=True)
             except Refused:
-                return  # the fleet takes no more of this band: lower bands wait too
+                continue  # the queue offers what may backfill, if anything: lower bands wait
             except Exception as exc:  # no replica, bad input: answered as without a queue
                 queue.dispatched(item, now)
                 _fail(item, exc)

@@ -90,6 +90,7 @@ class Gateway:
                 deadline_slack=settings.queue_deadline_slack,
                 tenant_floor=settings.queue_tenant_floor,
                 band_headroom=settings.queue_band_headroom,
+                backfill=settings.queue_backfill,
             ),
             prefill_tokens_per_s=settings.queue_prefill_tokens_per_s,
         )

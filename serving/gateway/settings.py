@@ -45,11 +45,13 @@ class GatewaySettings(BaseSettings):
     # requests (0: refused at once, as without a queue), until its TTFT deadline
     # (arrival + SLO × deadline slack) can no longer be met
     queue_max: int = Field(default=4096, ge=0)
-    queue_order: Literal["fair", "edf", "fifo", "sjf"] = "fair"
+    queue_order: Literal["fair", "edf", "fifo", "sjf", "lifo"] = "fair"
     queue_deadline_slack: float = Field(default=1.0, gt=0, le=100)
     queue_tenant_floor: float = Field(default=0.05, ge=0, le=1)
     # below the top band, dispatch only when forecast to take this share of the time left
     queue_band_headroom: float = Field(default=1.0, gt=0, le=1)
+    # when a band's next request cannot be placed, this many behind it are tried (0: none)
+    queue_backfill: int = Field(default=0, ge=0, le=1024)
     # the prefill rate the queue assumes to tell when a waiting request's first token is due
     queue_prefill_tokens_per_s: float = Field(default=20000.0, gt=0)
     # dynamic batching of POST /v1/embeddings: requests for the same replica and model go as one

@@ -23,9 +23,10 @@ on the others (:func:`is_calibration_run`):
 - accelerators with operator profiles: LLM-Inference-Bench runs of batch ≤ 16 (32 and 64 are
   reported), Splitwise prompt sizes 128/512/2048/8192 (256/1024/4096 reported); the serving
   stack's seven parameters (:class:`~sim.costmodel.stack.StackCalibration`) are fitted;
-- accelerators known only by their datasheet: a *handful* (:data:`HANDFUL`) of runs of the
-  smallest model, at the corners of batch, length and GPU count (:func:`handful`), fit host
-  overhead, all-reduce latency, per-sequence time and the compute, memory and attention
+- accelerators known only by their datasheet: a *handful* (:data:`HANDFUL`) of runs — of the
+  smallest model at the corners of batch, length and GPU count, and one of the largest model
+  at its largest batch (:func:`handful`) — fit host overhead, all-reduce latency, per-sequence
+  time, each decoding sequence's time per weight FLOP and the compute, memory and attention
   factors of the datasheet kernels (:mod:`sim.costmodel.transfer`) — or nothing, when leaving
   each run of the handful out shows the fit does not help; everything else is reported.
 
@@ -74,8 +75,9 @@ from sim.costmodel.stack import (
 CALIBRATIONS_FILE = "calibrations.yaml"
 DEFAULT_FRAMEWORK = "vLLM"
 SPLITWISE_FRAMEWORK = "splitwise"
-HANDFUL = 5
+HANDFUL = 6
 HANDFUL_LENGTH = 1024
+LARGEST_MODEL_RATIO = 2.0
 PROFILED_CALIBRATION_MAX_BATCH = 16
 SPLITWISE_CALIBRATION_PROMPTS = (128, 512, 2048, 8192)
 DATASHEET_FREE = (
@@ -85,10 +87,12 @@ DATASHEET_FREE = (
     "memory_factor",
     "attention_factor",
     "decode_sequence_s",
+    "decode_flop_s",
 )
 # a handful of runs cannot pin every parameter down: keep the rest near the neutral stack
 DATASHEET_SHRINK = 0.1
-PROFILED_FREE = STACK_PARAMETERS
+# the profiled accelerators' tables hold their GEMMs at decode batch sizes: no decode FLOP cost
+PROFILED_FREE = tuple(name for name in STACK_PARAMETERS if name != "decode_flop_s")
 MIN_KV_TOKENS = 4096
 
 BENCH_COLUMNS = (
@@ -280,15 +284,24 @@ def kernel_model(
 
 
 def handful(runs: Sequence[Run]) -> set[Run]:
-    """At most :data:`HANDFUL` runs of the smallest model, at the corners of the axes the stack
-    has parameters for. When it was measured on several GPU counts: on the fewest, batch 1 and
-    the largest batch at the shortest length and about a quarter of the largest batch at
-    :data:`HANDFUL_LENGTH`; on the most, batch 1 at :data:`HANDFUL_LENGTH` and the largest batch
-    at the shortest length — so the fit sees host overhead, weight and KV reads, per-sequence
-    costs *and* what more GPUs cost per iteration (a handful on one GPU count cannot tell the
-    all-reduce latency apart, and over-predicted Gaudi2's TP8 runs 2×). Measured on one GPU
-    count only: batch 1 at the shortest length and at :data:`HANDFUL_LENGTH`, and at that length
-    the largest batch and one about a quarter of it. Other models come from the datasheet."""
+    """At most :data:`HANDFUL` runs: of the smallest model, at the corners of the axes the stack
+    has parameters for, and one of the largest model.
+
+    Smallest model, measured on several GPU counts: on the fewest, batch 1 at
+    :data:`HANDFUL_LENGTH`, the largest batch at the shortest length and about a quarter of the
+    largest batch at :data:`HANDFUL_LENGTH`; on the most, batch 1 at :data:`HANDFUL_LENGTH` and
+    the largest batch at the shortest length — so the fit sees host overhead, weight and KV
+    reads, per-sequence costs *and* what more GPUs cost per iteration (a handful on one GPU count
+    cannot tell the all-reduce latency apart, and over-predicted Gaudi2's TP8 runs 2×). Measured
+    on one GPU count only: the largest batch at the shortest length, and at
+    :data:`HANDFUL_LENGTH` batch 1, the largest batch and one about a quarter of it. Batch 1 is
+    not taken at the shortest length: it runs the fewest steps, so a fixed cost of the run (a
+    first run's warm-up) weighs most there (MI300X vLLM Llama-2-7B: 16.8 ms a step at 128
+    tokens, 8.6–11 ms at 256–2048).
+
+    Largest model (:func:`_largest`): the largest batch at the shortest length on its fewest GPUs,
+    so the fit sees what each sequence costs where a GPU holds the most parameters (the smallest
+    model's runs cannot tell a per-sequence host time from a per-parameter one)."""
     e2e = sorted((r for r in runs if r.phase == "e2e"), key=_order)
     if not e2e:
         return set(sorted(runs, key=_order)[:HANDFUL])
@@ -308,10 +321,22 @@ def handful(runs: Sequence[Run]) -> set[Run]:
             *_at(most, shortest, first=False),
         ]
     chosen: list[Run] = []
-    for r in picks:
+    for r in [*picks[: HANDFUL - 1], *_largest(e2e, model), *picks[HANDFUL - 1 :]]:
         if r not in chosen:
             chosen.append(r)
     return set(chosen[:HANDFUL])
+
+
+def _largest(runs: Sequence[Run], smallest: str) -> list[Run]:
+    """The largest model's run at the largest batch and shortest length on its fewest GPUs; none
+    when no model has :data:`LARGEST_MODEL_RATIO` times the smallest's parameters (one of about
+    the same size tells the fit nothing about size)."""
+    model = max({r.model for r in runs}, key=lambda m: (get_model(m).params, m))
+    if get_model(model).params < LARGEST_MODEL_RATIO * get_model(smallest).params:
+        return []
+    mine = [r for r in runs if r.model == model]
+    fewest = [r for r in mine if r.tp == min(r.tp for r in mine)]
+    return _at(fewest, _lengths(fewest)[0], first=False)
 
 
 def _lengths(runs: Sequence[Run]) -> tuple[int, int]:
@@ -339,12 +364,11 @@ def _corners(runs: Sequence[Run], *, spread: bool) -> list[Run]:
     shortest, length = _lengths(runs)
     if spread:
         return [
-            *_at(runs, shortest, first=True),
+            *_at(runs, length, first=True),
             *_at(runs, shortest, first=False),
             *_quarter(runs, length),
         ]
     return [
-        *_at(runs, shortest, first=True),
         *_at(runs, shortest, first=False),
         *_at(runs, length, first=True),
         *_at(runs, length, first=False),
@@ -518,7 +542,10 @@ def _shipped(path: Path) -> dict[str, dict[str, StackCalibration]]:
         out: dict[str, dict[str, StackCalibration]] = {}
         for kind, stacks in raw.get("calibrations", {}).items():
             out[str(kind)] = {
-                str(fw): StackCalibration(**{k: float(params[k]) for k in STACK_PARAMETERS})
+                # a parameter added after the file was written reads as neutral
+                str(fw): StackCalibration(
+                    **{k: float(params[k]) for k in STACK_PARAMETERS if k in params}
+                )
                 for fw, params in stacks.items()
             }
         return out

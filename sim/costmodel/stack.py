@@ -27,6 +27,12 @@ math with different software: its own host loop, its own all-reduce library, its
 - ``all_reduce_byte_s``: time per byte of each all-reduce message beyond the table's, for a
   stack whose collective library moves large messages more slowly (charged with the ring's
   ``2·(tp−1)/tp`` share, 2 calls per layer).
+- ``decode_flop_s``: time per weight FLOP of each decoding sequence per iteration (its
+  ``2·active params / tp`` multiply-adds), for an engine whose GEMMs at decode batch sizes run
+  far below the datasheet rate: each added sequence then costs in proportion to the parameters
+  per GPU, which a roofline (memory-bound up to its knee) does not charge. ``1 / decode_flop_s``
+  is that achieved rate. Profiled accelerators measured their GEMMs at every batch size and keep
+  it at 0.
 
 The first four are the defaults :func:`fit_stack_calibration` fits (``free``); the others are
 fitted when asked, e.g. for an accelerator whose kernel times come from its datasheet.
@@ -94,6 +100,7 @@ class StackCalibration:
     attention_factor: float = 1.0
     decode_sequence_s: float = 0.0
     all_reduce_byte_s: float = 0.0
+    decode_flop_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name, (lo, hi) in (
@@ -114,6 +121,7 @@ class StackCalibration:
             "prefill_sequence_s",
             "decode_sequence_s",
             "all_reduce_byte_s",
+            "decode_flop_s",
         ):
             if getattr(self, name) < 0.0:
                 raise InputError(f"negative latency {getattr(self, name)}", field=name)
@@ -159,8 +167,8 @@ class CalibratedCostModel:
     ``floor = linear_s(1)``, plus ``2·layers·(tp−1)·all_reduce_hop_latency_s`` and
     ``2·layers·2(tp−1)/tp·m·hidden·bytes·all_reduce_byte_s``; each prefill chunk costs
     ``compute_factor`` times its attention plus ``prefill_sequence_s``; decode attention is the
-    base's times ``attention_factor``, plus ``decode_sequence_s`` per sequence. All methods are
-    O(1).
+    base's times ``attention_factor``, plus ``decode_sequence_s`` and ``decode_flop_s`` times
+    the sequence's ``2·active params / tp`` FLOPs per sequence. All methods are O(1).
     """
 
     def __init__(self, base: KernelCostModel, stack: StackCalibration) -> None:
@@ -173,6 +181,8 @@ class CalibratedCostModel:
         self._floor_s = base.linear_s(1)
         calls = ALL_REDUCES_PER_LAYER * base.model.layers * (base.tp - 1)
         self.all_reduce_latency_s = calls * stack.all_reduce_hop_latency_s
+        per_sequence_flops = 2.0 * base.model.active_params / base.tp
+        self._decode_sequence_s = stack.decode_sequence_s + stack.decode_flop_s * per_sequence_flops
         # a hand-over from one GPU to the next (an engine splitting the layers among its GPUs)
         self.hop_latency_s = stack.all_reduce_hop_latency_s
         ring = 2.0 * (base.tp - 1) / base.tp
@@ -203,10 +213,10 @@ class CalibratedCostModel:
 
     def decode_attention_coeffs(self, n: int) -> tuple[float, float]:
         """The base's (fixed s, s per summed context token) times the attention factor, plus the
-        stack's per-sequence time."""
+        stack's per-sequence time (host and weight FLOPs)."""
         d0, d1 = self.base.decode_attention_coeffs(n)
         factor = self.stack.attention_factor
-        return (factor * d0 + n * self.stack.decode_sequence_s, factor * d1)
+        return (factor * d0 + n * self._decode_sequence_s, factor * d1)
 
     def iteration_s(
         self, prefill_chunks: list[tuple[int, int]], n_decode: int, decode_context: int
@@ -236,16 +246,18 @@ def stack_sensitivities(
 
 
 # Typical magnitude of each offset (in field order): the optimiser's variable scaling.
-_OFFSET_SCALE = np.asarray([1e-2, 1e-5, 0.1, 1e-3, 0.1, 0.1, 1e-5, 1e-11])
+_OFFSET_SCALE = np.asarray([1e-2, 1e-5, 0.1, 1e-3, 0.1, 0.1, 1e-5, 1e-11, 1e-14])
 _START = StackCalibration(
     host_overhead_s=5e-3, all_reduce_hop_latency_s=5e-6, prefill_sequence_s=1e-3
 )
 # How far from neutral a parameter may go for one unit of shrinkage (in field order).
-_SHRINK_SCALE = np.asarray([2e-2, 2e-5, 1.0, 5e-3, 1.0, 2.0, 1e-3, 1e-10])
+_SHRINK_SCALE = np.asarray([2e-2, 2e-5, 1.0, 5e-3, 1.0, 2.0, 1e-3, 1e-10, 1e-13])
 _FACTORS = (COMPUTE_FACTOR_BOUNDS, MEMORY_FACTOR_BOUNDS, ATTENTION_FACTOR_BOUNDS)
 (_C, _M, _A) = _FACTORS
-_LOWER = np.asarray([0.0, 0.0, _C[0] - 1.0, 0.0, _M[0] - 1.0, _A[0] - 1.0, 0.0, 0.0])
-_UPPER = np.asarray([np.inf, np.inf, _C[1] - 1.0, np.inf, _M[1] - 1.0, _A[1] - 1.0, np.inf, np.inf])
+_LOWER = np.asarray([0.0, 0.0, _C[0] - 1.0, 0.0, _M[0] - 1.0, _A[0] - 1.0, 0.0, 0.0, 0.0])
+_UPPER = np.asarray(
+    [np.inf, np.inf, _C[1] - 1.0, np.inf, _M[1] - 1.0, _A[1] - 1.0, np.inf, np.inf, np.inf]
+)
 
 
 def _full_width(rows: FloatArray) -> FloatArray:

@@ -39,6 +39,17 @@ def test_flow_control_beats_refusing_at_once_on_an_overloaded_slice() -> None:
     assert choose([flow, refuse]) is flow
 
 
+def test_a_backfilled_queue_behind_the_route_path_is_a_row_of_its_own() -> None:
+    fleet = h100_fleet(2)
+    traffic = overload(fleet, 2.0, start=0.0, end=0.03, backlog_s=0, seed=3)
+    setting = Setting(queue="fifo", band_headroom=0.4, backfill=4, router="placement")
+    row = simulate(traffic, fleet, setting, seed=3, drain_s=30)
+    assert row["setting"].endswith("/backfill4/placement") and setting_of(row) == setting
+    assert row["queued"] > 0 and row["goodput_rps"] > 0
+    plain = simulate(traffic, fleet, Setting(queue="fifo", band_headroom=0.4), seed=3, drain_s=30)
+    assert row["goodput_rps"] != plain["goodput_rps"]  # it did route and queue differently
+
+
 def test_the_day_runs_batch_on_idle_capacity() -> None:
     fleet = h100_fleet(1)
     day = diurnal(fleet, 1.0, backlog_s=300, seed=2, day_s=1800)
@@ -108,6 +119,9 @@ def test_the_command_writes_rows_and_summary(tmp_path: Path) -> None:
     assert set(summary["by_family"]) == {"gate", "cap", "prefill"}
     # the load is a multiple of the capacity at SLO measured on the head, not of nominal
     assert summary["capacity_at_slo_vs_nominal"] > 0
+    by_router = summary["capacity_at_slo_vs_nominal_by_router"]
+    assert set(by_router) == {"least_outstanding", "placement"} and by_router["placement"] > 0
+    assert by_router["least_outstanding"] == summary["capacity_at_slo_vs_nominal"]
     assert summary["offered_vs_nominal"] == pytest.approx(
         summary["load"] * summary["capacity_at_slo_vs_nominal"]
     )

@@ -102,3 +102,36 @@ def test_a_repeat_of_an_answered_prompt_comes_from_the_cache() -> None:
     h.arrive(third, 2.0, fleet.place)
     assert fleet.placed == [1, 1] and third.first_token_s == third.finish_s == 2.0
     assert h.stats.cache_hits == 1 and h.stats.cache_lookups == 3
+
+
+class Picky(Fleet):
+    """A fleet with room that will not take the requests in ``refuses``."""
+
+    def __init__(self, room: int, refuses: set[int]) -> None:
+        super().__init__(room)
+        self.refuses = refuses
+
+    def place(self, req: Request, now: float) -> bool:
+        return req.id not in self.refuses and super().place(req, now)
+
+
+@pytest.mark.parametrize(("backfill", "placed"), [(0, [1]), (1, [1, 3, 4])])
+def test_backfill_places_what_fits_behind_a_blocked_head(backfill: int, placed: list[int]) -> None:
+    fleet = Picky(room=1, refuses={2})
+    h = FlowHolding(
+        CLASSES,
+        FlowPolicy(order="fifo", max_queued=100, backfill=backfill),
+        in_flight=lambda: len(fleet.placed),
+        budget=16,
+        idle=IdlePolicy(),
+        prefill_s=lambda r: 0.1,
+    )
+    h.arrive(_req(1, "standard"), 0.0, fleet.place)  # placed at once; the fleet is then full
+    h.arrive(_req(2, "standard", arrival=0.1), 0.1, fleet.place)  # queued: its head
+    h.arrive(_req(3, "standard", arrival=0.2), 0.2, fleet.place)  # queued behind it
+    fleet.room = 3
+    # without backfill the head holds its band back, the arrival too; with it, 3 is placed
+    # by the pump and 4 at once
+    h.pump(0.3, fleet.place)
+    h.arrive(_req(4, "standard", arrival=0.4), 0.4, fleet.place)
+    assert fleet.placed == placed

@@ -207,6 +207,66 @@ def test_retry_after_follows_the_dispatch_rate() -> None:
 
 def test_bad_policy_names_the_field() -> None:
     with pytest.raises(InputError, match="order"):
-        FlowPolicy(order="lifo")  # type: ignore[arg-type]
+        FlowPolicy(order="random")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="backfill"):
+        FlowPolicy(backfill=-1)
     with pytest.raises(InputError, match="deadline_slack"):
         FlowPolicy(deadline_slack=0)
+
+
+def test_lifo_serves_the_newest_first() -> None:
+    q: FlowQueue[str] = FlowQueue(FlowPolicy(order="lifo"))
+    for name, arrival in (("old", 0.0), ("new", 0.2), ("mid", 0.1)):
+        assert q.offer(_item(q, name, arrival=arrival, slo=5.0), 0.2).queued
+    assert _drain(q, 0.3) == ["new", "mid", "old"]
+
+
+def _place_only(q: FlowQueue[str], fits: set[str]) -> tuple[list[str], list[str]]:
+    """Pump as a caller does: place the candidates in ``fits``, ask again after a refusal.
+    What was offered, and what was placed."""
+    offered: list[str] = []
+    for item in q.candidates():
+        offered.append(item.payload)
+        if item.payload in fits:
+            q.dispatched(item, 1.0)
+    return offered, [p for p in offered if p in fits]
+
+
+def _blocked(backfill: int) -> FlowQueue[str]:
+    q: FlowQueue[str] = FlowQueue(FlowPolicy(order="fifo", backfill=backfill))
+    for k, name in enumerate(("long", "s1", "s2", "s3")):
+        q.offer(_item(q, name, tenant="ab"[k % 2], arrival=k * 0.1, slo=5.0), 0.5)
+    q.offer(_item(q, "low", band=1, arrival=0.0, slo=5.0), 0.5)
+    return q
+
+
+def test_without_backfill_a_band_waits_for_its_head() -> None:
+    q = _blocked(0)
+    assert _place_only(q, {"s1", "s2", "s3", "low"}) == (["long"], [])
+    assert q.waiting == 5 and not q.may_place_at_once(0) and q.may_place_at_once(-1)
+
+
+def test_backfill_offers_the_next_ones_of_the_band_in_order_and_no_lower_band() -> None:
+    q = _blocked(2)
+    offered, placed = _place_only(q, {"s1", "s2", "s3", "low"})
+    assert offered == ["long", "s1", "s2"] and placed == ["s1", "s2"]
+    assert q.lengths == {("a", 0): 1, ("b", 0): 1, ("a", 1): 1}
+    # the head still comes first next time; a new arrival of its band may try at once
+    assert _place_only(q, {"long"}) == (["long", "s3"], ["long"])
+    assert q.may_place_at_once(0) and not q.may_place_at_once(1)
+
+
+def test_backfill_stops_at_what_waits() -> None:
+    q = _blocked(16)
+    assert _place_only(q, set())[0] == ["long", "s1", "s2", "s3"]
+
+
+def test_requests_that_left_from_inside_a_heap_are_dropped_in_time() -> None:
+    q: FlowQueue[str] = FlowQueue(FlowPolicy(order="lifo"))
+    for k in range(500):  # under lifo the oldest expire from the bottom of the heap
+        q.offer(_item(q, f"r{k}", arrival=k * 0.01, slo=1.0), k * 0.01)
+        q.expire(k * 0.01)
+    assert q.waiting == 101
+    assert _drain(q, 5.0, limit=1) == ["r499"]
+    heap = q._bands[0].tenants["a"]  # the tenant's heap holds the waiting and a bounded rest
+    assert len(heap) <= 2 * q.waiting + 64

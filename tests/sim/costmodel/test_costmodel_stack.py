@@ -203,6 +203,21 @@ def test_memory_attention_and_per_sequence_terms_have_their_physical_meaning():
     assert cm.decode_attention_coeffs(8) == pytest.approx((2.0 * d0 + 8e-4, 2.0 * d1))
 
 
+def test_decode_flops_cost_each_decoding_sequence_its_parameters_per_gpu():
+    # 1e-14 s per FLOP (100 TFLOP/s) on each sequence's 2 * active params / tp, decode only
+    stack = StackCalibration(decode_flop_s=1e-14)
+    for tp in (2, 8):
+        base = FakeKernels(tp)
+        cm = CalibratedCostModel(base, stack)
+        d0, d1 = base.decode_attention_coeffs(16)
+        per_sequence = 2 * LLAMA_70B.active_params / tp * 1e-14
+        assert cm.decode_attention_coeffs(16) == pytest.approx((d0 + 16 * per_sequence, d1))
+        assert cm.linear_s(4096) == pytest.approx(base.linear_s(4096))  # prefill GEMMs unchanged
+        assert cm.prefill_attention_s(512, 0) == pytest.approx(base.prefill_attention_s(512, 0))
+    with pytest.raises(InputError, match="negative"):
+        StackCalibration(decode_flop_s=-1e-14)
+
+
 def test_only_free_parameters_move_and_shrinkage_holds_the_rest_near_neutral():
     truth = StackCalibration(host_overhead_s=9e-3, compute_factor=1.3)
     measured = _measured(truth)
@@ -221,8 +236,8 @@ def test_only_free_parameters_move_and_shrinkage_holds_the_rest_near_neutral():
 
 
 def test_fit_recovers_every_parameter_whatever_its_units():
-    """s/byte (1e-11), s/hop (1e-5) and factors (1) at once: the fit steps each in its own
-    units, so the smallest ones are found as exactly as the factors."""
+    """s/FLOP (1e-14), s/byte (1e-11), s/hop (1e-5) and factors (1) at once: the fit steps each
+    in its own units, so the smallest ones are found as exactly as the factors."""
     truth = StackCalibration(
         host_overhead_s=6e-3,
         all_reduce_hop_latency_s=8e-6,
@@ -232,6 +247,7 @@ def test_fit_recovers_every_parameter_whatever_its_units():
         attention_factor=1.4,
         decode_sequence_s=3e-5,
         all_reduce_byte_s=2e-11,
+        decode_flop_s=2e-14,
     )
     neutral, slopes = zip(*(stack_sensitivities(b, p) for b, p in _workload()), strict=True)
     fitted = fit_stack_calibration(_measured(truth), neutral, slopes, free=tuple(truth.as_dict()))
