@@ -12,7 +12,7 @@ What counts as an interactive request having had to wait, or been refused, is
 already takes longer than the time it may be forecast to take (its TTFT SLO, or below the top
 band ``band_headroom`` of it). No idle capacity could have placed it, so it says nothing about
 interactive load. Counted, they kept batch paused through the diurnal troughs: on the flow
-bench's day (2 × H100, Mooncake prompts) they were ~45% of the interactive requests that waited
+bench's day (2 × H100, Mooncake prompts) they were ~40% of the interactive requests that waited
 or were refused in the quietest hours, and with them the rule found no calm at 62% of its looks
 while the fleet held a third of its budget; a one-hour backlog was still unfinished when the
 24 h window closed (bench/RESULTS.md).
