@@ -302,8 +302,13 @@ class Replica:
             if adapter and not seq.pinned:
                 load = lora.acquire(adapter, self.now)
                 if load is None:
+                    if seq.slot_denied_s < 0:
+                        seq.slot_denied_s = self.now
                     kept.append(self.waiting.popleft())
                     continue
+                if seq.slot_denied_s >= 0:
+                    seq.req.slot_wait_s += self.now - seq.slot_denied_s
+                    seq.slot_denied_s = -1.0
                 seq.pinned = True
                 self._stall_s += load
             if not self._admit_head():  # no KV room: stop, as vLLM does

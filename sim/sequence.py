@@ -32,6 +32,7 @@ class Sequence:
         "private_tokens",
         "prompt_len",
         "req",
+        "slot_denied_s",
         "state",
         "uid",
     )
@@ -47,6 +48,7 @@ class Sequence:
         self.computed = 0  # prompt tokens whose KV exists (cached or prefilled)
         self.generated = 0
         self.pinned = False  # holds a LoRA slot for its adapter (while admitted)
+        self.slot_denied_s = -1.0  # when the engine first passed it over for want of a slot
         self.held: tuple[int, ...] = ()  # block hashes this sequence references in the cache
         self.private_tokens = 0  # KV tokens charged to this sequence alone (while prefilling)
         self.private_join = 0

@@ -55,6 +55,7 @@ def build_cases(
     period_s: float,
     learn: bool,
     seed: int,
+    learn_less_slot_wait: bool = False,
     trace: Path | None = None,
     tenants: Path | None = None,
     engine_priority: str | None = None,
@@ -85,7 +86,8 @@ def build_cases(
     ``gate_slot_turn_s``: with the share cap, a running LoRA adapter of a tenant at its share
     yields its slot to a tenant below its share waiting that long for one (None: never);
     ``warm_up_s``: each reported run first replays the head's last that many simulated
-    seconds (``Case.warm_up_s``)."""
+    seconds (``Case.warm_up_s``); ``learn_less_slot_wait``: the learned TTFT leaves out each
+    request's wait for a LoRA slot (``Case.learn_less_slot_wait``)."""
     check_warm_up(warm_up_s)
     if gate_share_cap is not None:
         ShareCap(gate_share_cap, window_s=gate_share_window_s)  # bad values: a clear error
@@ -122,6 +124,7 @@ def build_cases(
             loads=loads,
             period_s=period_s,
             learn=learn,
+            learn_less_slot_wait=learn_less_slot_wait,
             seed=seed,
             engine_priority=engine_priority,
             offer_waiting_price=offer_waiting_price,

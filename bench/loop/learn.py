@@ -67,9 +67,12 @@ def learn_capacity(
     experiment: str = LOOP_EXPERIMENT,
     say: Callable[[str], None] = lambda _m: None,
     slos: tuple[Slo, ...] = DEFAULT_SLOS,
+    less_slot_wait: bool = False,
 ) -> Learned:
     """Simulate ``tune`` at ``loads`` into a fresh telemetry store under ``store``, train,
-    register, and return capacity at SLO (at levels ``slos``) from the registered model."""
+    register, and return capacity at SLO (at levels ``slos``) from the registered model.
+    ``less_slot_wait``: the TTFT trained on leaves out each request's wait for a LoRA slot
+    (:func:`training.telemetry.simulated.telemetry_frames`), so the capacity is the replica's."""
     import mlflow
 
     from training.pyfunc import unwrap
@@ -82,7 +85,9 @@ def learn_capacity(
         say(f"telemetry: {tune.name} on {fleet.name} at load {load}")
         result = simulate_for_telemetry(tune, fleet, load=load, seed=seed)
         # each load's run is dated a day apart, so the store's time split stays per run order
-        requests, samples = telemetry_frames(result, start=DEFAULT_START + timedelta(days=i))
+        requests, samples = telemetry_frames(
+            result, start=DEFAULT_START + timedelta(days=i), less_slot_wait=less_slot_wait
+        )
         write_telemetry(telemetry, requests, samples)
         rows += len(requests)
     say(f"training on {rows} request records (MLflow experiment {experiment!r})")

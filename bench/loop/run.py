@@ -158,6 +158,11 @@ class Case:
     seed: int = 0
     settings: tuple[Setting, ...] = ()  # what to tune over on the head (empty: the full grid)
     learn: bool = True  # False: the roofline prior stands in for the trained predictors
+    # the learned TTFT leaves out each request's wait for a LoRA slot (:func:`~bench.loop.
+    # learn.learn_capacity` ``less_slot_wait``), so the capacity at SLO is the replica's and the
+    # slot queue stays the route path's and the gate's own term; off by default (see
+    # bench/RESULTS.md, "the LoRA slot wait inside the learned TTFT")
+    learn_less_slot_wait: bool = False
     # the fleet's engines schedule by the priority ours sends each request with ("class" or
     # "credit", :mod:`serving.admission.engine_priority`; None: FCFS engines). The peers run
     # on the same engines and send none (every request alike: served by arrival)
@@ -545,7 +550,15 @@ def prepare(case: Case, store: Path, say: Say) -> CaseContext:
     weights = fleet_capacity(case.fleet, tune, cost_model_for_replica)
     slos = class_slos(tune.classes)
     if case.learn:
-        learned = learn_capacity(tune, case.fleet, store, seed=case.seed, say=say, slos=slos)
+        learned = learn_capacity(
+            tune,
+            case.fleet,
+            store,
+            seed=case.seed,
+            say=say,
+            slos=slos,
+            less_slot_wait=case.learn_less_slot_wait,
+        )
         capacity: CapacitySource = learned.capacity
         uri = learned.model_uri
     else:

@@ -377,6 +377,14 @@ def loop(
             "load)"
         ),
     ] = False,
+    learn_less_slot_wait: Annotated[
+        bool,
+        typer.Option(
+            help="the TTFT the latency models learn leaves out each request's wait for a LoRA "
+            "slot, so the capacity at SLO is the replica's (the route path and the gate add "
+            "the slot wait on their own)"
+        ),
+    ] = False,
     base_models_by_credit: Annotated[
         bool,
         typer.Option(
@@ -457,6 +465,7 @@ def loop(
         duration_s=duration,
         period_s=period,
         learn=learn,
+        learn_less_slot_wait=learn_less_slot_wait,
         seed=seed,
         engine_priority=engine_priority,
         offer_waiting_price=offer_waiting_price,

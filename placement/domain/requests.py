@@ -59,6 +59,7 @@ class Request:
         "priority",
         "replica",
         "request_class",
+        "slot_wait_s",
         "tenant",
     )
 
@@ -99,6 +100,9 @@ class Request:
         # the router's own counters for the chosen replica when it routed this request
         self.backlog_requests = 0  # requests in flight there
         self.backlog_prefill_tokens = 0  # prompt tokens there still waiting for a first token
+        # seconds its turn to be admitted waited for a LoRA slot for its adapter (the engine
+        # passed it over because every slot held an adapter in use; 0 with no adapter)
+        self.slot_wait_s = 0.0
 
     def unserved(
         self, *, arrival_s: float | None = None, block_hashes: tuple[int, ...] | None = None

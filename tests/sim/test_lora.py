@@ -76,6 +76,20 @@ def test_a_request_whose_adapter_gets_no_slot_waits_and_others_pass_it(fleet):
     assert replica.lora is not None and replica.lora.loads == 2
 
 
+def test_the_wait_for_a_slot_is_recorded_from_when_the_request_was_first_passed_over(fleet):
+    replica, _ = lora_replica(fleet, 1)
+    long_a = Request(1, 0.0, 200, 400, adapter="a1")
+    blocked = Request(2, 0.01, 200, 5, adapter="a2")
+    same = Request(3, 0.02, 200, 5, adapter="a1")
+    drive(replica, [long_a, blocked, same])
+    assert long_a.slot_wait_s == 0.0 and same.slot_wait_s == 0.0  # a slot was there for them
+    # it waited from an engine step soon after it arrived until a1 left the slot
+    assert blocked.slot_wait_s > 0.5 * (long_a.finish_s - blocked.arrival_s)
+    assert blocked.slot_wait_s <= long_a.finish_s - blocked.arrival_s
+    # the rest of its TTFT: the run it arrived in (a1's load and prefill), a2's load, its prefill
+    assert blocked.first_token_s - blocked.arrival_s - blocked.slot_wait_s < 2 * LOAD_S + 0.1
+
+
 def test_the_simulator_records_residency_and_refuses_undeclared_adapters(fleet):
     spec = _one_h100(max_loras=2)
     adapters = {n: LoraAdapter(name=n, base="llama-3-8b", rank=16) for n in ("x", "y", "z")}

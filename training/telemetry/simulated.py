@@ -47,12 +47,17 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def telemetry_frames(
-    result: SimResult, *, start: datetime = DEFAULT_START
+    result: SimResult, *, start: datetime = DEFAULT_START, less_slot_wait: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A run's (requests, replica_samples) frames; ``start`` (timezone-aware) is simulated
-    time 0. The samples frame is empty unless the run had ``SimConfig(sample_interval_s=…)``."""
+    time 0. The samples frame is empty unless the run had ``SimConfig(sample_interval_s=…)``.
+    ``less_slot_wait``: each request's ``ttft_s`` leaves out the time its admission waited for
+    a LoRA slot for its adapter (:attr:`Request.slot_wait_s`): the replica's TTFT, not its
+    adapter's queue (which the route path and the gate add on their own)."""
     start_us = _epoch_us(start)
-    requests = requests_frame(result.requests, result.fleet, start_us)
+    requests = requests_frame(
+        result.requests, result.fleet, start_us, less_slot_wait=less_slot_wait
+    )
     samples = samples_frame(result.samples, result.requests, result.fleet, start_us)
     return requests, samples
 
@@ -116,8 +121,11 @@ def _floats(values: FloatArray, valid: npt.NDArray[np.bool_]) -> pa.Array:
     return pa.array(np.where(valid, values, 0.0), type=pa.float64(), mask=~valid)
 
 
-def requests_frame(requests: Sequence[Request], fleet: Fleet, start_us: int) -> pd.DataFrame:
-    """One row per request, with its outcome and the serving replica's hardware."""
+def requests_frame(
+    requests: Sequence[Request], fleet: Fleet, start_us: int, *, less_slot_wait: bool = False
+) -> pd.DataFrame:
+    """One row per request, with its outcome and the serving replica's hardware; with
+    ``less_slot_wait`` its TTFT leaves out its wait for a LoRA slot (:func:`telemetry_frames`)."""
     n = len(requests)
     arrival = np.fromiter((r.arrival_s for r in requests), np.float64, n)
     first = np.fromiter((r.first_token_s for r in requests), np.float64, n)
@@ -127,6 +135,8 @@ def requests_frame(requests: Sequence[Request], fleet: Fleet, start_us: int) -> 
     has_first = first >= 0
     has_finish = finish >= 0
     ttft = first - arrival
+    if less_slot_wait:
+        ttft = ttft - np.fromiter((r.slot_wait_s for r in requests), np.float64, n)
     e2e = finish - arrival
     has_tpot = has_first & has_finish & (output > 1)
     tpot = (finish - first) / np.maximum(output - 1, 1)

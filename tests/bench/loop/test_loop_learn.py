@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from bench.loop.learn import TRAINING_LOADS, fresh_telemetry
 from bench.loop.tuning import TUNE_LOADS
@@ -23,3 +26,27 @@ def test_the_telemetry_holds_a_sustained_light_load_below_every_busy_one() -> No
     loads = sorted(TRAINING_LOADS)
     assert loads[0] <= 0.5 * loads[1]
     assert loads[0] <= 0.5 * min(TUNE_LOADS)
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("less", [False, True])
+def test_the_telemetry_trained_on_leaves_out_the_slot_wait_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, less: bool
+) -> None:
+    import bench.loop.learn as learn
+
+    asked: list[bool] = []
+
+    def frames(result: object, **kw: bool) -> None:
+        asked.append(kw["less_slot_wait"])
+        raise _Stop
+
+    named = SimpleNamespace(name="x")
+    monkeypatch.setattr(learn, "simulate_for_telemetry", lambda *a, **k: object())
+    monkeypatch.setattr(learn, "telemetry_frames", frames)
+    with pytest.raises(_Stop):
+        learn.learn_capacity(named, named, tmp_path, less_slot_wait=less)  # type: ignore[arg-type]
+    assert asked == [less]

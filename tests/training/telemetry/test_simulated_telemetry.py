@@ -7,6 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pytest
 
+from placement.domain.adapters import LoraAdapter
+from placement.domain.fleet import fleet_from_dict
+from placement.domain.requests import Request
 from placement.errors import InputError
 from sim.faults import Fault
 from sim.simulator import SimConfig, Simulator
@@ -60,6 +63,32 @@ def test_one_valid_row_per_request_with_latencies_from_the_outcome(run):
     assert (requests["backlog_prefill_tokens"] >= 0).all()
     # the day partitions the store makes are real
     assert requests["arrival_time"].dt.date.nunique() == 2
+
+
+def test_ttft_less_slot_wait_leaves_out_each_requests_wait_for_a_lora_slot(cost, policy):
+    h100 = {"kind": "h100", "accelerator": "H100-SXM", "count": 1, "model": "llama-3-8b"}
+    one_slot = fleet_from_dict({"name": "lora", "replicas": [h100 | {"max_loras": 1}]})
+    adapters = {n: LoraAdapter(name=n, base="llama-3-8b", rank=16) for n in ("x", "y")}
+    reqs = [Request(i, i * 0.05, 300, 200, adapter="xy"[i % 2]) for i in range(20)]
+    workload = Workload(name="w", requests=reqs, tenants={}, adapters=adapters)
+    result = Simulator(one_slot, policy, workload, cost_model=lambda s: cost).run()
+    waits = {r.id: r.slot_wait_s for r in result.requests}
+    assert sum(w > 0 for w in waits.values()) >= 5  # one slot, two adapters: they take turns
+    observed, _ = telemetry_frames(result, start=START)
+    engine, _ = telemetry_frames(result, start=START, less_slot_wait=True)
+    validate_requests(engine)
+    gap = (observed["ttft_s"] - engine["ttft_s"]).to_numpy()
+    assert gap == pytest.approx(observed["request_id"].map(waits).to_numpy())
+    assert (engine["ttft_s"] > 0).all()
+    rest = [c for c in observed.columns if c != "ttft_s"]
+    pd.testing.assert_frame_equal(observed[rest], engine[rest])
+
+
+def test_without_adapters_ttft_less_slot_wait_is_the_observed_ttft(run):
+    result = run(n=200)
+    observed, _ = telemetry_frames(result, start=START)
+    engine, _ = telemetry_frames(result, start=START, less_slot_wait=True)
+    pd.testing.assert_frame_equal(observed, engine)
 
 
 def test_frames_have_the_schema_dtypes(run):
