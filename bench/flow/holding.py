@@ -5,7 +5,8 @@ An interactive arrival is placed at once when nothing of its band or above waits
 (behind the service's SLO gate) takes it; otherwise it is offered to the queue, which refuses
 it at the door or keeps it until it is placed or its dispatch deadline passes (``refused:
 deadline``). With ``max_queued = 0`` this is the same service refusing at once. Batch arrivals
-(class ``batch``) wait in arrival order and start only while the idle rule allows. A result
+(class ``batch``) wait in arrival order and start only while the idle rule allows; an interactive
+request counts against its calm only if it :func:`~serving.flow.idle.shows_load`. A result
 cache answers an arrival at once when the same prompt (block hashes and lengths) was answered
 before and is still among the last ``cache_entries``.
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from placement.domain.requests import Request, RequestClass
-from serving.flow import FlowPolicy, FlowQueue, IdlePolicy
+from serving.flow import FlowPolicy, FlowQueue, IdlePolicy, shows_load
 from sim.router import Place
 
 BATCH = "batch"
@@ -95,7 +96,9 @@ class FlowHolding:
             input_tokens=req.input_tokens,
             output_tokens=req.output_tokens,
         )
-        self.pressed_at = now
+        budget = self.ttft_budget(req, now)
+        if shows_load(item.service_s, cls.ttft_slo_s if budget is None else budget):
+            self.pressed_at = now
         offer = queue.offer(item, now)
         if not offer.queued:
             self.stats.refused_at_door += 1

@@ -6,6 +6,16 @@ interactive request has had to wait or been refused for ``calm_s`` seconds, the 
 in-flight requests are under ``busy_fraction`` of its budget and batch itself holds under
 ``batch_fraction`` of it. Otherwise it *pauses*: nothing already running is stopped, nothing
 new starts, and nothing is failed; it resumes once the rule holds again.
+
+What counts as an interactive request having had to wait, or been refused, is
+:func:`shows_load`: not one whose own prompt's prefill, on a replica with nothing queued,
+already takes longer than the time it may be forecast to take (its TTFT SLO, or below the top
+band ``band_headroom`` of it). No idle capacity could have placed it, so it says nothing about
+interactive load. Counted, they kept batch paused through the diurnal troughs: on the flow
+bench's day (2 × H100, Mooncake prompts) they were ~40% of the interactive requests that waited
+or were refused in the quietest hours, and with them the rule found no calm at 62% of its looks
+while the fleet held a third of its budget; a one-hour backlog was still unfinished when the
+24 h window closed (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -45,3 +55,12 @@ class IdlePolicy:
         if in_flight + 1 > self.busy_fraction * budget:
             return False
         return batch_in_flight + 1 <= max(1.0, self.batch_fraction * budget)
+
+
+def shows_load(service_s: float, budget_s: float) -> bool:
+    """Whether an interactive request that had to wait, or was refused, shows interactive load
+    (and so keeps batch work paused for ``calm_s``): True unless its own service — its
+    prompt's prefill with nothing queued ahead, ``service_s`` — takes longer than the time it
+    may be forecast to take, ``budget_s``. Such a request could not have been placed on an
+    idle fleet either."""
+    return service_s <= budget_s

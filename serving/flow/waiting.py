@@ -34,7 +34,7 @@ from starlette.types import Receive
 
 from placement.domain.requests import DEFAULT_CLASSES
 from serving.admission.cost import GpuRates, mean_rates
-from serving.flow import FlowPolicy, FlowQueue, Waiting
+from serving.flow import FlowPolicy, FlowQueue, Waiting, shows_load
 from serving.metrics import BoundedLabel
 from serving.route.types import RouteQuery
 from serving.service import PlacementService, Refused, Routed
@@ -140,7 +140,8 @@ class WaitingRoom:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self.offered = 0  # requests offered to the queue so far (they could not go at once)
-        # when a request last had to wait or was refused (batch work stays paused a while)
+        # when a request last had to wait or was refused (batch work stays paused a while;
+        # not for one no idle capacity could place: :meth:`_pressed`)
         self.pressed_at = float("-inf")
         self._rates: GpuRates = mean_rates(())
         self._priced_for = 0  # replicas registered when the rates were averaged
@@ -204,6 +205,7 @@ class WaitingRoom:
         slo = self.ttft_slo_s(query.request_class, ttft_slo_s)
         policy = queue.policy
         deadline = arrival + slo * policy.deadline_slack
+        service_s = query.input_tokens / self.prefill_tokens_per_s
         if not self.enabled or queue.may_place_at_once(band):
             try:
                 if not self.enabled:
@@ -211,10 +213,10 @@ class WaitingRoom:
                 budget = policy.ttft_budget(band, deadline, self.clock())
                 return self.service.route(replace(query, ttft_budget_s=budget))
             except Refused:
-                self.pressed_at = self.clock()
                 if not self.enabled:
+                    self._pressed(service_s, slo)
                     raise
-        self.pressed_at = self.clock()
+        self._pressed(service_s, policy.ttft_budget(band, deadline, self.clock()))
         future: asyncio.Future[Routed] = asyncio.get_running_loop().create_future()
         item = queue.make(
             Ticket(query, future),
@@ -222,7 +224,7 @@ class WaitingRoom:
             band=band,
             arrival=arrival,
             ttft_slo_s=slo,
-            service_s=query.input_tokens / self.prefill_tokens_per_s,
+            service_s=service_s,
             input_tokens=query.input_tokens,
             output_tokens=query.max_output_tokens,
             cost=self.price(query),
@@ -256,6 +258,12 @@ class WaitingRoom:
             self._leave(item)
             raise ClientGone
         return future.result()
+
+    def _pressed(self, service_s: float, budget_s: float) -> None:
+        """A request had to wait or was refused: batch work stays paused a while, unless no
+        idle capacity could have placed it either (:func:`~serving.flow.idle.shows_load`)."""
+        if shows_load(service_s, budget_s):
+            self.pressed_at = self.clock()
 
     def _leave(self, item: Waiting[Ticket]) -> None:
         """Its client went away while it waited: out of the queue at once."""

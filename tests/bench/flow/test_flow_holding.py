@@ -90,6 +90,34 @@ def test_batch_waits_for_calm_and_idle_capacity_and_is_never_refused() -> None:
     assert all(not _req(i, "batch").error for i in range(10, 14))
 
 
+def test_a_request_no_idle_replica_could_place_does_not_pause_batch() -> None:
+    fleet = Fleet(room=0)
+    h = FlowHolding(
+        CLASSES,
+        FlowPolicy(band_headroom=0.4),
+        in_flight=lambda: len(fleet.placed),
+        budget=16,
+        idle=IdlePolicy(busy_fraction=0.5, batch_fraction=0.25, calm_s=5.0),
+        prefill_s=lambda r: r.input_tokens / 10_000,
+    )
+    # 2.5 s of prefill against a 2 s SLO: refused at the door
+    h.arrive(_req(1, "premium", tokens=25_000), 0.0, fleet.place)
+    # 2 s of prefill: within its 3 s SLO, but past the 1.2 s its band may be forecast to take
+    h.arrive(_req(2, "standard", tokens=20_000), 0.0, fleet.place)
+    assert h.stats.refused_at_door == 1 and h.queue.waiting == 1
+    h.arrive(_req(10, "batch"), 0.0, fleet.place)
+    fleet.room = 10
+    h.pump(1.5, fleet.place)  # the standard request expired (latest start 1 s): batch goes
+    assert fleet.placed == [10]
+    h.arrive(_req(3, "standard", tokens=10_000), 2.0, fleet.place)  # 1 s: placeable, placed
+    fleet.room = 1
+    h.arrive(_req(4, "standard", tokens=10_000, arrival=2.0), 2.0, fleet.place)  # waits: load
+    h.arrive(_req(11, "batch"), 2.0, fleet.place)
+    h.queue.remove(next(iter(h.queue.candidates())))  # its client left: nothing waits
+    h.pump(3.0, fleet.place)
+    assert len(h.batch) == 1  # paused: an interactive request waited a second ago
+
+
 def test_a_repeat_of_an_answered_prompt_comes_from_the_cache() -> None:
     fleet = Fleet(room=10)
     h = _holding(fleet)

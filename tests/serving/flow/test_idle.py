@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from placement.errors import InputError
-from serving.flow import IdlePolicy
+from serving.flow import IdlePolicy, shows_load
 
 
 def test_batch_starts_on_an_idle_fleet_and_pauses_under_interactive_load() -> None:
@@ -21,3 +21,9 @@ def test_batch_starts_on_an_idle_fleet_and_pauses_under_interactive_load() -> No
 def test_fractions_are_checked() -> None:
     with pytest.raises(InputError, match="busy_fraction"):
         IdlePolicy(busy_fraction=0)
+
+
+def test_only_a_request_idle_capacity_could_place_shows_load() -> None:
+    assert shows_load(service_s=1.0, budget_s=1.2)
+    assert shows_load(service_s=1.2, budget_s=1.2)
+    assert not shows_load(service_s=1.5, budget_s=1.2)  # its prefill alone is too long
