@@ -12,8 +12,9 @@ queue. A request the fleet cannot take at once is *offered* here instead of bein
   allowance) divided by the tenant's credit weight; a tenant that starts waiting again is
   lifted to the lowest counter among the waiting tenants, so idling banks nothing;
 - within a tenant, **earliest deadline first**: each request's TTFT deadline (arrival + its TTFT
-  SLO × ``deadline_slack``) less the time it needs once dispatched (its predicted prefill),
-  i.e. the latest moment its dispatch still meets the SLO;
+  SLO × ``deadline_slack``) less the time it needs once dispatched (its predicted prefill,
+  over its band's headroom below the top band), i.e. the latest moment its dispatch still
+  meets the SLO as the admission will judge it;
 - a request whose latest dispatch moment has passed is **expired** (the caller answers 429 with
   a Retry-After and counts a deadline miss); one that cannot meet its deadline even now is
   refused at the door, as is one whose tenant already holds its **share** of the queue
@@ -116,13 +117,17 @@ class Waiting(Generic[T]):
     service_s: float  # time from dispatch to its first token (predicted)
     cost: float  # what its tenant is charged at dispatch (credit units)
     payload: T
+    # the share of its time left it may be forecast to take when dispatched (its band's
+    # headroom: 1 for the top band)
+    headroom: float = 1.0
     seq: int = 0
     state: str = WAITING
 
     @property
     def latest_start(self) -> float:
-        """The latest dispatch that still meets the deadline."""
-        return self.deadline - self.service_s
+        """The latest dispatch that still meets the deadline within its band's headroom: at
+        ``t`` it is allowed ``headroom × (deadline − t)``, and it needs ``service_s``."""
+        return self.deadline - self.service_s / self.headroom
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +198,7 @@ class FlowQueue(Generic[T]):
             service_s=max(0.0, service_s),
             cost=cost,
             payload=payload,
+            headroom=1.0 if band == 0 else p.band_headroom,
         )
 
     def offer(self, item: Waiting[T], now: float) -> Offer:

@@ -103,11 +103,12 @@ def test_a_request_no_idle_replica_could_place_does_not_pause_batch() -> None:
     # 2.5 s of prefill against a 2 s SLO: refused at the door
     h.arrive(_req(1, "premium", tokens=25_000), 0.0, fleet.place)
     # 2 s of prefill: within its 3 s SLO, but past the 1.2 s its band may be forecast to take
+    # (0.4 of its time left): it could never be dispatched, so it is refused at the door too
     h.arrive(_req(2, "standard", tokens=20_000), 0.0, fleet.place)
-    assert h.stats.refused_at_door == 1 and h.queue.waiting == 1
+    assert h.stats.refused_at_door == 2 and h.queue.waiting == 0
     h.arrive(_req(10, "batch"), 0.0, fleet.place)
     fleet.room = 10
-    h.pump(1.5, fleet.place)  # the standard request expired (latest start 1 s): batch goes
+    h.pump(1.5, fleet.place)  # neither refusal showed load the idle fleet could take: batch goes
     assert fleet.placed == [10]
     h.arrive(_req(3, "standard", tokens=10_000), 2.0, fleet.place)  # 1 s: placeable, placed
     fleet.room = 1

@@ -56,6 +56,20 @@ def test_the_prefill_time_brings_the_dispatch_deadline_forward() -> None:
     assert _drain(q, 0.0) == ["long", "short"]
 
 
+def test_a_lower_band_needs_its_prefill_within_its_headroom_of_the_time_left() -> None:
+    # standard (band 1) at headroom 0.4 with a 3 s SLO: a 1.5 s prefill is allowed 0.4 of the
+    # time left, so it must start by 3 - 1.5 / 0.4 = -0.75 s: it cannot be placed even now
+    q: FlowQueue[str] = FlowQueue(FlowPolicy(band_headroom=0.4))
+    never = q.offer(_item(q, "never", band=1, slo=3.0, service_s=1.5), 0.0)
+    assert (never.queued, never.reason) == (False, "deadline")
+    # 0.8 s of prefill: latest start 3 - 0.8 / 0.4 = 1.0 s; it expires after that
+    assert q.offer(_item(q, "fits", band=1, slo=3.0, service_s=0.8), 0.0).queued
+    assert q.expire(0.9) == []
+    assert [i.payload for i in q.expire(1.1)] == ["fits"]
+    # the top band keeps its whole time left
+    assert q.offer(_item(q, "top", band=0, slo=3.0, service_s=1.5), 0.0).queued
+
+
 def test_fifo_keeps_arrival_order() -> None:
     q: FlowQueue[str] = FlowQueue(FlowPolicy(order="fifo"))
     q.offer(_item(q, "first", arrival=0.0, slo=9.0), 0.0)

@@ -5,16 +5,14 @@ that band tries at once."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter
 
 from serving.flow import FlowPolicy
 from serving.flow.waiting import WaitingRoom
 from serving.route.types import RouteQuery
 from serving.service import Refused
+from tests.serving.flow.rooms import interactive_query, waiting_room
 
 LONG, SHORT = 8000, 100  # prompt tokens
 
@@ -34,30 +32,8 @@ class Fleet:
 
 
 def _room(fleet: Fleet, backfill: int) -> WaitingRoom:
-    registry = CollectorRegistry()
-    service: Any = SimpleNamespace(
-        route=fleet.route,
-        replicas={},
-        admission=SimpleNamespace(credit_share=lambda t: 0.5, classes={}),
-        metrics=SimpleNamespace(
-            registry=registry,
-            tenant_label=lambda t: t,
-            refusals=Counter("refusals", "", ["reason"], registry=registry),
-        ),
-    )
     policy = FlowPolicy(order="fifo", max_queued=16, backfill=backfill)
-    return WaitingRoom(service, policy, prefill_tokens_per_s=1e6, clock=lambda: 0.0)
-
-
-def _query(name: str, tokens: int) -> RouteQuery:
-    return RouteQuery(
-        tenant=name,
-        model="m",
-        request_class="interactive",
-        block_hashes=(),
-        input_tokens=tokens,
-        max_output_tokens=8,
-    )
+    return waiting_room(fleet.route, policy, prefill_tokens_per_s=1e6)
 
 
 @pytest.mark.parametrize(("backfill", "placed"), [(0, []), (2, ["short", "arrival"])])
@@ -68,7 +44,7 @@ def test_what_fits_behind_a_blocked_head_is_placed_only_with_backfill(
         fleet = Fleet()
         room = _room(fleet, backfill)
         waiting = [
-            asyncio.ensure_future(room.route(_query(n, t), arrival=0.0, ttft_slo_s=60.0))
+            asyncio.ensure_future(room.route(interactive_query(n, t), arrival=0.0, ttft_slo_s=60.0))
             for n, t in (("long", LONG), ("short", SHORT))
         ]
         await asyncio.sleep(0)
@@ -76,7 +52,7 @@ def test_what_fits_behind_a_blocked_head_is_placed_only_with_backfill(
         fleet.fits = SHORT
         room.pump()
         arrival = asyncio.ensure_future(
-            room.route(_query("arrival", SHORT), arrival=0.0, ttft_slo_s=60.0)
+            room.route(interactive_query("arrival", SHORT), arrival=0.0, ttft_slo_s=60.0)
         )
         await asyncio.sleep(0)
         assert fleet.placed == placed

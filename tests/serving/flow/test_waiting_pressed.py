@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter
 
 from serving.flow import FlowPolicy
 from serving.flow.waiting import WaitingRoom
 from serving.route.types import RouteQuery
 from serving.service import Refused
+from tests.serving.flow.rooms import interactive_query, waiting_room
 
 
 def _refuse(query: RouteQuery, retry: bool = False) -> str:
@@ -21,19 +20,8 @@ def _refuse(query: RouteQuery, retry: bool = False) -> str:
 
 
 def _room(max_queued: int, now: float) -> WaitingRoom:
-    registry = CollectorRegistry()
-    service: Any = SimpleNamespace(
-        route=_refuse,
-        replicas={},
-        admission=SimpleNamespace(credit_share=lambda t: 0.5, classes={}),
-        metrics=SimpleNamespace(
-            registry=registry,
-            tenant_label=lambda t: t,
-            refusals=Counter("refusals", "", ["reason"], registry=registry),
-        ),
-    )
     policy = FlowPolicy(order="fifo", max_queued=max_queued)
-    return WaitingRoom(service, policy, prefill_tokens_per_s=1000.0, clock=lambda: now)
+    return waiting_room(_refuse, policy, prefill_tokens_per_s=1000.0, now=now)
 
 
 @pytest.mark.parametrize("max_queued", [0, 16])  # refusing at once, or queueing
@@ -43,14 +31,7 @@ def test_a_refusal_pauses_batch_only_if_idle_capacity_could_have_placed_it(
 ) -> None:
     """A 2 s TTFT SLO at 1,000 prompt tokens/s: 1.5 s of prefill fits, 2.5 s never does."""
     room = _room(max_queued, now=5.0)
-    query = RouteQuery(
-        tenant="t",
-        model="m",
-        request_class="interactive",
-        block_hashes=(),
-        input_tokens=tokens,
-        max_output_tokens=8,
-    )
+    query = interactive_query("t", tokens)
 
     async def run() -> None:
         with pytest.raises(Refused):
