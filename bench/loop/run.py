@@ -160,8 +160,10 @@ class Case:
     learn: bool = True  # False: the roofline prior stands in for the trained predictors
     # the learned TTFT leaves out each request's wait for a LoRA slot (:func:`~bench.loop.
     # learn.learn_capacity` ``less_slot_wait``), so the capacity at SLO is the replica's and the
-    # slot queue stays the route path's and the gate's own term; off by default (see
-    # bench/RESULTS.md, "the LoRA slot wait inside the learned TTFT")
+    # slot queue stays the route path's and the gate's own term; off by default: the base-model
+    # split then reads Llama-8B ~13x faster and gives it 3 of 8 replicas, and multi-model's head
+    # loses 40-43% (it gains 0.4-3.7% at a held split; bench/RESULTS.md, "the LoRA slot wait
+    # inside the learned TTFT")
     learn_less_slot_wait: bool = False
     # the fleet's engines schedule by the priority ours sends each request with ("class" or
     # "credit", :mod:`serving.admission.engine_priority`; None: FCFS engines). The peers run
