@@ -84,6 +84,9 @@ class Planning:
     # what one request costs in the unit credits are charged in, for that decision (None: the
     # replica-time it takes)
     base_price: Callable[[Request], float] | None = None
+    # by utilisation, a model's demand is at least the replicas its adapters fill the LoRA
+    # slots of (``place_base_models(slots=...)``; off: work read from the capacity only)
+    base_models_by_slots: bool = False
 
     def solve(
         self,
@@ -115,6 +118,7 @@ class Planning:
                 credits=self.tenants if self.base_models_by_credit else None,
                 guard=self.base_capacity_guard if self.base_models_by_credit else None,
                 price=self.base_price,
+                slots=self.base_models_by_slots,
             )
             models = placed.models
             fleet = fleet_with_models(fleet, models)

@@ -8,6 +8,14 @@ source's table, at the class's mean prompt and output). With ``n_m`` of the grou
 ``m`` and ``f_m`` replicas of the same kind that always serve it, ``m``'s utilisation is
 ``ρ_m = u_m / (n_m + f_m)``; the plan minimises the largest ``ρ_m`` (the pool that misses first).
 
+**By slots** (``slots=True``, utilisation only): a LoRA adapter holds one of a replica's
+``max_loras`` slots while any request of it is in the engine, so a model whose traffic spreads
+over many adapters needs replicas for their slots as well as for their work. Its demand is then
+``max(u_m, Σ_a b_a / S)``, ``b_a`` adapter ``a``'s activity over the window (the share of
+:data:`~placement.solver.adapters.ACTIVITY_BIN_S`-second sub-windows with an arrival, as the
+adapter placement reads it) and ``S`` the group's slots per replica; a model with no adapters
+(or a group with no slots) keeps ``u_m``.
+
 Starting from what each replica holds now (so a re-plan moves nothing it need not), it moves one
 replica at a time from the model that can best spare one to the most loaded model, while the
 move lowers the largest utilisation by more than :data:`HYSTERESIS`, counting the swap's cost:
@@ -41,6 +49,7 @@ from placement.domain.fleet import Fleet, ReplicaSpec, with_model
 from placement.domain.llm import get_model
 from placement.domain.requests import Request, RequestClass, Tenant
 from placement.errors import InputError
+from placement.solver.adapters import adapter_activity
 from placement.solver.capacity import CapacitySource
 from placement.solver.model_entitlement import model_entitlements, tenant_demand
 
@@ -80,12 +89,14 @@ def place_base_models(
     credits: Mapping[str, Tenant] | None = None,
     guard: CapacitySource | None = None,
     price: Callable[[Request], float] | None = None,
+    slots: bool = False,
 ) -> BaseModelPlacement:
     """The base model of every replica for the demand of ``requests`` over ``window_s``, the
     swaps' cost spread over ``horizon_s`` (the time until the next plan); with ``credits`` (the
     tenants), by their entitlements and goodput at SLO rather than by utilisation, demand read
     from ``capacity`` and ``guard`` (the lower capacity of the two) and charged by ``price``
-    (what one request costs; None: the replica-time it takes)."""
+    (what one request costs; None: the replica-time it takes); ``slots``: without credits, a
+    model's demand is at least the replicas its adapters' activity fills the LoRA slots of."""
     if window_s <= 0 or horizon_s <= 0:
         raise InputError(
             f"window_s={window_s}, horizon_s={horizon_s}", field="window_s", expected="> 0"
@@ -113,6 +124,11 @@ def place_base_models(
         }
         if credits is None:
             u = {m: _demand(requests, m, head, classes, capacity, window_s) for m in head.models}
+            if slots and head.max_loras > 0:
+                u = {
+                    m: max(v, slot_demand(requests, m, head.max_loras, window_s))
+                    for m, v in u.items()
+                }
             moved = _rebalance(group, u, fixed, cost)
         else:
             sources = (capacity,) if guard is None else (capacity, guard)
@@ -178,6 +194,22 @@ def _demand(
             mu = table.lookup(mean_in, mean_out, 0)
         total += len(reqs) / window_s / mu if mu > 0 else 0.0
     return total
+
+
+def slot_demand(requests: Sequence[Request], model: str, max_loras: int, window_s: float) -> float:
+    """Replicas with ``max_loras`` LoRA slots each that the activity of ``model``'s adapters
+    over the window fills: ``Σ_a b_a / max_loras`` (0 with no adapter requests)."""
+    if max_loras <= 0:
+        raise InputError(f"max_loras={max_loras}", field="max_loras", expected="> 0")
+    arrivals: dict[str, list[float]] = {}
+    for r in requests:
+        if r.model == model and r.adapter:
+            arrivals.setdefault(r.adapter, []).append(r.arrival_s)
+    if not arrivals:
+        return 0.0
+    start = min(r.arrival_s for r in requests)
+    busy = sum(adapter_activity(a, start_s=start, window_s=window_s) for a in arrivals.values())
+    return busy / max_loras
 
 
 def _rebalance(

@@ -12,6 +12,7 @@ from placement.solver.base_models import (
     MAX_SWAPS,
     SHORT,
     place_base_models,
+    slot_demand,
     swappable,
     with_residency,
 )
@@ -20,9 +21,10 @@ from placement.solver.capacity import CapacityLookup, FixedCapacity
 CAP = FixedCapacity({"H100-SXM": 10.0})  # req/s per replica, any model
 
 
-def pool(llama: int, qwen: int, *, startup_s: float = 2.0) -> Fleet:
+def pool(llama: int, qwen: int, *, startup_s: float = 2.0, max_loras: int = 0) -> Fleet:
     group = {
         "accelerator": "H100-SXM",
+        "max_loras": max_loras,
         "models": ["llama-3-8b", "qwen2-7b"],
         "weights_load_gbps": 10.0,
         "startup_s": startup_s,
@@ -197,3 +199,41 @@ def test_by_credit_the_split_holds_where_the_capacity_reading_moves():
     assert [qwen_replicas(c) for c in READINGS] == [2, 1]
     # by credit charged by cost, both readings give Llama every replica but Qwen's kept one
     assert [qwen_replicas(c, credits=CREDITS, price=price) for c in READINGS] == [1, 1]
+
+
+def adapter_demand(adapters: int, qwen_rps: float, window_s: float = 10.0) -> list[Request]:
+    """One Llama request a second on each of ``adapters`` adapters (every second busy), and
+    ``qwen_rps`` of base Qwen requests."""
+    out = [
+        Request(i * adapters + a, i + 0.5, 100, 10, model="llama-3-8b", adapter=f"lora-{a}")
+        for i in range(int(window_s))
+        for a in range(adapters)
+    ]
+    n = int(qwen_rps * window_s)
+    return out + [
+        Request(len(out) + i, i * window_s / n, 100, 10, model="qwen2-7b") for i in range(n)
+    ]
+
+
+def test_slot_demand_counts_each_adapters_activity_against_the_slots():
+    reqs = adapter_demand(20, 0.0)
+    assert slot_demand(reqs, "llama-3-8b", 4, 10.0) == pytest.approx(20 / 4)
+    assert slot_demand(reqs, "qwen2-7b", 4, 10.0) == 0.0  # no adapters: no slots
+    # an adapter busy one second in ten holds a tenth of a slot, whatever its rate
+    burst = [Request(i, 0.1 * i, 100, 10, model="llama-3-8b", adapter="x") for i in range(10)]
+    late = Request(10, 9.5, 100, 10, model="qwen2-7b")
+    assert slot_demand([*burst, late], "llama-3-8b", 1, 10.0) == pytest.approx(0.1)
+    with pytest.raises(InputError, match="max_loras"):
+        slot_demand(reqs, "llama-3-8b", 0, 10.0)
+
+
+def test_by_slots_a_model_with_many_adapters_gains_replicas_its_work_would_not():
+    # 2 replicas' work each, but Llama's 20 busy adapters fill 5 replicas of 4 slots
+    reqs = adapter_demand(20, 20.0)
+    fleet = pool(4, 4, max_loras=4)
+    assert place(fleet, reqs).swaps == ()  # by work alone the split is balanced
+    placed = place(fleet, reqs, slots=True)
+    assert placed.demand == pytest.approx({"llama-3-8b": 5.0, "qwen2-7b": 2.0})
+    assert held(placed, "llama-3-8b") == 5  # 5 / 5 against 2 / 3: one more would tip Qwen
+    # with no slots in the group there is nothing to count: the work decides
+    assert place(pool(4, 4), reqs, slots=True).swaps == ()
