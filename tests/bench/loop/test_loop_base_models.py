@@ -137,3 +137,41 @@ def test_the_loop_ablates_the_rule_it_replaced_on_swappable_fleets_only() -> Non
         }
     )
     assert base_model_ablations(dataclasses.replace(by_credit, fleet=fixed)) == ()
+
+
+def test_by_slots_the_plan_gives_a_model_replicas_for_its_adapters() -> None:
+    slotted = {**GROUP, "max_loras": 4}
+    fleet = fleet_from_dict(
+        {
+            "name": "pool",
+            "replicas": [
+                {"kind": "a", "count": 2, "model": "llama-3-8b", **slotted},
+                {"kind": "b", "count": 2, "model": "qwen2-7b", **slotted},
+            ],
+        }
+    )
+    # 20 Llama adapters busy every second (5 replicas' slots) and Qwen: 2 replicas' work each
+    reqs = [
+        Request(0, t + 0.5, 200, 20, tenant="t", model="llama-3-8b", adapter=f"lora-{a}")
+        for t in range(10)
+        for a in range(20)
+    ]
+    reqs += [Request(0, t / 20, 200, 20, tenant="t", model="qwen2-7b") for t in range(200)]
+    for i, r in enumerate(reqs):
+        r.id = i
+
+    def swaps(by_slots: bool) -> tuple[tuple[str, str], ...]:
+        planning = Planning(
+            fleet=fleet,
+            tenants={},
+            classes=DEFAULT_CLASSES,
+            capacity=FixedCapacity({"H100-SXM": 10.0}),
+            block_tokens=16,
+            time_limit_s=2.0,
+            base_models_by_slots=by_slots,
+        )
+        planning.solve(reqs, window_s=10.0)
+        return planning.records[-1].swaps
+
+    assert swaps(False) == ()  # by work alone 2 : 2 is balanced
+    assert [model for _, model in swaps(True)] == ["llama-3-8b"]
