@@ -98,8 +98,12 @@ class FlowPolicy:
     def ttft_budget(self, band: int, deadline: float, now: float) -> float:
         """The time a request of ``band`` due at ``deadline`` may be forecast to take if
         dispatched at ``now``."""
-        left = max(0.0, deadline - now)
-        return left if band == 0 else left * self.band_headroom
+        return max(0.0, deadline - now) * self.headroom(band)
+
+    def headroom(self, band: int) -> float:
+        """The share of its time left a request of ``band`` may be forecast to take: all of it
+        in the top band, ``band_headroom`` below."""
+        return 1.0 if band == 0 else self.band_headroom
 
     def share(self, tenant: str, credit_share: float) -> int:
         """How many requests a tenant with ``credit_share`` may have waiting (at least one)."""
@@ -198,7 +202,7 @@ class FlowQueue(Generic[T]):
             service_s=max(0.0, service_s),
             cost=cost,
             payload=payload,
-            headroom=1.0 if band == 0 else p.band_headroom,
+            headroom=p.headroom(band),
         )
 
     def offer(self, item: Waiting[T], now: float) -> Offer:
